@@ -1,0 +1,62 @@
+//! Checking one request against the contract. Pure: no I/O, no clock, no globals, so the proxy
+//! and the offline checker share it and tests call it directly. One file per check family.
+
+mod body;
+mod coerce;
+mod params;
+mod suggest;
+
+pub use suggest::did_you_mean;
+
+use crate::contract::{Contract, Operation, Route};
+use crate::finding::{Finding, Kind, Location};
+use crate::request::RequestView;
+
+/// The result of auditing one request: the operation it matched (if any) and what was found.
+#[derive(Debug)]
+pub struct Audit<'c> {
+    pub operation: Option<&'c Operation>,
+    pub findings: Vec<Finding>,
+}
+
+/// Audit `request` against `contract`; every finding carries the operation id.
+pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
+    let mut findings = Vec::new();
+    match contract.route(request.method, request.path) {
+        Route::Found { operation, path_values } => {
+            params::check(operation, request, &path_values, &mut findings);
+            body::check(operation, request, &mut findings);
+            for finding in &mut findings {
+                finding.operation = Some(operation.id.clone());
+            }
+            Audit { operation: Some(operation), findings }
+        }
+        Route::MethodNotAllowed { allowed } => {
+            let allowed = allowed.join(", ");
+            findings.push(
+                Finding::new(Kind::MethodNotAllowed, Location::Path, request.path)
+                    .expected(allowed.clone())
+                    .observed(request.method.to_ascii_uppercase())
+                    .message(format!(
+                        "{} is not declared for {}; the spec allows {allowed}",
+                        request.method.to_ascii_uppercase(),
+                        request.path
+                    )),
+            );
+            Audit { operation: None, findings }
+        }
+        Route::NotFound => {
+            findings.push(
+                Finding::new(Kind::UnknownOperation, Location::Path, request.path)
+                    .observed(format!("{} {}", request.method.to_ascii_uppercase(), request.path))
+                    .message(format!("no operation in the spec matches {} {}", request.method.to_ascii_uppercase(), request.path)),
+            );
+            Audit { operation: None, findings }
+        }
+    }
+}
+
+/// The findings of [`audit`] alone.
+pub fn audit_request(contract: &Contract, request: &RequestView) -> Vec<Finding> {
+    audit(contract, request).findings
+}

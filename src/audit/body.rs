@@ -1,0 +1,193 @@
+//! The request body: media type, JSON syntax, the compiled schema, then what JSON Schema
+//! cannot say: undeclared fields where `additionalProperties` is absent, and declared fields a
+//! full-replace write leaves out (the first sign of a silent clear).
+
+use jsonschema::ValidationError;
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use serde_json::Value;
+
+use super::suggest::did_you_mean;
+use crate::contract::{Additional, BodyShape, FieldType, MediaBody, Operation, Property, WriteSemantics};
+use crate::finding::{Finding, Kind, Location, Severity};
+use crate::request::RequestView;
+
+pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
+    let Some(declared) = &op.body else { return };
+    let raw = request.body.unwrap_or_default();
+    if raw.is_empty() {
+        if declared.required {
+            out.push(
+                Finding::new(Kind::MissingRequiredParam, Location::Body, "")
+                    .expected("request body")
+                    .observed("absent")
+                    .message(format!("{} {} ({}) requires a request body", op.method, op.template, op.id)),
+            );
+        }
+        return;
+    }
+    let content_type = request.content_type();
+    let Some(media) = content_type.and_then(|ct| match_media(&declared.media, ct)) else {
+        let accepted: Vec<&str> = declared.media.iter().map(|m| m.media_type.as_str()).collect();
+        let sent = content_type.unwrap_or("none");
+        out.push(
+            Finding::new(Kind::UnsupportedMediaType, Location::Header, "content-type")
+                .expected(accepted.join(", "))
+                .observed(sent)
+                .message(format!("{} {} does not accept a `{sent}` body; send one of {}", op.method, op.template, accepted.join(", "))),
+        );
+        return;
+    };
+    if !media.json {
+        out.push(
+            Finding::new(Kind::Unaudited, Location::Body, "")
+                .observed(media.media_type.clone())
+                .message(format!("`{}` bodies are forwarded but not audited", media.media_type)),
+        );
+        return;
+    }
+    let value: Value = match serde_json::from_slice(raw) {
+        Ok(v) => v,
+        Err(e) => {
+            out.push(
+                Finding::new(Kind::InvalidJsonBody, Location::Body, "")
+                    .expected("JSON")
+                    .observed(format!("invalid JSON at line {}, column {}", e.line(), e.column()))
+                    .message(format!("the body is not valid JSON ({:?} error at line {}, column {})", e.classify(), e.line(), e.column())),
+            );
+            return;
+        }
+    };
+    check_value(op, media, &value, out);
+}
+
+/// Audit a parsed JSON body against one declared media type.
+pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out: &mut Vec<Finding>) {
+    let shape = chosen_shape(&media.shape, value);
+    let top_level = match shape {
+        Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
+        _ => &[],
+    };
+    if let Some(validator) = &media.validator {
+        for error in validator.iter_errors(value) {
+            if let Some(finding) = schema_finding(&error, top_level, shape.is_some()) {
+                out.push(finding);
+            }
+        }
+    }
+    let (Some(BodyShape::Object { properties, additional }), Value::Object(sent)) = (shape, value) else { return };
+    if *additional != Additional::Allowed {
+        for key in sent.keys().filter(|k| !properties.iter().any(|p| &p.name == *k)) {
+            out.push(undeclared(op, key, properties, *additional));
+        }
+    }
+    if op.write == WriteSemantics::Replace {
+        for p in properties.iter().filter(|p| !p.read_only && !sent.contains_key(&p.name)) {
+            out.push(omitted(op, p));
+        }
+    }
+}
+
+/// Pick the declared media type for a `Content-Type`: exact match first, then ranges
+/// (`application/*+json`, `application/*`, `*/*`).
+fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m MediaBody> {
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let (kind, sub) = essence.split_once('/')?;
+    media.iter().find(|m| m.media_type == essence).or_else(|| {
+        media.iter().find(|m| {
+            let Some((mk, ms)) = m.media_type.split_once('/') else { return false };
+            (mk == "*" || mk == kind)
+                && (ms == "*" || ms == sub || (ms.starts_with("*+") && sub.ends_with(&ms[1..])))
+        })
+    })
+}
+
+/// For a `oneOf`/`anyOf` body, the shape of the branch the value validates against.
+fn chosen_shape<'s>(shape: &'s BodyShape, value: &Value) -> Option<&'s BodyShape> {
+    match shape {
+        BodyShape::Variants(branches) => {
+            branches.iter().find(|(v, _)| v.is_valid(value)).and_then(|(_, s)| chosen_shape(s, value))
+        }
+        BodyShape::Opaque => None,
+        object => Some(object),
+    }
+}
+
+/// A finding for one JSON Schema error, or `None` where another check reports it better:
+/// top-level undeclared fields (with a did-you-mean) and readOnly properties a request need
+/// not carry even when the schema lists them as required.
+fn schema_finding(error: &ValidationError, top_level: &[Property], shape_known: bool) -> Option<Finding> {
+    let path = error.instance_path().as_str().to_string();
+    match error.kind() {
+        ValidationErrorKind::AdditionalProperties { .. } | ValidationErrorKind::UnevaluatedProperties { .. }
+            if path.is_empty() && shape_known =>
+        {
+            None
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+            let names = unexpected.join("`, `");
+            Some(
+                Finding::new(Kind::UndeclaredBodyField, Location::Body, format!("{path}/{}", unexpected.first().map_or("", |s| s)))
+                    .severity(Severity::Error)
+                    .observed("present")
+                    .message(format!("body field(s) `{names}` at `{path}` are not declared and the schema forbids others")),
+            )
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            if path.is_empty() && top_level.iter().any(|p| p.name == name && p.read_only) {
+                return None;
+            }
+            Some(
+                Finding::new(Kind::BodySchemaViolation, Location::Body, format!("{path}/{name}"))
+                    .expected("required")
+                    .observed("absent")
+                    .message(format!("required body field `{path}/{name}` is missing")),
+            )
+        }
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(t) => t.to_string(),
+                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join("|"),
+            };
+            let observed = FieldType::of_value(error.instance());
+            Some(
+                Finding::new(Kind::BodyTypeMismatch, Location::Body, &path)
+                    .expected(expected.clone())
+                    .observed(observed)
+                    .message(format!("body field `{path}` is {observed}, the spec says {expected}")),
+            )
+        }
+        _ => Some(
+            Finding::new(Kind::BodySchemaViolation, Location::Body, &path)
+                .expected(error.kind().keyword().to_string())
+                .message(format!("body field `{path}`: {}", error.masked())),
+        ),
+    }
+}
+
+fn undeclared(op: &Operation, key: &str, properties: &[Property], additional: Additional) -> Finding {
+    let suggestion = did_you_mean(key, properties.iter().map(|p| p.name.as_str()));
+    let hint = suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
+    let severity = if additional == Additional::Forbidden { Severity::Error } else { Severity::Warning };
+    Finding::new(Kind::UndeclaredBodyField, Location::Body, format!("/{key}"))
+        .severity(severity)
+        .observed("present")
+        .suggestion(suggestion)
+        .message(format!("body field `{key}` is not declared by {} {} ({}){hint}", op.method, op.template, op.id))
+}
+
+fn omitted(op: &Operation, p: &Property) -> Finding {
+    let note = match (p.required, p.summary.nullable) {
+        (true, true) => "required and nullable: send null to clear it, the current value to keep it",
+        (true, false) => "required",
+        (false, true) => "optional, nullable",
+        (false, false) => "optional",
+    };
+    Finding::new(Kind::OmittedOnReplace, Location::Body, format!("/{}", p.name))
+        .expected(p.summary.to_string())
+        .observed("absent")
+        .message(format!(
+            "{} {} ({}) replaces the whole resource and the body omits `{}` ({note}); the API will clear it",
+            op.method, op.template, op.id, p.name
+        ))
+}

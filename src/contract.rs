@@ -1,0 +1,93 @@
+//! The compiled contract: an immutable view of a spec built once at load, holding the router,
+//! every operation with its parameters, body shapes and compiled JSON Schema validators. The
+//! audit reads it; nothing re-parses the spec per request. Share it behind an `Arc`.
+
+mod compile;
+mod operation;
+mod resolve;
+mod router;
+mod schemas;
+mod types;
+
+use std::collections::HashMap;
+
+pub use operation::{
+    Additional, BodyShape, MediaBody, Operation, Param, Property, RequestBody, Style, WriteSemantics,
+};
+pub use resolve::deref;
+pub use router::Routed;
+pub use types::{FieldType, TypeSummary, summarize};
+
+use crate::spec::{Spec, SpecError};
+
+/// Choices the spec cannot make for itself; come from the config file.
+#[derive(Clone, Debug, Default)]
+pub struct ContractOptions {
+    /// Path prefix to strip before routing, overriding the `servers` URLs (`/api/v1`).
+    pub base_path: Option<String>,
+    /// Write semantics by operation id or `"PUT /path/{id}"`, over `x-driftwatch-write`.
+    pub write_overrides: HashMap<String, WriteSemantics>,
+}
+
+#[derive(Debug)]
+pub struct Contract {
+    /// The spec's `openapi` field, for `/spec` and events.
+    pub openapi: String,
+    operations: Vec<Operation>,
+    router: router::Router,
+    /// Prefixes stripped from request paths before routing, longest first.
+    base_paths: Vec<String>,
+}
+
+/// A request's operation, once routed.
+#[derive(Debug)]
+pub enum Route<'c, 'p> {
+    Found { operation: &'c Operation, path_values: Vec<&'p str> },
+    MethodNotAllowed { allowed: Vec<&'c str> },
+    NotFound,
+}
+
+impl Contract {
+    /// Compile a loaded spec. Fails, naming file and pointer, when a part of the spec cannot be
+    /// used (a parameter without `in`, a schema JSON Schema refuses, two operations on one route).
+    pub fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
+        compile::compile(spec, options)
+    }
+
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
+    /// Find an operation by id (`listInvoices` or `"PUT /api/channels/{id}"`).
+    pub fn operation(&self, id: &str) -> Option<&Operation> {
+        self.operations.iter().find(|op| op.id == id)
+    }
+
+    /// Route a request by method (any case) and raw path (no query string).
+    pub fn route<'c, 'p>(&'c self, method: &str, path: &'p str) -> Route<'c, 'p> {
+        let mut upper = [0u8; 16];
+        let method = match method.len() <= upper.len() {
+            true => {
+                upper[..method.len()].copy_from_slice(method.as_bytes());
+                upper[..method.len()].make_ascii_uppercase();
+                std::str::from_utf8(&upper[..method.len()]).unwrap_or(method)
+            }
+            false => method,
+        };
+        let stripped = self.base_paths.iter().find_map(|base| {
+            let rest = path.strip_prefix(base.as_str())?;
+            (rest.is_empty() || rest.starts_with('/')).then_some(if rest.is_empty() { "/" } else { rest })
+        });
+        let mut result = Route::NotFound;
+        for candidate in stripped.into_iter().chain(std::iter::once(path)) {
+            match self.router.route(method, candidate) {
+                Routed::Found(index, values) => {
+                    return Route::Found { operation: &self.operations[index], path_values: values };
+                }
+                Routed::MethodNotAllowed(allowed) => result = Route::MethodNotAllowed { allowed },
+                Routed::NotFound => {}
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,195 @@
+//! The compiled view of one operation: everything the audit needs, computed once at load so
+//! that a request costs a route lookup and a few comparisons.
+
+use std::sync::Arc;
+
+use jsonschema::Validator;
+
+use super::types::{FieldType, TypeSummary};
+use crate::finding::Location;
+
+/// How a write treats the fields it does not send (design.md, "Write semantics").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteSemantics {
+    /// Full replace: an omitted field is cleared (default for PUT).
+    Replace,
+    /// Partial update: omitted fields keep their values (default for PATCH).
+    Merge,
+    /// Creates a resource (default for POST).
+    Create,
+    /// Adds to a collection without touching existing fields.
+    Additive,
+    /// Not a write (GET, DELETE, ...).
+    None,
+}
+
+impl WriteSemantics {
+    pub fn parse(s: &str) -> Option<WriteSemantics> {
+        Some(match s {
+            "replace" => WriteSemantics::Replace,
+            "merge" => WriteSemantics::Merge,
+            "create" => WriteSemantics::Create,
+            "additive" => WriteSemantics::Additive,
+            "none" => WriteSemantics::None,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteSemantics::Replace => "replace",
+            WriteSemantics::Merge => "merge",
+            WriteSemantics::Create => "create",
+            WriteSemantics::Additive => "additive",
+            WriteSemantics::None => "none",
+        }
+    }
+
+    pub(crate) fn default_for(method: &str) -> WriteSemantics {
+        match method {
+            "PUT" => WriteSemantics::Replace,
+            "PATCH" => WriteSemantics::Merge,
+            "POST" => WriteSemantics::Create,
+            _ => WriteSemantics::None,
+        }
+    }
+}
+
+/// OpenAPI parameter serialization styles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Form,
+    Simple,
+    Matrix,
+    Label,
+    SpaceDelimited,
+    PipeDelimited,
+    DeepObject,
+}
+
+impl Style {
+    pub(crate) fn parse(s: &str) -> Option<Style> {
+        Some(match s {
+            "form" => Style::Form,
+            "simple" => Style::Simple,
+            "matrix" => Style::Matrix,
+            "label" => Style::Label,
+            "spaceDelimited" => Style::SpaceDelimited,
+            "pipeDelimited" => Style::PipeDelimited,
+            "deepObject" => Style::DeepObject,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct Param {
+    /// As declared (case-sensitive, except header names, which are kept lowercase).
+    pub name: String,
+    pub location: Location,
+    pub required: bool,
+    pub style: Style,
+    pub explode: bool,
+    pub summary: TypeSummary,
+    /// For object parameters: the declared property names, which appear as query keys of their
+    /// own when exploded (`form`) or as `name[prop]` (`deepObject`).
+    pub properties: Vec<String>,
+    /// An object parameter that accepts any key (`additionalProperties` not `false`): with
+    /// form+explode it swallows every otherwise unknown query key.
+    pub free_form: bool,
+    /// Declared with `content: application/json` instead of `schema`: the value is JSON text.
+    pub json_content: bool,
+    pub validator: Option<Arc<Validator>>,
+}
+
+#[derive(Debug)]
+pub struct Property {
+    pub name: String,
+    pub summary: TypeSummary,
+    pub required: bool,
+    pub read_only: bool,
+    pub write_only: bool,
+}
+
+/// `additionalProperties` on an object body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Additional {
+    /// Not stated: undeclared fields are tolerated by the schema, but likely drift (warning).
+    Absent,
+    /// `false`: the schema forbids undeclared fields (error).
+    Forbidden,
+    /// `true` or a schema: a free-form map, undeclared fields are expected.
+    Allowed,
+}
+
+/// The top-level shape of a request body, for the checks JSON Schema cannot express
+/// (undeclared fields where `additionalProperties` is absent, omissions on a replace).
+#[derive(Debug)]
+pub enum BodyShape {
+    Object { properties: Vec<Property>, additional: Additional },
+    /// `oneOf`/`anyOf`: the properties come from the branch the body validates against.
+    Variants(Vec<(Arc<Validator>, BodyShape)>),
+    /// Not an object (an array, a string, no schema): only the validator applies.
+    Opaque,
+}
+
+#[derive(Debug)]
+pub struct MediaBody {
+    /// As declared; may be a range such as `application/*+json`.
+    pub media_type: String,
+    /// A JSON media type, so the body is parsed and validated.
+    pub json: bool,
+    pub validator: Option<Arc<Validator>>,
+    pub shape: Arc<BodyShape>,
+}
+
+#[derive(Debug)]
+pub struct RequestBody {
+    pub required: bool,
+    pub media: Vec<MediaBody>,
+}
+
+#[derive(Debug)]
+pub struct Operation {
+    /// `operationId`, else `"PUT /api/channels/{id}"`.
+    pub id: String,
+    /// Uppercase (`PUT`).
+    pub method: String,
+    /// The path template as declared (`/api/channels/{id}`), without the servers base path.
+    pub template: String,
+    /// Names of the template's path parameters, in order of appearance.
+    pub path_params: Vec<String>,
+    pub params: Vec<Param>,
+    pub body: Option<RequestBody>,
+    pub write: WriteSemantics,
+    /// JSON pointer of the operation object, for error messages and diffs.
+    pub pointer: String,
+}
+
+impl Operation {
+    pub fn params_in(&self, location: Location) -> impl Iterator<Item = &Param> {
+        self.params.iter().filter(move |p| p.location == location)
+    }
+
+    pub fn param(&self, location: Location, name: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.location == location && p.name == name)
+    }
+
+    /// Top-level properties of the JSON body, when its schema is a plain object.
+    pub fn body_properties(&self) -> &[Property] {
+        let shape = self.body.as_ref().and_then(|b| b.media.iter().find(|m| m.json)).map(|m| &*m.shape);
+        match shape {
+            Some(BodyShape::Object { properties, .. }) => properties,
+            _ => &[],
+        }
+    }
+}
+
+impl Param {
+    pub fn item_type(&self) -> &FieldType {
+        match &self.summary.ty {
+            FieldType::Array(item) => item,
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Compiling JSON Schema validators and body shapes. The whole document is registered once
+//! under a URN and each validator is built from `{"$ref": "urn:driftwatch:spec#<pointer>"}`,
+//! so refs inside a schema resolve against the document (compiling a sub-schema on its own
+//! loses them). Results are cached by pointer: ErsatzTV declares one schema under four media
+//! types, and GitHub reuses components across hundreds of operations.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use jsonschema::{Draft, Registry, Validator};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use serde_json::{Value, json};
+
+use super::operation::{Additional, BodyShape, Property};
+use super::resolve::deref_at;
+use super::types::summarize;
+use crate::spec::SpecError;
+
+const URN: &str = "urn:driftwatch:spec";
+
+/// Characters a URI fragment cannot carry as they are.
+const FRAGMENT: &AsciiSet = &CONTROLS
+    .add(b' ').add(b'"').add(b'#').add(b'%').add(b'<').add(b'>').add(b'`')
+    .add(b'{').add(b'}').add(b'|').add(b'\\').add(b'^').add(b'[').add(b']');
+
+const MAX_DEPTH: usize = 8;
+
+pub(super) struct Schemas<'a> {
+    pub doc: &'a Value,
+    file: &'a Path,
+    registry: Registry<'a>,
+    validators: HashMap<String, Arc<Validator>>,
+    shapes: HashMap<String, Arc<BodyShape>>,
+}
+
+impl<'a> Schemas<'a> {
+    pub fn new(doc: &'a Value, file: &'a Path) -> Result<Schemas<'a>, SpecError> {
+        let registry = Registry::new()
+            .draft(Draft::Draft202012)
+            .add(URN, doc)
+            .and_then(|b| b.prepare())
+            .map_err(|e| SpecError::at(file, "", format!("the document cannot be used as a JSON Schema registry: {e}")))?;
+        Ok(Schemas { doc, file, registry, validators: HashMap::new(), shapes: HashMap::new() })
+    }
+
+    /// The validator for the schema at `pointer` (refs followed first, so aliases share one).
+    pub fn validator(&mut self, pointer: &str) -> Result<Arc<Validator>, SpecError> {
+        let value = self.doc.pointer(pointer).unwrap_or(&Value::Null);
+        let (pointer, _) = deref_at(self.doc, Cow::Borrowed(pointer), value);
+        if let Some(v) = self.validators.get(pointer.as_ref()) {
+            return Ok(v.clone());
+        }
+        let reference = format!("{URN}#{}", utf8_percent_encode(&pointer, FRAGMENT));
+        let validator = jsonschema::options()
+            .with_draft(Draft::Draft202012)
+            .with_registry(&self.registry)
+            .offline()
+            .build(&json!({ "$ref": reference }))
+            .map_err(|e| SpecError::at(self.file, &pointer, format!("the schema cannot be compiled: {e}")))?;
+        let validator = Arc::new(validator);
+        self.validators.insert(pointer.into_owned(), validator.clone());
+        Ok(validator)
+    }
+
+    /// The top-level shape of the body schema at `pointer`.
+    pub fn shape(&mut self, pointer: &str) -> Result<Arc<BodyShape>, SpecError> {
+        let value = self.doc.pointer(pointer).unwrap_or(&Value::Null);
+        let (pointer, _) = deref_at(self.doc, Cow::Borrowed(pointer), value);
+        if let Some(shape) = self.shapes.get(pointer.as_ref()) {
+            return Ok(shape.clone());
+        }
+        let shape = Arc::new(self.build_shape(&pointer, 0)?);
+        self.shapes.insert(pointer.into_owned(), shape.clone());
+        Ok(shape)
+    }
+
+    fn build_shape(&mut self, pointer: &str, depth: usize) -> Result<BodyShape, SpecError> {
+        let doc = self.doc;
+        let value = doc.pointer(pointer).unwrap_or(&Value::Null);
+        let (pointer, schema) = deref_at(doc, Cow::Borrowed(pointer), value);
+        if depth > MAX_DEPTH {
+            return Ok(BodyShape::Opaque);
+        }
+        for keyword in ["oneOf", "anyOf"] {
+            let Some(branches) = schema.get(keyword).and_then(Value::as_array) else { continue };
+            let concrete: Vec<String> = (0..branches.len())
+                .filter(|i| !is_null_schema(doc, &branches[*i]))
+                .map(|i| format!("{pointer}/{keyword}/{i}"))
+                .collect();
+            if let [only] = concrete.as_slice() {
+                return self.build_shape(only, depth + 1);
+            }
+            let mut variants = Vec::with_capacity(concrete.len());
+            for branch in &concrete {
+                variants.push((self.validator(branch)?, self.build_shape(branch, depth + 1)?));
+            }
+            return Ok(BodyShape::Variants(variants));
+        }
+        let mut properties = Vec::new();
+        let mut required = Vec::new();
+        let mut is_object = false;
+        collect_object(doc, &pointer, schema, &mut properties, &mut required, &mut is_object, 0);
+        if !is_object {
+            return Ok(BodyShape::Opaque);
+        }
+        for p in &mut properties {
+            p.required = required.contains(&p.name);
+        }
+        let additional = match (schema.get("additionalProperties"), schema.get("unevaluatedProperties")) {
+            (Some(Value::Bool(false)), _) | (_, Some(Value::Bool(false))) => Additional::Forbidden,
+            (Some(_), _) => Additional::Allowed,
+            (None, _) => Additional::Absent,
+        };
+        Ok(BodyShape::Object { properties, additional })
+    }
+}
+
+/// Gather the properties and `required` names of an object schema and its `allOf` branches.
+fn collect_object(
+    doc: &Value,
+    pointer: &str,
+    schema: &Value,
+    properties: &mut Vec<Property>,
+    required: &mut Vec<String>,
+    is_object: &mut bool,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    if schema.get("type") == Some(&json!("object")) || schema.get("properties").is_some() {
+        *is_object = true;
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, prop) in props {
+            if properties.iter().any(|p| &p.name == name) {
+                continue;
+            }
+            properties.push(Property {
+                name: name.clone(),
+                summary: summarize(doc, prop),
+                required: false,
+                read_only: flag(doc, prop, "readOnly"),
+                write_only: flag(doc, prop, "writeOnly"),
+            });
+        }
+    }
+    if let Some(names) = schema.get("required").and_then(Value::as_array) {
+        required.extend(names.iter().filter_map(Value::as_str).map(String::from));
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        for (i, branch) in all.iter().enumerate() {
+            let (branch_ptr, branch) = deref_at(doc, Cow::Owned(format!("{pointer}/allOf/{i}")), branch);
+            collect_object(doc, &branch_ptr, branch, properties, required, is_object, depth + 1);
+        }
+    }
+}
+
+/// Whether `readOnly`/`writeOnly` is set on a property: on its schema, on what its `$ref`
+/// points to, or on an `allOf`/`anyOf` member (the usual way to annotate a referenced model).
+fn flag(doc: &Value, schema: &Value, name: &str) -> bool {
+    let direct = |s: &Value| s.get(name) == Some(&Value::Bool(true));
+    if direct(schema) || direct(super::resolve::deref(doc, schema)) {
+        return true;
+    }
+    ["allOf", "anyOf"].iter().filter_map(|k| schema.get(*k).and_then(Value::as_array)).flatten().any(|s| {
+        direct(s) || direct(super::resolve::deref(doc, s))
+    })
+}
+
+fn is_null_schema(doc: &Value, schema: &Value) -> bool {
+    let schema = super::resolve::deref(doc, schema);
+    schema.get("type") == Some(&json!("null")) || schema.get("enum") == Some(&json!([null]))
+}

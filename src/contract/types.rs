@@ -1,0 +1,174 @@
+//! The small type vocabulary driftwatch talks in: `string|integer|number|boolean|object|
+//! array<T>`, plus a nullable flag. Findings, tool-catalog parity and spec diffs compare on it,
+//! so 3.0 `nullable: true` and a 3.1 `["null", T]` summarize to the same thing.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::resolve::deref;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Object,
+    Array(Box<FieldType>),
+    /// No type constraint, or a union the vocabulary has no single name for.
+    Any,
+}
+
+/// A schema's type in the vocabulary, and whether `null` is also allowed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TypeSummary {
+    pub ty: FieldType,
+    pub nullable: bool,
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldType::String => f.write_str("string"),
+            FieldType::Integer => f.write_str("integer"),
+            FieldType::Number => f.write_str("number"),
+            FieldType::Boolean => f.write_str("boolean"),
+            FieldType::Object => f.write_str("object"),
+            FieldType::Array(item) => write!(f, "array<{item}>"),
+            FieldType::Any => f.write_str("any"),
+        }
+    }
+}
+
+impl fmt::Display for TypeSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.nullable { write!(f, "{}|null", self.ty) } else { write!(f, "{}", self.ty) }
+    }
+}
+
+impl FieldType {
+    fn from_name(name: &str) -> Option<FieldType> {
+        Some(match name {
+            "string" => FieldType::String,
+            "integer" => FieldType::Integer,
+            "number" => FieldType::Number,
+            "boolean" => FieldType::Boolean,
+            "object" => FieldType::Object,
+            "array" => FieldType::Array(Box::new(FieldType::Any)),
+            _ => return None,
+        })
+    }
+
+    /// The vocabulary name of a JSON value's own type.
+    pub fn of_value(value: &Value) -> &'static str {
+        match value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+}
+
+const DEPTH: usize = 16;
+
+/// Summarize `schema` (which may be or contain `$ref`s into `doc`).
+pub fn summarize(doc: &Value, schema: &Value) -> TypeSummary {
+    summarize_at(doc, schema, 0)
+}
+
+fn summarize_at(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
+    let any = TypeSummary { ty: FieldType::Any, nullable: false };
+    if depth > DEPTH {
+        return any;
+    }
+    let schema = deref(doc, schema);
+    let mut summary = match schema.get("type") {
+        Some(Value::String(t)) => TypeSummary { ty: FieldType::from_name(t).unwrap_or(FieldType::Any), nullable: t == "null" },
+        Some(Value::Array(types)) => {
+            let names: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+            let concrete: Vec<&str> = names.iter().copied().filter(|t| *t != "null").collect();
+            let ty = match concrete.as_slice() {
+                [one] => FieldType::from_name(one).unwrap_or(FieldType::Any),
+                _ => FieldType::Any,
+            };
+            TypeSummary { ty, nullable: names.contains(&"null") }
+        }
+        _ => untyped(doc, schema, depth),
+    };
+    if let FieldType::Array(_) = summary.ty {
+        let item = schema.get("items").map(|i| summarize_at(doc, i, depth + 1).ty).unwrap_or(FieldType::Any);
+        summary.ty = FieldType::Array(Box::new(item));
+    }
+    summary
+}
+
+/// A schema without `type`: infer from enum/const values, object/array keywords, or its
+/// composition branches.
+fn untyped(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
+    let literal = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .map(|v| v.as_slice())
+        .or_else(|| schema.get("const").map(std::slice::from_ref));
+    if let Some(values) = literal {
+        let nullable = values.iter().any(Value::is_null);
+        let mut names = values.iter().filter(|v| !v.is_null()).map(FieldType::of_value);
+        let ty = match names.next() {
+            Some(first) if names.all(|n| n == first) => FieldType::from_name(first).unwrap_or(FieldType::Any),
+            _ => FieldType::Any,
+        };
+        return TypeSummary { ty, nullable };
+    }
+    if schema.get("properties").is_some() || schema.get("additionalProperties").is_some() {
+        return TypeSummary { ty: FieldType::Object, nullable: false };
+    }
+    if schema.get("items").is_some() {
+        return TypeSummary { ty: FieldType::Array(Box::new(FieldType::Any)), nullable: false };
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        let typed = all.iter().map(|s| summarize_at(doc, s, depth + 1)).find(|s| s.ty != FieldType::Any);
+        return typed.unwrap_or(TypeSummary { ty: FieldType::Any, nullable: false });
+    }
+    let branches = schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array);
+    if let Some(branches) = branches {
+        let summaries: Vec<TypeSummary> = branches.iter().map(|s| summarize_at(doc, s, depth + 1)).collect();
+        let nullable = summaries.iter().any(|s| s.nullable);
+        let mut concrete = summaries.iter().filter(|s| !(s.nullable && s.ty == FieldType::Any));
+        let ty = match concrete.next() {
+            Some(first) if concrete.all(|s| s.ty == first.ty) => first.ty.clone(),
+            _ => FieldType::Any,
+        };
+        return TypeSummary { ty, nullable };
+    }
+    TypeSummary { ty: FieldType::Any, nullable: false }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn show(schema: Value) -> String {
+        let doc = json!({"components":{"schemas":{"Id":{"type":"integer"},"Pet":{"type":"object"}}}});
+        summarize(&doc, &schema).to_string()
+    }
+
+    #[test]
+    fn the_vocabulary() {
+        assert_eq!(show(json!({"type":"integer","format":"int32"})), "integer");
+        assert_eq!(show(json!({"type":["null","integer"]})), "integer|null");
+        assert_eq!(show(json!({"type":"array","items":{"$ref":"#/components/schemas/Id"}})), "array<integer>");
+        assert_eq!(show(json!({"anyOf":[{"$ref":"#/components/schemas/Pet"},{"type":"null"}]})), "object|null");
+        assert_eq!(show(json!({"enum":["a","b"]})), "string");
+        assert_eq!(show(json!({"enum":[1,2,null]})), "integer|null");
+        assert_eq!(show(json!({"allOf":[{"$ref":"#/components/schemas/Pet"}]})), "object");
+        assert_eq!(show(json!({"oneOf":[{"type":"string"},{"type":"integer"}]})), "any");
+        assert_eq!(show(json!({"type":["string","integer"]})), "any");
+        assert_eq!(show(json!({})), "any");
+    }
+}

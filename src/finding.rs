@@ -1,0 +1,216 @@
+//! What an audit reports. Findings are data, never errors: a request that drifts from the spec
+//! is exactly what driftwatch exists to see. Kind names are stable: metrics, alert rules,
+//! dashboards and the audit log key on them, so renaming one is a breaking change.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// Every kind of finding driftwatch emits, in the order `docs/findings.md` documents them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    UnknownOperation,
+    MethodNotAllowed,
+    UnknownQueryParam,
+    MissingRequiredParam,
+    ParamTypeMismatch,
+    UnsupportedMediaType,
+    InvalidJsonBody,
+    UndeclaredBodyField,
+    BodyTypeMismatch,
+    BodySchemaViolation,
+    OmittedOnReplace,
+    Unaudited,
+}
+
+impl Kind {
+    /// All kinds, so that tests and docs can pin the set by name.
+    pub const ALL: [Kind; 12] = [
+        Kind::UnknownOperation,
+        Kind::MethodNotAllowed,
+        Kind::UnknownQueryParam,
+        Kind::MissingRequiredParam,
+        Kind::ParamTypeMismatch,
+        Kind::UnsupportedMediaType,
+        Kind::InvalidJsonBody,
+        Kind::UndeclaredBodyField,
+        Kind::BodyTypeMismatch,
+        Kind::BodySchemaViolation,
+        Kind::OmittedOnReplace,
+        Kind::Unaudited,
+    ];
+
+    /// The stable name used in metrics labels, events and JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::UnknownOperation => "unknown_operation",
+            Kind::MethodNotAllowed => "method_not_allowed",
+            Kind::UnknownQueryParam => "unknown_query_param",
+            Kind::MissingRequiredParam => "missing_required_param",
+            Kind::ParamTypeMismatch => "param_type_mismatch",
+            Kind::UnsupportedMediaType => "unsupported_media_type",
+            Kind::InvalidJsonBody => "invalid_json_body",
+            Kind::UndeclaredBodyField => "undeclared_body_field",
+            Kind::BodyTypeMismatch => "body_type_mismatch",
+            Kind::BodySchemaViolation => "body_schema_violation",
+            Kind::OmittedOnReplace => "omitted_on_replace",
+            Kind::Unaudited => "unaudited",
+        }
+    }
+
+    /// The default severity from design.md. `undeclared_body_field` is raised to `error`
+    /// by the audit where the schema says `additionalProperties: false`.
+    pub fn default_severity(self) -> Severity {
+        match self {
+            Kind::UndeclaredBodyField | Kind::OmittedOnReplace => Severity::Warning,
+            Kind::Unaudited => Severity::Info,
+            _ => Severity::Error,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How bad a finding is; ordered so that `--fail-on` can compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+            Severity::Critical => "critical",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Severity> {
+        Some(match s {
+            "info" => Severity::Info,
+            "warning" => Severity::Warning,
+            "error" => Severity::Error,
+            "critical" => Severity::Critical,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where in the request a finding points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Location {
+    Path,
+    Query,
+    Header,
+    Cookie,
+    Body,
+}
+
+impl Location {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Location::Path => "path",
+            Location::Query => "query",
+            Location::Header => "header",
+            Location::Cookie => "cookie",
+            Location::Body => "body",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Location> {
+        Some(match s {
+            "path" => Location::Path,
+            "query" => Location::Query,
+            "header" => Location::Header,
+            "cookie" => Location::Cookie,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One observed deviation from the contract. Never carries a value from the request: only
+/// names, types and positions, so that findings can be logged and exported safely.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    pub severity: Severity,
+    /// The operation id, or `None` when the request matched no operation.
+    pub operation: Option<String>,
+    pub location: Location,
+    /// Parameter name, or a JSON pointer inside the body (`/graphicsElementIds`).
+    pub field: String,
+    /// What the spec declares there (`integer`, `array<integer>`, `application/json`).
+    pub expected: Option<String>,
+    /// What the request carried, as a type or shape, never as a value.
+    pub observed: Option<String>,
+    /// A fix an agent can apply (`customerId`), where one is known.
+    pub suggestion: Option<String>,
+    /// One sentence a person or an agent can act on.
+    pub message: String,
+}
+
+impl Finding {
+    /// A finding with the kind's default severity; fill in the rest with the builder methods.
+    pub fn new(kind: Kind, location: Location, field: impl Into<String>) -> Finding {
+        Finding {
+            kind,
+            severity: kind.default_severity(),
+            operation: None,
+            location,
+            field: field.into(),
+            expected: None,
+            observed: None,
+            suggestion: None,
+            message: String::new(),
+        }
+    }
+
+    pub fn expected(mut self, expected: impl Into<String>) -> Finding {
+        self.expected = Some(expected.into());
+        self
+    }
+
+    pub fn observed(mut self, observed: impl Into<String>) -> Finding {
+        self.observed = Some(observed.into());
+        self
+    }
+
+    pub fn suggestion(mut self, suggestion: Option<String>) -> Finding {
+        self.suggestion = suggestion;
+        self
+    }
+
+    pub fn severity(mut self, severity: Severity) -> Finding {
+        self.severity = severity;
+        self
+    }
+
+    pub fn message(mut self, message: impl Into<String>) -> Finding {
+        self.message = message.into();
+        self
+    }
+}

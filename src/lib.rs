@@ -1,0 +1,20 @@
+//! driftwatch audits HTTP traffic against the API's own OpenAPI spec.
+//!
+//! # Layout
+//! Data flows one way, and the modules are listed in that order:
+//! - [`spec`]: read a JSON/YAML OpenAPI 3.0/3.1 document, bundle its `$ref`s, normalize 3.0.
+//! - [`contract`]: compile the spec once into a router, operations and validators.
+//! - [`request`]: the view of an HTTP request that the audit reads.
+//! - [`audit`]: check one request against the contract and return findings.
+//! - [`finding`]: what the audit reports, with stable kind names.
+//! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
+//! - [`cli`]: the subcommands of the `driftwatch` binary.
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod cli;
+pub mod contract;
+pub mod finding;
+pub mod request;
+pub mod spec;
+pub mod traffic;

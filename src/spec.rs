@@ -1,0 +1,125 @@
+//! Loading an OpenAPI document: read JSON or YAML (optionally gzip'd), check that it is
+//! OpenAPI 3.0 or 3.1, bundle `$ref`s into other local files into one document, and normalize
+//! 3.0 schemas into the JSON Schema 2020-12 form that 3.1 uses. Downstream code sees one shape
+//! only. Every failure names the file, the JSON pointer and the reason.
+
+mod bundle;
+pub(crate) use bundle::push_token;
+mod error;
+mod normalize;
+mod read;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub use error::SpecError;
+
+/// The OpenAPI major.minor line of a document; the rest of driftwatch treats both alike once
+/// the document has been normalized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenApiVersion {
+    V3_0,
+    V3_1,
+}
+
+/// A loaded, bundled and normalized OpenAPI document.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Where it came from, for error messages.
+    pub source: PathBuf,
+    /// The `openapi` field as written (`3.0.3`).
+    pub openapi: String,
+    pub version: OpenApiVersion,
+    /// The whole document. Every `$ref` in it is local (`#/...`) and resolves.
+    pub doc: Value,
+}
+
+impl Spec {
+    /// Read, bundle and normalize the spec at `path`.
+    pub fn load(path: &Path) -> Result<Spec, SpecError> {
+        let doc = read::read_document(path)?;
+        Spec::from_document(path, doc)
+    }
+
+    /// Build a spec from an already parsed document; `source` resolves relative file refs.
+    pub fn from_document(source: &Path, mut doc: Value) -> Result<Spec, SpecError> {
+        let (openapi, version) = detect_version(source, &doc)?;
+        bundle::bundle(source, &mut doc)?;
+        if version == OpenApiVersion::V3_0 {
+            normalize::normalize_document(&mut doc);
+        }
+        Ok(Spec {
+            source: source.to_path_buf(),
+            openapi,
+            version,
+            doc,
+        })
+    }
+}
+
+fn detect_version(source: &Path, doc: &Value) -> Result<(String, OpenApiVersion), SpecError> {
+    let err = |reason: String| SpecError::at(source, "", reason);
+    if !doc.is_object() {
+        return Err(err("the document is not a JSON/YAML object".into()));
+    }
+    if let Some(swagger) = doc.get("swagger") {
+        return Err(err(format!(
+            "Swagger {swagger} is not supported: convert it to OpenAPI 3.0 or 3.1 first"
+        )));
+    }
+    let Some(openapi) = doc.get("openapi") else {
+        return Err(err("no `openapi` key: this is not an OpenAPI document".into()));
+    };
+    let Some(openapi) = openapi.as_str() else {
+        return Err(SpecError::at(source, "/openapi", "`openapi` must be a string such as \"3.1.0\""));
+    };
+    let version = if openapi.starts_with("3.0.") || openapi == "3.0" {
+        OpenApiVersion::V3_0
+    } else if openapi.starts_with("3.1.") || openapi == "3.1" {
+        OpenApiVersion::V3_1
+    } else {
+        return Err(SpecError::at(
+            source,
+            "/openapi",
+            format!("OpenAPI {openapi} is not supported (3.0.x and 3.1.x are)"),
+        ));
+    };
+    Ok((openapi.to_string(), version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn version_error(doc: Value) -> String {
+        Spec::from_document(Path::new("api.json"), doc).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn refuses_swagger_and_documents_without_openapi() {
+        assert_eq!(
+            version_error(json!({"swagger": "2.0", "paths": {}})),
+            "api.json: at /: Swagger \"2.0\" is not supported: convert it to OpenAPI 3.0 or 3.1 first"
+        );
+        assert!(version_error(json!({"paths": {}})).contains("no `openapi` key"));
+        assert!(version_error(json!({"openapi": "4.0.0"})).contains("at /openapi: OpenAPI 4.0.0"));
+        assert!(version_error(json!([1])).contains("not a JSON/YAML object"));
+    }
+
+    #[test]
+    fn accepts_both_lines() {
+        let v30 = Spec::from_document(Path::new("a.json"), json!({"openapi": "3.0.3", "paths": {}}));
+        let v31 = Spec::from_document(Path::new("a.json"), json!({"openapi": "3.1.0", "paths": {}}));
+        assert_eq!(v30.unwrap().version, OpenApiVersion::V3_0);
+        assert_eq!(v31.unwrap().version, OpenApiVersion::V3_1);
+    }
+}
+
+/// `token("/api/{id}")` is `"/~1api~1{id}"`: one escaped JSON pointer token with its slash.
+pub(crate) fn bundle_pointer(name: &str) -> String {
+    let mut out = String::new();
+    push_token(&mut out, name);
+    out
+}

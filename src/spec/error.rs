@@ -1,0 +1,34 @@
+//! Why a spec could not be loaded, always with the file and the JSON pointer, so that the
+//! person reading the message can open the file and go straight to the problem.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("{}: cannot read: {source}", file.display())]
+    Io {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: at {}: {reason}", file.display(), display_pointer(pointer))]
+    Invalid {
+        file: PathBuf,
+        /// JSON pointer of the offending value (`/paths/~1pets/get`), empty for the root.
+        pointer: String,
+        reason: String,
+    },
+}
+
+impl SpecError {
+    pub(crate) fn at(file: &Path, pointer: &str, reason: impl Into<String>) -> SpecError {
+        SpecError::Invalid {
+            file: file.to_path_buf(),
+            pointer: pointer.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+fn display_pointer(pointer: &str) -> &str {
+    if pointer.is_empty() { "/" } else { pointer }
+}

@@ -1,0 +1,159 @@
+//! OpenAPI 3.0 schemas are a dialect of JSON Schema draft 4; 3.1 uses 2020-12. driftwatch
+//! compiles one dialect, so 3.0 schemas are rewritten in place: `nullable: true` becomes a
+//! type array (or an `anyOf` with `{"type": "null"}` where there is no `type` to extend, as for
+//! a `$ref` or an `allOf`), and boolean `exclusiveMinimum`/`exclusiveMaximum` become numbers.
+
+use serde_json::{Map, Value, json};
+
+use super::bundle::{EXTERNAL, NAME_MAPS, is_literal_key};
+
+/// Normalize every schema in a bundled 3.0 document.
+pub(crate) fn normalize_document(doc: &mut Value) {
+    walk_document(doc, false);
+}
+
+fn walk_document(value: &mut Value, in_names: bool) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if in_names {
+                    walk_document(child, false);
+                } else if key == "schema" {
+                    normalize_schema(child);
+                } else if key == "schemas" {
+                    child.as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(normalize_schema);
+                } else if key == EXTERNAL {
+                    for slot in child.as_array_mut().into_iter().flatten() {
+                        let openapi_object = slot.get("in").is_some() || slot.get("content").is_some();
+                        if openapi_object { walk_document(slot, false) } else { normalize_schema(slot) }
+                    }
+                } else if !is_literal_key(key) {
+                    let names = NAME_MAPS.contains(&key.as_str()) && child.is_object();
+                    walk_document(child, names);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| walk_document(v, false)),
+        _ => {}
+    }
+}
+
+/// Keywords whose value is one subschema.
+const ONE: &[&str] = &[
+    "items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "additionalItems",
+];
+/// Keywords whose value is a list of subschemas.
+const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
+/// Keywords whose value maps names to subschemas.
+const MAP: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
+
+pub(crate) fn normalize_schema(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    for (key, child) in map.iter_mut() {
+        let key = key.as_str();
+        if ONE.contains(&key) {
+            match child {
+                Value::Array(items) => items.iter_mut().for_each(normalize_schema),
+                other => normalize_schema(other),
+            }
+        } else if LIST.contains(&key) {
+            child.as_array_mut().into_iter().flatten().for_each(normalize_schema);
+        } else if MAP.contains(&key) {
+            child.as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(normalize_schema);
+        }
+    }
+    exclusive_bound(map, "exclusiveMinimum", "minimum");
+    exclusive_bound(map, "exclusiveMaximum", "maximum");
+    if let Some(nullable) = map.remove("nullable")
+        && nullable == Value::Bool(true)
+    {
+        make_nullable(schema);
+    }
+}
+
+fn exclusive_bound(map: &mut Map<String, Value>, exclusive: &str, inclusive: &str) {
+    if let Some(Value::Bool(flag)) = map.get(exclusive) {
+        let flag = *flag;
+        map.remove(exclusive);
+        if flag && let Some(bound) = map.remove(inclusive) {
+            map.insert(exclusive.into(), bound);
+        }
+    }
+}
+
+fn make_nullable(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    if let Some(values) = map.get_mut("enum").and_then(Value::as_array_mut)
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
+    let wrap_instead = !map.contains_key("enum") && !map.is_empty();
+    match map.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            map.insert("type".into(), json!([t, "null"]));
+        }
+        Some(Value::Array(types)) => {
+            if !types.contains(&json!("null")) {
+                types.push(json!("null"));
+            }
+        }
+        _ if !wrap_instead => {}
+        _ => {
+            let inner = std::mem::take(schema);
+            *schema = json!({"anyOf": [inner, {"type": "null"}]});
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(mut v: Value) -> Value {
+        normalize_schema(&mut v);
+        v
+    }
+
+    #[test]
+    fn nullable_becomes_a_type_array_or_a_null_wrap() {
+        assert_eq!(norm(json!({"type":"integer","nullable":true})), json!({"type":["integer","null"]}));
+        assert_eq!(norm(json!({"type":"string","nullable":false})), json!({"type":"string"}));
+        assert_eq!(
+            norm(json!({"type":"string","enum":["a"],"nullable":true})),
+            json!({"type":["string","null"],"enum":["a",null]})
+        );
+        assert_eq!(
+            norm(json!({"$ref":"#/components/schemas/A","nullable":true})),
+            json!({"anyOf":[{"$ref":"#/components/schemas/A"},{"type":"null"}]})
+        );
+        assert_eq!(
+            norm(json!({"allOf":[{"$ref":"#/x"}],"nullable":true})),
+            json!({"anyOf":[{"allOf":[{"$ref":"#/x"}]},{"type":"null"}]})
+        );
+    }
+
+    #[test]
+    fn nested_schemas_and_boolean_bounds() {
+        let v = norm(json!({"type":"object","properties":{"n":{"type":"number","minimum":0,"exclusiveMinimum":true,
+            "maximum":9,"exclusiveMaximum":false}},"items":{"nullable":true,"type":"string"}}));
+        assert_eq!(v["properties"]["n"], json!({"type":"number","exclusiveMinimum":0,"maximum":9}));
+        assert_eq!(v["items"]["type"], json!(["string", "null"]));
+    }
+
+    #[test]
+    fn document_walk_reaches_parameters_bodies_and_components_but_not_examples() {
+        let mut doc = json!({"paths":{"/a":{"get":{"parameters":[{"name":"x","in":"query","schema":{"type":"integer","nullable":true}}],
+            "requestBody":{"content":{"application/json":{"schema":{"type":"string","nullable":true},
+            "example":{"schema":{"nullable":true}}}}}}}},
+            "components":{"schemas":{"A":{"type":"boolean","nullable":true}}}});
+        normalize_document(&mut doc);
+        assert_eq!(doc.pointer("/paths/~1a/get/parameters/0/schema/type").unwrap(), &json!(["integer","null"]));
+        let media = doc.pointer("/paths/~1a/get/requestBody/content/application~1json").unwrap();
+        assert_eq!(media["schema"]["type"], json!(["string","null"]));
+        assert_eq!(media["example"]["schema"]["nullable"], json!(true));
+        assert_eq!(doc.pointer("/components/schemas/A/type").unwrap(), &json!(["boolean","null"]));
+    }
+}

@@ -1,0 +1,65 @@
+//! Reading one file into a JSON value: JSON or YAML, optionally gzip'd (`.gz`). YAML goes
+//! through `yaml_serde` (the maintained successor of the archived `serde_yaml`).
+
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::SpecError;
+
+pub(crate) fn read_document(path: &Path) -> Result<Value, SpecError> {
+    let io = |source| SpecError::Io {
+        file: path.to_path_buf(),
+        source,
+    };
+    let raw = std::fs::read(path).map_err(io)?;
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    let (bytes, name) = match name.strip_suffix(".gz") {
+        Some(inner) => {
+            let mut out = Vec::with_capacity(raw.len() * 8);
+            flate2::read::GzDecoder::new(&raw[..])
+                .read_to_end(&mut out)
+                .map_err(io)?;
+            (out, inner.to_string())
+        }
+        None => (raw, name),
+    };
+    parse(path, &bytes, &name)
+}
+
+fn parse(path: &Path, bytes: &[u8], name: &str) -> Result<Value, SpecError> {
+    let looks_json = name.ends_with(".json")
+        || (!name.ends_with(".yaml")
+            && !name.ends_with(".yml")
+            && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'));
+    if looks_json {
+        serde_json::from_slice(bytes).map_err(|e| {
+            SpecError::at(path, "", format!("invalid JSON at line {}, column {}: {e}", e.line(), e.column()))
+        })
+    } else {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| SpecError::at(path, "", format!("the file is not UTF-8: {e}")))?;
+        yaml_serde::from_str(text).map_err(|e| SpecError::at(path, "", format!("invalid YAML: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_and_json_parse_to_the_same_value() {
+        let y = parse(Path::new("a.yaml"), b"openapi: 3.1.0\npaths: {}\n", "a.yaml").unwrap();
+        let j = parse(Path::new("a.json"), br#"{"openapi":"3.1.0","paths":{}}"#, "a.json").unwrap();
+        assert_eq!(y, j);
+    }
+
+    #[test]
+    fn errors_name_file_and_position() {
+        let e = parse(Path::new("bad.json"), b"{\n  \"openapi\": }", "bad.json").unwrap_err();
+        assert!(e.to_string().starts_with("bad.json: at /: invalid JSON at line 2, column"), "{e}");
+        let e = parse(Path::new("bad.yaml"), b"a: [1,\n", "bad.yaml").unwrap_err();
+        assert!(e.to_string().starts_with("bad.yaml: at /: invalid YAML"), "{e}");
+    }
+}

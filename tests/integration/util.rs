@@ -1,0 +1,26 @@
+//! Helpers shared by the integration tests: where the shared specs and fixtures live, and
+//! loading them. A missing spec is a failure, never a skip.
+
+use std::path::PathBuf;
+
+use driftwatch::contract::{Contract, ContractOptions};
+use driftwatch::spec::Spec;
+
+/// `../shared/specs/<rel>` beside the repository root.
+pub fn shared_spec(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/specs").join(rel);
+    assert!(path.exists(), "missing shared spec {} (tests never skip a missing spec)", path.display());
+    path
+}
+
+/// `tests/fixtures/<rel>`.
+pub fn fixture(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel);
+    assert!(path.exists(), "missing fixture {}", path.display());
+    path
+}
+
+pub fn contract(path: &std::path::Path) -> Contract {
+    let spec = Spec::load(path).unwrap_or_else(|e| panic!("{e}"));
+    Contract::compile(&spec, &ContractOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
