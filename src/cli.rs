@@ -1,0 +1,36 @@
+//! The `driftwatch` command line: one file per subcommand. Only this module (and `main`)
+//! decides exit codes: 0 clean, 1 findings at or above `--fail-on`, 2 usage or load error.
+
+mod check;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "driftwatch", version, about = "Audit API traffic against the API's own OpenAPI spec")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Audit recorded traffic (HAR 1.2 or JSON Lines) against a spec.
+    Check(check::CheckArgs),
+}
+
+/// Parse the arguments, run the subcommand, map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("driftwatch: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `driftwatch check`: audit recorded traffic offline with the same core the proxy uses, and
+//! fail a CI job when drift reaches `--fail-on`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::audit::audit;
+use crate::contract::{Contract, ContractOptions};
+use crate::finding::{Finding, Severity};
+use crate::request::RequestView;
+use crate::spec::Spec;
+use crate::traffic::Traffic;
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz).
+    #[arg(long)]
+    spec: PathBuf,
+    /// Recorded traffic: a HAR 1.2 file or JSON Lines.
+    #[arg(long)]
+    traffic: PathBuf,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Exit 1 when a finding reaches this severity.
+    #[arg(long, value_enum, default_value_t = FailOn::Error)]
+    fail_on: FailOn,
+    /// Path prefix to strip before routing, instead of the spec's `servers` URLs.
+    #[arg(long)]
+    base_path: Option<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum FailOn {
+    Info,
+    Warning,
+    Error,
+    Critical,
+    Never,
+}
+
+impl FailOn {
+    fn threshold(self) -> Option<Severity> {
+        match self {
+            FailOn::Info => Some(Severity::Info),
+            FailOn::Warning => Some(Severity::Warning),
+            FailOn::Error => Some(Severity::Error),
+            FailOn::Critical => Some(Severity::Critical),
+            FailOn::Never => None,
+        }
+    }
+}
+
+/// One finding with the exchange it came from, as `--format json` prints it.
+#[derive(Serialize)]
+struct Row<'a> {
+    #[serde(flatten)]
+    finding: &'a Finding,
+    method: &'a str,
+    path: &'a str,
+    exchange: usize,
+}
+
+pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let spec = Spec::load(&args.spec)?;
+    let options = ContractOptions { base_path: args.base_path.clone(), ..ContractOptions::default() };
+    let contract = Contract::compile(&spec, &options)?;
+    drop(spec);
+    let traffic = Traffic::read(&args.traffic)?;
+    if traffic.exchanges.is_empty() && !traffic.problems.is_empty() {
+        anyhow::bail!("{}: no exchange could be read (first problem: {})", args.traffic.display(), traffic.problems[0].reason);
+    }
+    let mut results = Vec::new();
+    for exchange in &traffic.exchanges {
+        let request = RequestView::new(&exchange.method, &exchange.url, &exchange.headers, exchange.body.as_deref());
+        for finding in audit(&contract, &request).findings {
+            results.push((exchange, request.path.to_string(), finding));
+        }
+    }
+    let rows: Vec<Row> = results
+        .iter()
+        .map(|(e, path, f)| Row { finding: f, method: &e.method, path, exchange: e.index })
+        .collect();
+    match args.format {
+        Format::Json => write_json(out, &rows, &traffic)?,
+        Format::Text => write_text(out, &rows, &traffic)?,
+    }
+    let failed = args.fail_on.threshold().is_some_and(|t| rows.iter().any(|r| r.finding.severity >= t));
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Findings per severity, most severe first.
+fn severity_counts(rows: &[Row]) -> serde_json::Map<String, serde_json::Value> {
+    [Severity::Critical, Severity::Error, Severity::Warning, Severity::Info]
+        .into_iter()
+        .map(|s| (s.as_str().to_string(), json!(rows.iter().filter(|r| r.finding.severity == s).count())))
+        .collect()
+}
+
+fn write_json(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::Result<()> {
+    let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in rows {
+        *by_kind.entry(row.finding.kind.as_str()).or_default() += 1;
+    }
+    let malformed: Vec<_> = traffic.problems.iter().map(|p| json!({"exchange": p.index, "reason": p.reason})).collect();
+    let doc = json!({
+        "findings": rows,
+        "summary": {
+            "exchanges": traffic.exchanges.len(),
+            "findings": rows.len(),
+            "by_severity": severity_counts(rows),
+            "by_kind": by_kind,
+            "malformed": malformed,
+        }
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc).context("writing output")?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A table grouped by operation, then kind and field, listing the exchanges each came from.
+fn write_text(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::Result<()> {
+    let mut groups: BTreeMap<(&str, &str, &str, &str), (&Finding, Vec<usize>)> = BTreeMap::new();
+    for row in rows {
+        let f = row.finding;
+        let op = f.operation.as_deref().unwrap_or("(no operation)");
+        let entry = groups.entry((op, f.kind.as_str(), f.location.as_str(), f.field.as_str())).or_insert((f, Vec::new()));
+        entry.1.push(row.exchange);
+    }
+    let mut current = "";
+    for ((op, kind, location, field), (finding, exchanges)) in &groups {
+        if *op != current {
+            writeln!(out, "{op}")?;
+            current = op;
+        }
+        let list: Vec<String> = exchanges.iter().take(8).map(|i| i.to_string()).collect();
+        let more = if exchanges.len() > 8 { ", ..." } else { "" };
+        writeln!(out, "  {:<8} {kind:<22} {location:<6} {field:<24} x{} (exchange {}{more})", finding.severity.as_str(), exchanges.len(), list.join(", "))?;
+        writeln!(out, "           {}", finding.message)?;
+    }
+    for p in &traffic.problems {
+        writeln!(out, "malformed {} {}: {}", if traffic.format == "har" { "entry" } else { "line" }, p.index + 1, p.reason)?;
+    }
+    let counts = severity_counts(rows);
+    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    writeln!(
+        out,
+        "{} exchanges, {} findings ({}), {} malformed",
+        traffic.exchanges.len(),
+        rows.len(),
+        counts.join(", "),
+        traffic.problems.len()
+    )?;
+    Ok(())
+}
