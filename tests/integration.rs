@@ -2,5 +2,8 @@
 
 mod integration {
     pub mod util;
+    pub mod cli;
+    pub mod kinds;
     pub mod real_specs;
+    pub mod stories;
 }

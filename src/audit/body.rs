@@ -67,8 +67,14 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
         Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
         _ => &[],
     };
+    // A merge write (PATCH) sends only what changes: `required` in a schema it shares with the
+    // full model does not apply to it.
+    let partial = op.write == WriteSemantics::Merge;
     if let Some(validator) = &media.validator {
         for error in validator.iter_errors(value) {
+            if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
+                continue;
+            }
             if let Some(finding) = schema_finding(&error, top_level, shape.is_some()) {
                 out.push(finding);
             }

@@ -13,10 +13,10 @@ pub fn shared_spec(rel: &str) -> PathBuf {
     path
 }
 
-/// `tests/fixtures/<rel>`.
-pub fn fixture(rel: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel);
-    assert!(path.exists(), "missing fixture {}", path.display());
+/// `examples/<rel>`: the bundled Channels and Billing specs and traffic.
+pub fn example(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples").join(rel);
+    assert!(path.exists(), "missing example {}", path.display());
     path
 }
 
