@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""Break each finding-kind check in turn and show that the integration tests go red.
+
+Usage: python3 scripts/mutants.py [kind ...]   (run from the repository root)
+Each mutation is reverted after its test run, also on failure."""
+import subprocess, sys
+muts = [
+ ("unknown_operation", "src/audit.rs", "Kind::UnknownOperation, Location::Path", "Kind::MethodNotAllowed, Location::Path"),
+ ("method_not_allowed", "src/contract.rs", "Routed::MethodNotAllowed(allowed) => result = Route::MethodNotAllowed { allowed },", "Routed::MethodNotAllowed(_) => {}"),
+ ("unknown_query_param", "src/audit/params.rs", "if !used && !unknown", "if false && !used && !unknown"),
+ ("missing_required_param", "src/audit/params.rs", "None if param.required => missing.push(param),", "None if false => missing.push(param),"),
+ ("param_type_mismatch", "src/audit/params.rs", "if validator.is_valid(&sent.typed) || validator.is_valid(&sent.text) {", "if true || validator.is_valid(&sent.typed) {"),
+ ("unsupported_media_type", "src/audit/body.rs", "(ms == \"*\" || ms == sub ||", "(true || ms == sub ||"),
+ ("invalid_json_body", "src/audit/body.rs", "Kind::InvalidJsonBody, Location::Body", "Kind::Unaudited, Location::Body"),
+ ("undeclared_body_field", "src/audit/body.rs", "if *additional != Additional::Allowed {", "if *additional == Additional::Forbidden {"),
+ ("body_type_mismatch", "src/audit/body.rs", "ValidationErrorKind::Type { kind } =>", "ValidationErrorKind::Type { kind } if false =>"),
+ ("body_schema_violation", "src/audit/body.rs", "        _ => Some(\n            Finding::new(Kind::BodySchemaViolation", "        _ => Some(\n            Finding::new(Kind::BodyTypeMismatch"),
+ ("omitted_on_replace", "src/audit/body.rs", "!p.read_only && !sent.contains_key", "!p.read_only && sent.contains_key"),
+ ("unaudited", "src/audit/body.rs", "if !media.json {", "if !media.json && false {"),
+]
+which = sys.argv[1:] 
+for name, path, old, new in muts:
+    if which and name not in which: continue
+    src = open(path).read()
+    assert src.count(old) == 1, (name, src.count(old))
+    open(path, 'w').write(src.replace(old, new))
+    try:
+        r = subprocess.run(["cargo", "test", "-q", "--test", "integration"], capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        failed = [l for l in out.splitlines() if l.startswith("    integration::")]
+        status = "RED" if r.returncode != 0 else "still GREEN"
+        if "error[" in out or "could not compile" in out: status = "DOES NOT COMPILE"
+        print(f"{name}: {status} {failed}")
+    finally:
+        open(path, 'w').write(src)
