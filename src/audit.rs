@@ -23,13 +23,19 @@ pub struct Audit<'c> {
 pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
     let mut findings = Vec::new();
     match contract.route(request.method, request.path) {
-        Route::Found { operation, path_values } => {
+        Route::Found {
+            operation,
+            path_values,
+        } => {
             params::check(operation, request, &path_values, &mut findings);
             body::check(operation, request, &mut findings);
             for finding in &mut findings {
                 finding.operation = Some(operation.id.clone());
             }
-            Audit { operation: Some(operation), findings }
+            Audit {
+                operation: Some(operation),
+                findings,
+            }
         }
         Route::MethodNotAllowed { allowed } => {
             let allowed = allowed.join(", ");
@@ -43,15 +49,29 @@ pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
                         request.path
                     )),
             );
-            Audit { operation: None, findings }
+            Audit {
+                operation: None,
+                findings,
+            }
         }
         Route::NotFound => {
             findings.push(
                 Finding::new(Kind::UnknownOperation, Location::Path, request.path)
-                    .observed(format!("{} {}", request.method.to_ascii_uppercase(), request.path))
-                    .message(format!("no operation in the spec matches {} {}", request.method.to_ascii_uppercase(), request.path)),
+                    .observed(format!(
+                        "{} {}",
+                        request.method.to_ascii_uppercase(),
+                        request.path
+                    ))
+                    .message(format!(
+                        "no operation in the spec matches {} {}",
+                        request.method.to_ascii_uppercase(),
+                        request.path
+                    )),
             );
-            Audit { operation: None, findings }
+            Audit {
+                operation: None,
+                findings,
+            }
         }
     }
 }

@@ -8,7 +8,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "driftwatch", version, about = "Audit API traffic against the API's own OpenAPI spec")]
+#[command(
+    name = "driftwatch",
+    version,
+    about = "Audit API traffic against the API's own OpenAPI spec"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

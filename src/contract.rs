@@ -12,7 +12,8 @@ mod types;
 use std::collections::HashMap;
 
 pub use operation::{
-    Additional, BodyShape, MediaBody, Operation, Param, Property, RequestBody, Style, WriteSemantics,
+    Additional, BodyShape, MediaBody, Operation, Param, Property, RequestBody, Style,
+    WriteSemantics,
 };
 pub use resolve::deref;
 pub use router::Routed;
@@ -42,8 +43,13 @@ pub struct Contract {
 /// A request's operation, once routed.
 #[derive(Debug)]
 pub enum Route<'c, 'p> {
-    Found { operation: &'c Operation, path_values: Vec<&'p str> },
-    MethodNotAllowed { allowed: Vec<&'c str> },
+    Found {
+        operation: &'c Operation,
+        path_values: Vec<&'p str>,
+    },
+    MethodNotAllowed {
+        allowed: Vec<&'c str>,
+    },
     NotFound,
 }
 
@@ -76,13 +82,20 @@ impl Contract {
         };
         let stripped = self.base_paths.iter().find_map(|base| {
             let rest = path.strip_prefix(base.as_str())?;
-            (rest.is_empty() || rest.starts_with('/')).then_some(if rest.is_empty() { "/" } else { rest })
+            (rest.is_empty() || rest.starts_with('/')).then_some(if rest.is_empty() {
+                "/"
+            } else {
+                rest
+            })
         });
         let mut result = Route::NotFound;
         for candidate in stripped.into_iter().chain(std::iter::once(path)) {
             match self.router.route(method, candidate) {
                 Routed::Found(index, values) => {
-                    return Route::Found { operation: &self.operations[index], path_values: values };
+                    return Route::Found {
+                        operation: &self.operations[index],
+                        path_values: values,
+                    };
                 }
                 Routed::MethodNotAllowed(allowed) => result = Route::MethodNotAllowed { allowed },
                 Routed::NotFound => {}

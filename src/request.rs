@@ -10,7 +10,9 @@ pub trait Headers {
 
 impl Headers for [(String, String)] {
     fn get(&self, name: &str) -> Option<&str> {
-        self.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -35,14 +37,25 @@ pub struct RequestView<'a> {
 
 impl<'a> RequestView<'a> {
     /// Split a request target (`/a/b?x=1`, or an absolute URL) into path and query.
-    pub fn new(method: &'a str, target: &'a str, headers: &'a dyn Headers, body: Option<&'a [u8]>) -> Self {
+    pub fn new(
+        method: &'a str,
+        target: &'a str,
+        headers: &'a dyn Headers,
+        body: Option<&'a [u8]>,
+    ) -> Self {
         let target = strip_origin(target);
         let target = target.split_once('#').map_or(target, |(t, _)| t);
         let (path, query) = match target.split_once('?') {
             Some((p, q)) => (p, Some(q)),
             None => (target, None),
         };
-        RequestView { method, path: if path.is_empty() { "/" } else { path }, query, headers, body }
+        RequestView {
+            method,
+            path: if path.is_empty() { "/" } else { path },
+            query,
+            headers,
+            body,
+        }
     }
 
     pub fn content_type(&self) -> Option<&'a str> {

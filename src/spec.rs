@@ -1,6 +1,6 @@
 //! Loading an OpenAPI document: read JSON or YAML (optionally gzip'd), check that it is
 //! OpenAPI 3.0 or 3.1, bundle `$ref`s into other local files into one document, and normalize
-//! 3.0 schemas into the JSON Schema 2020-12 form that 3.1 uses. Downstream code sees one shape
+//! 3.0 schema forms (also where 3.1 documents still use them) into JSON Schema 2020-12. Downstream code sees one shape
 //! only. Every failure names the file, the JSON pointer and the reason.
 
 mod bundle;
@@ -46,9 +46,9 @@ impl Spec {
     pub fn from_document(source: &Path, mut doc: Value) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
         bundle::bundle(source, &mut doc)?;
-        if version == OpenApiVersion::V3_0 {
-            normalize::normalize_document(&mut doc);
-        }
+        // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
+        // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
+        normalize::normalize_document(&mut doc);
         Ok(Spec {
             source: source.to_path_buf(),
             openapi,
@@ -69,10 +69,16 @@ fn detect_version(source: &Path, doc: &Value) -> Result<(String, OpenApiVersion)
         )));
     }
     let Some(openapi) = doc.get("openapi") else {
-        return Err(err("no `openapi` key: this is not an OpenAPI document".into()));
+        return Err(err(
+            "no `openapi` key: this is not an OpenAPI document".into()
+        ));
     };
     let Some(openapi) = openapi.as_str() else {
-        return Err(SpecError::at(source, "/openapi", "`openapi` must be a string such as \"3.1.0\""));
+        return Err(SpecError::at(
+            source,
+            "/openapi",
+            "`openapi` must be a string such as \"3.1.0\"",
+        ));
     };
     let version = if openapi.starts_with("3.0.") || openapi == "3.0" {
         OpenApiVersion::V3_0
@@ -88,13 +94,22 @@ fn detect_version(source: &Path, doc: &Value) -> Result<(String, OpenApiVersion)
     Ok((openapi.to_string(), version))
 }
 
+/// `token("/api/{id}")` is `"/~1api~1{id}"`: one escaped JSON pointer token with its slash.
+pub(crate) fn bundle_pointer(name: &str) -> String {
+    let mut out = String::new();
+    push_token(&mut out, name);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     fn version_error(doc: Value) -> String {
-        Spec::from_document(Path::new("api.json"), doc).unwrap_err().to_string()
+        Spec::from_document(Path::new("api.json"), doc)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -110,16 +125,15 @@ mod tests {
 
     #[test]
     fn accepts_both_lines() {
-        let v30 = Spec::from_document(Path::new("a.json"), json!({"openapi": "3.0.3", "paths": {}}));
-        let v31 = Spec::from_document(Path::new("a.json"), json!({"openapi": "3.1.0", "paths": {}}));
+        let v30 = Spec::from_document(
+            Path::new("a.json"),
+            json!({"openapi": "3.0.3", "paths": {}}),
+        );
+        let v31 = Spec::from_document(
+            Path::new("a.json"),
+            json!({"openapi": "3.1.0", "paths": {}}),
+        );
         assert_eq!(v30.unwrap().version, OpenApiVersion::V3_0);
         assert_eq!(v31.unwrap().version, OpenApiVersion::V3_1);
     }
-}
-
-/// `token("/api/{id}")` is `"/~1api~1{id}"`: one escaped JSON pointer token with its slash.
-pub(crate) fn bundle_pointer(name: &str) -> String {
-    let mut out = String::new();
-    push_token(&mut out, name);
-    out
 }

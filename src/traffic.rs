@@ -46,14 +46,20 @@ pub struct Traffic {
 #[derive(Debug, thiserror::Error)]
 pub enum TrafficError {
     #[error("{}: cannot read: {source}", file.display())]
-    Io { file: PathBuf, source: std::io::Error },
+    Io {
+        file: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}: not a HAR file: {reason}", file.display())]
     Har { file: PathBuf, reason: String },
 }
 
 impl Traffic {
     pub fn read(path: &Path) -> Result<Traffic, TrafficError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TrafficError::Io { file: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| TrafficError::Io {
+            file: path.into(),
+            source,
+        })?;
         Traffic::parse(path, &text)
     }
 
@@ -64,12 +70,18 @@ impl Traffic {
         {
             return har(path, log);
         }
-        let mut traffic = Traffic { format: "jsonl", ..Traffic::default() };
+        let mut traffic = Traffic {
+            format: "jsonl",
+            ..Traffic::default()
+        };
         for (index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Value>(line).map_err(|e| e.to_string()).and_then(|v| jsonl_exchange(index, &v)) {
+            match serde_json::from_str::<Value>(line)
+                .map_err(|e| e.to_string())
+                .and_then(|v| jsonl_exchange(index, &v))
+            {
                 Ok(exchange) => traffic.exchanges.push(exchange),
                 Err(reason) => traffic.problems.push(Problem { index, reason }),
             }
@@ -80,19 +92,32 @@ impl Traffic {
 
 fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
     let text = |key: &str| line.get(key).and_then(Value::as_str).map(String::from);
-    let method = text("method").ok_or("missing string `method`")?.to_ascii_uppercase();
+    let method = text("method")
+        .ok_or("missing string `method`")?
+        .to_ascii_uppercase();
     let url = text("url").ok_or("missing string `url`")?;
     let headers = header_map(line.get("headers"))?;
     let body = body_of(line)?;
     let response = match line.get("response") {
         None | Some(Value::Null) => None,
         Some(r) => Some(RecordedResponse {
-            status: r.get("status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok()).ok_or("response needs a numeric `status`")?,
+            status: r
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok())
+                .ok_or("response needs a numeric `status`")?,
             headers: header_map(r.get("headers"))?,
             body: body_of(r)?,
         }),
     };
-    Ok(Exchange { index, method, url, headers, body, response })
+    Ok(Exchange {
+        index,
+        method,
+        url,
+        headers,
+        body,
+        response,
+    })
 }
 
 /// `{"name": "value"}` (a list of values repeats the header) or `[{"name","value"}]`.
@@ -104,14 +129,22 @@ fn header_map(value: Option<&Value>) -> Result<Vec<(String, String)>, String> {
             for (name, v) in map {
                 match v {
                     Value::String(s) => out.push((name.clone(), s.clone())),
-                    Value::Array(items) => out.extend(items.iter().filter_map(Value::as_str).map(|s| (name.clone(), s.to_string()))),
+                    Value::Array(items) => out.extend(
+                        items
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(|s| (name.clone(), s.to_string())),
+                    ),
                     other => out.push((name.clone(), other.to_string())),
                 }
             }
         }
         Some(Value::Array(items)) => {
             for item in items {
-                let name = item.get("name").and_then(Value::as_str).ok_or("a header needs a `name`")?;
+                let name = item
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("a header needs a `name`")?;
                 let value = item.get("value").and_then(Value::as_str).unwrap_or("");
                 out.push((name.to_string(), value.to_string()));
             }
@@ -131,11 +164,17 @@ fn body_of(v: &Value) -> Result<Option<Vec<u8>>, String> {
 }
 
 fn har(path: &Path, log: &Value) -> Result<Traffic, TrafficError> {
-    let entries = log.get("entries").and_then(Value::as_array).ok_or_else(|| TrafficError::Har {
-        file: path.into(),
-        reason: "`log.entries` is not a list".into(),
-    })?;
-    let mut traffic = Traffic { format: "har", ..Traffic::default() };
+    let entries = log
+        .get("entries")
+        .and_then(Value::as_array)
+        .ok_or_else(|| TrafficError::Har {
+            file: path.into(),
+            reason: "`log.entries` is not a list".into(),
+        })?;
+    let mut traffic = Traffic {
+        format: "har",
+        ..Traffic::default()
+    };
     for (index, entry) in entries.iter().enumerate() {
         match har_exchange(index, entry) {
             Ok(e) => traffic.exchanges.push(e),
@@ -147,29 +186,65 @@ fn har(path: &Path, log: &Value) -> Result<Traffic, TrafficError> {
 
 fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
     let request = entry.get("request").ok_or("entry has no `request`")?;
-    let method = request.get("method").and_then(Value::as_str).ok_or("request has no `method`")?.to_ascii_uppercase();
-    let url = request.get("url").and_then(Value::as_str).ok_or("request has no `url`")?.to_string();
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .ok_or("request has no `method`")?
+        .to_ascii_uppercase();
+    let url = request
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or("request has no `url`")?
+        .to_string();
     let mut headers = header_map(request.get("headers"))?;
     let body = har_content(request.get("postData"), &mut headers)?;
     let response = match entry.get("response") {
-        Some(r) if r.get("status").and_then(Value::as_u64).is_some_and(|s| s > 0) => {
+        Some(r)
+            if r.get("status")
+                .and_then(Value::as_u64)
+                .is_some_and(|s| s > 0) =>
+        {
             let mut headers = header_map(r.get("headers"))?;
             let body = har_content(r.get("content"), &mut headers)?;
-            let status = r.get("status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok()).ok_or("bad status")?;
-            Some(RecordedResponse { status, headers, body })
+            let status = r
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok())
+                .ok_or("bad status")?;
+            Some(RecordedResponse {
+                status,
+                headers,
+                body,
+            })
         }
         _ => None,
     };
-    Ok(Exchange { index, method, url, headers, body, response })
+    Ok(Exchange {
+        index,
+        method,
+        url,
+        headers,
+        body,
+        response,
+    })
 }
 
 /// HAR `postData`/`content`: `text`, base64 when `encoding` says so; its `mimeType` stands in
 /// for a missing `Content-Type` header.
-fn har_content(content: Option<&Value>, headers: &mut Vec<(String, String)>) -> Result<Option<Vec<u8>>, String> {
-    let Some(content) = content else { return Ok(None) };
-    let Some(text) = content.get("text").and_then(Value::as_str) else { return Ok(None) };
+fn har_content(
+    content: Option<&Value>,
+    headers: &mut Vec<(String, String)>,
+) -> Result<Option<Vec<u8>>, String> {
+    let Some(content) = content else {
+        return Ok(None);
+    };
+    let Some(text) = content.get("text").and_then(Value::as_str) else {
+        return Ok(None);
+    };
     if let Some(mime) = content.get("mimeType").and_then(Value::as_str)
-        && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
         && !mime.is_empty()
     {
         headers.push(("content-type".into(), mime.into()));
@@ -187,19 +262,32 @@ mod tests {
     #[test]
     fn jsonl_lines_with_a_broken_one_in_the_middle() {
         let text = concat!(
-            r#"{"method":"put","url":"/a/7?x=1","headers":{"content-type":"application/json"},"body":{"n":1}}"#, "\n",
+            r#"{"method":"put","url":"/a/7?x=1","headers":{"content-type":"application/json"},"body":{"n":1}}"#,
+            "\n",
             "{not json\n",
             "\n",
-            r#"{"method":"GET","url":"https://h.test/a","body_text":"raw","response":{"status":200,"body":[1]}}"#, "\n",
-            r#"{"url":"/a"}"#, "\n",
+            r#"{"method":"GET","url":"https://h.test/a","body_text":"raw","response":{"status":200,"body":[1]}}"#,
+            "\n",
+            r#"{"url":"/a"}"#,
+            "\n",
         );
         let t = Traffic::parse(Path::new("t.jsonl"), text).unwrap();
         assert_eq!(t.exchanges.len(), 2);
-        assert_eq!((t.exchanges[0].index, t.exchanges[0].method.as_str()), (0, "PUT"));
+        assert_eq!(
+            (t.exchanges[0].index, t.exchanges[0].method.as_str()),
+            (0, "PUT")
+        );
         assert_eq!(t.exchanges[0].body.as_deref(), Some(&br#"{"n":1}"#[..]));
         assert_eq!(t.exchanges[1].index, 3);
-        assert_eq!(t.exchanges[1].response.as_ref().unwrap().body.as_deref(), Some(&b"[1]"[..]));
-        let problems: Vec<(usize, &str)> = t.problems.iter().map(|p| (p.index, p.reason.as_str())).collect();
+        assert_eq!(
+            t.exchanges[1].response.as_ref().unwrap().body.as_deref(),
+            Some(&b"[1]"[..])
+        );
+        let problems: Vec<(usize, &str)> = t
+            .problems
+            .iter()
+            .map(|p| (p.index, p.reason.as_str()))
+            .collect();
         assert_eq!(problems.len(), 2);
         assert_eq!(problems[0].0, 1);
         assert_eq!(problems[1], (4, "missing string `method`"));
@@ -214,8 +302,20 @@ mod tests {
             {"response":{}}]}}"#;
         let t = Traffic::parse(Path::new("t.har"), text).unwrap();
         assert_eq!(t.format, "har");
-        assert_eq!(t.exchanges[0].headers, [("X-A".into(), "1".into()), ("content-type".into(), "application/json".into())]);
+        assert_eq!(
+            t.exchanges[0].headers,
+            [
+                ("X-A".into(), "1".into()),
+                ("content-type".into(), "application/json".into())
+            ]
+        );
         assert_eq!(t.exchanges[0].response.as_ref().unwrap().status, 200);
-        assert_eq!(t.problems, [Problem { index: 1, reason: "entry has no `request`".into() }]);
+        assert_eq!(
+            t.problems,
+            [Problem {
+                index: 1,
+                reason: "entry has no `request`".into()
+            }]
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! Integration tests: one binary, one module per area, shared helpers in `util`.
 
 mod integration {
-    pub mod util;
     pub mod cli;
+    pub mod generated;
     pub mod kinds;
     pub mod real_specs;
     pub mod stories;
+    pub mod util;
 }

@@ -7,7 +7,9 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
 use super::suggest::did_you_mean;
-use crate::contract::{Additional, BodyShape, FieldType, MediaBody, Operation, Property, WriteSemantics};
+use crate::contract::{
+    Additional, BodyShape, FieldType, MediaBody, Operation, Property, WriteSemantics,
+};
 use crate::finding::{Finding, Kind, Location, Severity};
 use crate::request::RequestView;
 
@@ -20,20 +22,32 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding
                 Finding::new(Kind::MissingRequiredParam, Location::Body, "")
                     .expected("request body")
                     .observed("absent")
-                    .message(format!("{} {} ({}) requires a request body", op.method, op.template, op.id)),
+                    .message(format!(
+                        "{} {} ({}) requires a request body",
+                        op.method, op.template, op.id
+                    )),
             );
         }
         return;
     }
     let content_type = request.content_type();
     let Some(media) = content_type.and_then(|ct| match_media(&declared.media, ct)) else {
-        let accepted: Vec<&str> = declared.media.iter().map(|m| m.media_type.as_str()).collect();
+        let accepted: Vec<&str> = declared
+            .media
+            .iter()
+            .map(|m| m.media_type.as_str())
+            .collect();
         let sent = content_type.unwrap_or("none");
         out.push(
             Finding::new(Kind::UnsupportedMediaType, Location::Header, "content-type")
                 .expected(accepted.join(", "))
                 .observed(sent)
-                .message(format!("{} {} does not accept a `{sent}` body; send one of {}", op.method, op.template, accepted.join(", "))),
+                .message(format!(
+                    "{} {} does not accept a `{sent}` body; send one of {}",
+                    op.method,
+                    op.template,
+                    accepted.join(", ")
+                )),
         );
         return;
     };
@@ -41,7 +55,10 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding
         out.push(
             Finding::new(Kind::Unaudited, Location::Body, "")
                 .observed(media.media_type.clone())
-                .message(format!("`{}` bodies are forwarded but not audited", media.media_type)),
+                .message(format!(
+                    "`{}` bodies are forwarded but not audited",
+                    media.media_type
+                )),
         );
         return;
     }
@@ -51,8 +68,17 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding
             out.push(
                 Finding::new(Kind::InvalidJsonBody, Location::Body, "")
                     .expected("JSON")
-                    .observed(format!("invalid JSON at line {}, column {}", e.line(), e.column()))
-                    .message(format!("the body is not valid JSON ({:?} error at line {}, column {})", e.classify(), e.line(), e.column())),
+                    .observed(format!(
+                        "invalid JSON at line {}, column {}",
+                        e.line(),
+                        e.column()
+                    ))
+                    .message(format!(
+                        "the body is not valid JSON ({:?} error at line {}, column {})",
+                        e.classify(),
+                        e.line(),
+                        e.column()
+                    )),
             );
             return;
         }
@@ -61,7 +87,12 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding
 }
 
 /// Audit a parsed JSON body against one declared media type.
-pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out: &mut Vec<Finding>) {
+pub(super) fn check_value(
+    op: &Operation,
+    media: &MediaBody,
+    value: &Value,
+    out: &mut Vec<Finding>,
+) {
     let shape = chosen_shape(&media.shape, value);
     let top_level = match shape {
         Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
@@ -80,14 +111,29 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
             }
         }
     }
-    let (Some(BodyShape::Object { properties, additional }), Value::Object(sent)) = (shape, value) else { return };
+    let (
+        Some(BodyShape::Object {
+            properties,
+            additional,
+        }),
+        Value::Object(sent),
+    ) = (shape, value)
+    else {
+        return;
+    };
     if *additional != Additional::Allowed {
-        for key in sent.keys().filter(|k| !properties.iter().any(|p| &p.name == *k)) {
+        for key in sent
+            .keys()
+            .filter(|k| !properties.iter().any(|p| &p.name == *k))
+        {
             out.push(undeclared(op, key, properties, *additional));
         }
     }
     if op.write == WriteSemantics::Replace {
-        for p in properties.iter().filter(|p| !p.read_only && !sent.contains_key(&p.name)) {
+        for p in properties
+            .iter()
+            .filter(|p| !p.read_only && !sent.contains_key(&p.name))
+        {
             out.push(omitted(op, p));
         }
     }
@@ -96,11 +142,18 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
 /// Pick the declared media type for a `Content-Type`: exact match first, then ranges
 /// (`application/*+json`, `application/*`, `*/*`).
 fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m MediaBody> {
-    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let (kind, sub) = essence.split_once('/')?;
     media.iter().find(|m| m.media_type == essence).or_else(|| {
         media.iter().find(|m| {
-            let Some((mk, ms)) = m.media_type.split_once('/') else { return false };
+            let Some((mk, ms)) = m.media_type.split_once('/') else {
+                return false;
+            };
             (mk == "*" || mk == kind)
                 && (ms == "*" || ms == sub || (ms.starts_with("*+") && sub.ends_with(&ms[1..])))
         })
@@ -110,9 +163,10 @@ fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m Med
 /// For a `oneOf`/`anyOf` body, the shape of the branch the value validates against.
 fn chosen_shape<'s>(shape: &'s BodyShape, value: &Value) -> Option<&'s BodyShape> {
     match shape {
-        BodyShape::Variants(branches) => {
-            branches.iter().find(|(v, _)| v.is_valid(value)).and_then(|(_, s)| chosen_shape(s, value))
-        }
+        BodyShape::Variants(branches) => branches
+            .iter()
+            .find(|(v, _)| v.is_valid(value))
+            .and_then(|(_, s)| chosen_shape(s, value)),
         BodyShape::Opaque => None,
         object => Some(object),
     }
@@ -121,15 +175,21 @@ fn chosen_shape<'s>(shape: &'s BodyShape, value: &Value) -> Option<&'s BodyShape
 /// A finding for one JSON Schema error, or `None` where another check reports it better:
 /// top-level undeclared fields (with a did-you-mean) and readOnly properties a request need
 /// not carry even when the schema lists them as required.
-fn schema_finding(error: &ValidationError, top_level: &[Property], shape_known: bool) -> Option<Finding> {
+fn schema_finding(
+    error: &ValidationError,
+    top_level: &[Property],
+    shape_known: bool,
+) -> Option<Finding> {
     let path = error.instance_path().as_str().to_string();
     match error.kind() {
-        ValidationErrorKind::AdditionalProperties { .. } | ValidationErrorKind::UnevaluatedProperties { .. }
+        ValidationErrorKind::AdditionalProperties { .. }
+        | ValidationErrorKind::UnevaluatedProperties { .. }
             if path.is_empty() && shape_known =>
         {
             None
         }
-        ValidationErrorKind::AdditionalProperties { unexpected } | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
             let names = unexpected.join("`, `");
             Some(
                 Finding::new(Kind::UndeclaredBodyField, Location::Body, format!("{path}/{}", unexpected.first().map_or("", |s| s)))
@@ -144,23 +204,33 @@ fn schema_finding(error: &ValidationError, top_level: &[Property], shape_known: 
                 return None;
             }
             Some(
-                Finding::new(Kind::BodySchemaViolation, Location::Body, format!("{path}/{name}"))
-                    .expected("required")
-                    .observed("absent")
-                    .message(format!("required body field `{path}/{name}` is missing")),
+                Finding::new(
+                    Kind::BodySchemaViolation,
+                    Location::Body,
+                    format!("{path}/{name}"),
+                )
+                .expected("required")
+                .observed("absent")
+                .message(format!("required body field `{path}/{name}` is missing")),
             )
         }
         ValidationErrorKind::Type { kind } => {
             let expected = match kind {
                 TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join("|"),
+                TypeKind::Multiple(set) => set
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
             };
             let observed = FieldType::of_value(error.instance());
             Some(
                 Finding::new(Kind::BodyTypeMismatch, Location::Body, &path)
                     .expected(expected.clone())
                     .observed(observed)
-                    .message(format!("body field `{path}` is {observed}, the spec says {expected}")),
+                    .message(format!(
+                        "body field `{path}` is {observed}, the spec says {expected}"
+                    )),
             )
         }
         _ => Some(
@@ -171,20 +241,37 @@ fn schema_finding(error: &ValidationError, top_level: &[Property], shape_known: 
     }
 }
 
-fn undeclared(op: &Operation, key: &str, properties: &[Property], additional: Additional) -> Finding {
+fn undeclared(
+    op: &Operation,
+    key: &str,
+    properties: &[Property],
+    additional: Additional,
+) -> Finding {
     let suggestion = did_you_mean(key, properties.iter().map(|p| p.name.as_str()));
-    let hint = suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
-    let severity = if additional == Additional::Forbidden { Severity::Error } else { Severity::Warning };
+    let hint = suggestion
+        .as_ref()
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default();
+    let severity = if additional == Additional::Forbidden {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
     Finding::new(Kind::UndeclaredBodyField, Location::Body, format!("/{key}"))
         .severity(severity)
         .observed("present")
         .suggestion(suggestion)
-        .message(format!("body field `{key}` is not declared by {} {} ({}){hint}", op.method, op.template, op.id))
+        .message(format!(
+            "body field `{key}` is not declared by {} {} ({}){hint}",
+            op.method, op.template, op.id
+        ))
 }
 
 fn omitted(op: &Operation, p: &Property) -> Finding {
     let note = match (p.required, p.summary.nullable) {
-        (true, true) => "required and nullable: send null to clear it, the current value to keep it",
+        (true, true) => {
+            "required and nullable: send null to clear it, the current value to keep it"
+        }
         (true, false) => "required",
         (false, true) => "optional, nullable",
         (false, false) => "optional",

@@ -15,7 +15,12 @@ use crate::contract::{FieldType, Operation, Param, Style};
 use crate::finding::{Finding, Kind, Location};
 use crate::request::RequestView;
 
-pub(super) fn check(op: &Operation, request: &RequestView, path_values: &[&str], out: &mut Vec<Finding>) {
+pub(super) fn check(
+    op: &Operation,
+    request: &RequestView,
+    path_values: &[&str],
+    out: &mut Vec<Finding>,
+) {
     check_path(op, path_values, out);
     check_query(op, request.query.unwrap_or(""), out);
     check_headers(op, request, out);
@@ -32,14 +37,22 @@ struct Sent {
 
 fn check_path(op: &Operation, values: &[&str], out: &mut Vec<Finding>) {
     for (name, raw) in op.path_params.iter().zip(values) {
-        let Some(param) = op.param(Location::Path, name) else { continue };
+        let Some(param) = op.param(Location::Path, name) else {
+            continue;
+        };
         let decoded = percent_decode_str(raw).decode_utf8_lossy();
         let text = match param.style {
             Style::Label => decoded.strip_prefix('.').unwrap_or(&decoded),
-            Style::Matrix => decoded.strip_prefix(&format!(";{name}=")).unwrap_or(&decoded),
+            Style::Matrix => decoded
+                .strip_prefix(&format!(";{name}="))
+                .unwrap_or(&decoded),
             _ => &decoded,
         };
-        let delimiter = if param.style == Style::Label && param.explode { '.' } else { ',' };
+        let delimiter = if param.style == Style::Label && param.explode {
+            '.'
+        } else {
+            ','
+        };
         let items: Vec<Cow<str>> = text.split(delimiter).map(Cow::Borrowed).collect();
         validate(param, &sent_from(param, items, param.explode), out);
     }
@@ -69,7 +82,9 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     if !free_form {
         let declared: Vec<&str> = op
             .params_in(Location::Query)
-            .flat_map(|p| std::iter::once(p.name.as_str()).chain(p.properties.iter().map(String::as_str)))
+            .flat_map(|p| {
+                std::iter::once(p.name.as_str()).chain(p.properties.iter().map(String::as_str))
+            })
             .collect();
         for ((key, _), used) in pairs.iter().zip(&used) {
             if !used && !unknown.iter().any(|(k, _)| k == key) {
@@ -87,11 +102,17 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
         out.push(
             Finding::new(Kind::UnknownQueryParam, Location::Query, *key)
                 .suggestion(suggestion.clone())
-                .message(format!("query parameter `{key}` is not accepted by {} {} ({}){hint}", op.method, op.template, op.id)),
+                .message(format!(
+                    "query parameter `{key}` is not accepted by {} {} ({}){hint}",
+                    op.method, op.template, op.id
+                )),
         );
     }
     for param in missing {
-        let sent_instead = unknown.iter().find(|(_, s)| s.as_deref() == Some(param.name.as_str())).map(|(k, _)| *k);
+        let sent_instead = unknown
+            .iter()
+            .find(|(_, s)| s.as_deref() == Some(param.name.as_str()))
+            .map(|(k, _)| *k);
         out.push(missing_param(op, param, sent_instead));
     }
 }
@@ -99,7 +120,15 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
 fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
     for param in op.params_in(Location::Header) {
         match request.headers.get(&param.name) {
-            Some(raw) => validate(param, &sent_from(param, raw.split(',').map(|s| Cow::Borrowed(s.trim())).collect(), param.explode), out),
+            Some(raw) => validate(
+                param,
+                &sent_from(
+                    param,
+                    raw.split(',').map(|s| Cow::Borrowed(s.trim())).collect(),
+                    param.explode,
+                ),
+                out,
+            ),
             None if param.required => out.push(missing_param(op, param, None)),
             None => {}
         }
@@ -109,9 +138,16 @@ fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) 
 fn check_cookies(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
     let cookie = request.headers.get("cookie").unwrap_or("");
     for param in op.params_in(Location::Cookie) {
-        let value = cookie.split(';').filter_map(|c| c.trim().split_once('=')).find(|(k, _)| *k == param.name);
+        let value = cookie
+            .split(';')
+            .filter_map(|c| c.trim().split_once('='))
+            .find(|(k, _)| *k == param.name);
         match value {
-            Some((_, raw)) => validate(param, &sent_from(param, raw.split(',').map(Cow::Borrowed).collect(), false), out),
+            Some((_, raw)) => validate(
+                param,
+                &sent_from(param, raw.split(',').map(Cow::Borrowed).collect(), false),
+                out,
+            ),
             None if param.required => out.push(missing_param(op, param, None)),
             None => {}
         }
@@ -119,7 +155,11 @@ fn check_cookies(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) 
 }
 
 /// Values of a parameter sent under its own name, split by its style's delimiter.
-fn by_name<'q>(param: &Param, pairs: &'q [(Cow<'q, str>, Cow<'q, str>)], used: &mut [bool]) -> Option<Sent> {
+fn by_name<'q>(
+    param: &Param,
+    pairs: &'q [(Cow<'q, str>, Cow<'q, str>)],
+    used: &mut [bool],
+) -> Option<Sent> {
     let mut items: Vec<Cow<str>> = Vec::new();
     let delimiter = match param.style {
         Style::SpaceDelimited => ' ',
@@ -127,7 +167,8 @@ fn by_name<'q>(param: &Param, pairs: &'q [(Cow<'q, str>, Cow<'q, str>)], used: &
         _ => ',',
     };
     let split = !param.explode || param.style != Style::Form;
-    let is_scalar = !matches!(param.summary.ty, FieldType::Array(_) | FieldType::Object) || param.json_content;
+    let is_scalar =
+        !matches!(param.summary.ty, FieldType::Array(_) | FieldType::Object) || param.json_content;
     for (i, (key, value)) in pairs.iter().enumerate() {
         if *key != param.name {
             continue;
@@ -151,17 +192,32 @@ fn deep_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool])
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
-        let Some(rest) = key.strip_prefix(param.name.as_str()).and_then(|r| r.strip_prefix('[')) else { continue };
-        let Some((prop, _)) = rest.split_once(']') else { continue };
+        let Some(rest) = key
+            .strip_prefix(param.name.as_str())
+            .and_then(|r| r.strip_prefix('['))
+        else {
+            continue;
+        };
+        let Some((prop, _)) = rest.split_once(']') else {
+            continue;
+        };
         used[i] = true;
         typed.insert(prop.to_string(), guess(value));
         text.insert(prop.to_string(), Value::String(value.to_string()));
     }
-    (!typed.is_empty()).then(|| Sent { typed: Value::Object(typed), text: Value::Object(text), observed: "object".into() })
+    (!typed.is_empty()).then(|| Sent {
+        typed: Value::Object(typed),
+        text: Value::Object(text),
+        observed: "object".into(),
+    })
 }
 
 /// An exploded form object: its properties arrive as query keys of their own.
-fn exploded_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool]) -> Option<Sent> {
+fn exploded_object(
+    param: &Param,
+    pairs: &[(Cow<str>, Cow<str>)],
+    used: &mut [bool],
+) -> Option<Sent> {
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
@@ -171,7 +227,11 @@ fn exploded_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bo
             text.insert(key.to_string(), Value::String(value.to_string()));
         }
     }
-    (!typed.is_empty()).then(|| Sent { typed: Value::Object(typed), text: Value::Object(text), observed: "object".into() })
+    (!typed.is_empty()).then(|| Sent {
+        typed: Value::Object(typed),
+        text: Value::Object(text),
+        observed: "object".into(),
+    })
 }
 
 /// Build the typed and text forms of `items` for `param`'s declared type. `pairs_with_eq`:
@@ -179,33 +239,65 @@ fn exploded_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bo
 fn sent_from(param: &Param, items: Vec<Cow<str>>, pairs_with_eq: bool) -> Sent {
     let first = items.first().map(|s| s.as_ref()).unwrap_or("");
     if param.json_content {
-        let typed = serde_json::from_str(first).unwrap_or_else(|_| Value::String(first.to_string()));
+        let typed =
+            serde_json::from_str(first).unwrap_or_else(|_| Value::String(first.to_string()));
         let observed = FieldType::of_value(&typed).to_string();
-        return Sent { typed, text: Value::String(first.to_string()), observed };
+        return Sent {
+            typed,
+            text: Value::String(first.to_string()),
+            observed,
+        };
     }
     match &param.summary.ty {
         FieldType::Array(item) => {
             let typed = items.iter().map(|s| scalar(s, item)).collect();
             let text = items.iter().map(|s| Value::String(s.to_string())).collect();
-            let observed = items.iter().map(|s| observed_type(s)).find(|t| *t != item.to_string()).unwrap_or("string");
-            Sent { typed: Value::Array(typed), text: Value::Array(text), observed: format!("array<{observed}>") }
+            let observed = items
+                .iter()
+                .map(|s| observed_type(s))
+                .find(|t| *t != item.to_string())
+                .unwrap_or("string");
+            Sent {
+                typed: Value::Array(typed),
+                text: Value::Array(text),
+                observed: format!("array<{observed}>"),
+            }
         }
         FieldType::Object => {
             let entries: Vec<(&str, &str)> = if pairs_with_eq {
                 items.iter().filter_map(|s| s.split_once('=')).collect()
             } else {
-                items.chunks(2).filter_map(|c| Some((c.first()?.as_ref(), c.get(1)?.as_ref()))).collect()
+                items
+                    .chunks(2)
+                    .filter_map(|c| Some((c.first()?.as_ref(), c.get(1)?.as_ref())))
+                    .collect()
             };
-            let typed = entries.iter().map(|(k, v)| (k.to_string(), guess(v))).collect();
-            let text = entries.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect();
-            Sent { typed: Value::Object(typed), text: Value::Object(text), observed: "object".into() }
+            let typed = entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), guess(v)))
+                .collect();
+            let text = entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect();
+            Sent {
+                typed: Value::Object(typed),
+                text: Value::Object(text),
+                observed: "object".into(),
+            }
         }
-        ty => Sent { typed: scalar(first, ty), text: Value::String(first.to_string()), observed: observed_type(first).into() },
+        ty => Sent {
+            typed: scalar(first, ty),
+            text: Value::String(first.to_string()),
+            observed: observed_type(first).into(),
+        },
     }
 }
 
 fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
-    let Some(validator) = &param.validator else { return };
+    let Some(validator) = &param.validator else {
+        return;
+    };
     if validator.is_valid(&sent.typed) || validator.is_valid(&sent.text) {
         return;
     }
@@ -213,7 +305,9 @@ fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
         .iter_errors(&sent.typed)
         .next()
         .map(|e| match e.kind() {
-            jsonschema::error::ValidationErrorKind::Type { .. } => format!("expected {}, got {}", param.summary, sent.observed),
+            jsonschema::error::ValidationErrorKind::Type { .. } => {
+                format!("expected {}, got {}", param.summary, sent.observed)
+            }
             _ => e.masked().to_string(),
         })
         .unwrap_or_default();
@@ -221,13 +315,19 @@ fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
         Finding::new(Kind::ParamTypeMismatch, param.location, &param.name)
             .expected(param.summary.to_string())
             .observed(sent.observed.clone())
-            .message(format!("{} parameter `{}`: {reason}", param.location, param.name)),
+            .message(format!(
+                "{} parameter `{}`: {reason}",
+                param.location, param.name
+            )),
     );
 }
 
 fn missing_param(op: &Operation, param: &Param, sent_instead: Option<&str>) -> Finding {
     let (suggestion, hint) = match sent_instead {
-        Some(k) => (Some(format!("rename `{k}` to `{}`", param.name)), format!("; the request sent `{k}` instead")),
+        Some(k) => (
+            Some(format!("rename `{k}` to `{}`", param.name)),
+            format!("; the request sent `{k}` instead"),
+        ),
         None => (None, String::new()),
     };
     let finding = Finding::new(Kind::MissingRequiredParam, param.location, &param.name)

@@ -3,7 +3,10 @@
 //! renames), then edit distance for typos.
 
 /// The declared name that `sent` most likely meant, if any is close enough.
-pub fn did_you_mean<'a>(sent: &str, declared: impl Iterator<Item = &'a str> + Clone) -> Option<String> {
+pub fn did_you_mean<'a>(
+    sent: &str,
+    declared: impl Iterator<Item = &'a str> + Clone,
+) -> Option<String> {
     let folded = fold(sent);
     if let Some(hit) = declared.clone().find(|d| fold(d) == folded) {
         return Some(hit.to_string());
@@ -11,7 +14,8 @@ pub fn did_you_mean<'a>(sent: &str, declared: impl Iterator<Item = &'a str> + Cl
     let limit = (sent.len() / 3).max(1);
     declared
         .filter_map(|d| {
-            let distance = strsim::damerau_levenshtein(&sent.to_ascii_lowercase(), &d.to_ascii_lowercase());
+            let distance =
+                strsim::damerau_levenshtein(&sent.to_ascii_lowercase(), &d.to_ascii_lowercase());
             (distance <= limit).then_some((distance, d))
         })
         .min_by_key(|(distance, _)| *distance)
@@ -19,7 +23,10 @@ pub fn did_you_mean<'a>(sent: &str, declared: impl Iterator<Item = &'a str> + Cl
 }
 
 fn fold(name: &str) -> String {
-    name.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 #[cfg(test)]
@@ -29,10 +36,22 @@ mod tests {
     #[test]
     fn renames_and_typos() {
         let declared = ["customerId", "limit", "starting_after"];
-        assert_eq!(did_you_mean("customer_id", declared.iter().copied()).as_deref(), Some("customerId"));
-        assert_eq!(did_you_mean("CUSTOMER-ID", declared.iter().copied()).as_deref(), Some("customerId"));
-        assert_eq!(did_you_mean("limt", declared.iter().copied()).as_deref(), Some("limit"));
-        assert_eq!(did_you_mean("startingAfter", declared.iter().copied()).as_deref(), Some("starting_after"));
+        assert_eq!(
+            did_you_mean("customer_id", declared.iter().copied()).as_deref(),
+            Some("customerId")
+        );
+        assert_eq!(
+            did_you_mean("CUSTOMER-ID", declared.iter().copied()).as_deref(),
+            Some("customerId")
+        );
+        assert_eq!(
+            did_you_mean("limt", declared.iter().copied()).as_deref(),
+            Some("limit")
+        );
+        assert_eq!(
+            did_you_mean("startingAfter", declared.iter().copied()).as_deref(),
+            Some("starting_after")
+        );
         assert_eq!(did_you_mean("page", declared.iter().copied()), None);
     }
 }

@@ -75,38 +75,72 @@ struct Row<'a> {
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let spec = Spec::load(&args.spec)?;
-    let options = ContractOptions { base_path: args.base_path.clone(), ..ContractOptions::default() };
+    let options = ContractOptions {
+        base_path: args.base_path.clone(),
+        ..ContractOptions::default()
+    };
     let contract = Contract::compile(&spec, &options)?;
     drop(spec);
     let traffic = Traffic::read(&args.traffic)?;
     if traffic.exchanges.is_empty() && !traffic.problems.is_empty() {
-        anyhow::bail!("{}: no exchange could be read (first problem: {})", args.traffic.display(), traffic.problems[0].reason);
+        anyhow::bail!(
+            "{}: no exchange could be read (first problem: {})",
+            args.traffic.display(),
+            traffic.problems[0].reason
+        );
     }
     let mut results = Vec::new();
     for exchange in &traffic.exchanges {
-        let request = RequestView::new(&exchange.method, &exchange.url, &exchange.headers, exchange.body.as_deref());
+        let request = RequestView::new(
+            &exchange.method,
+            &exchange.url,
+            &exchange.headers,
+            exchange.body.as_deref(),
+        );
         for finding in audit(&contract, &request).findings {
             results.push((exchange, request.path.to_string(), finding));
         }
     }
     let rows: Vec<Row> = results
         .iter()
-        .map(|(e, path, f)| Row { finding: f, method: &e.method, path, exchange: e.index })
+        .map(|(e, path, f)| Row {
+            finding: f,
+            method: &e.method,
+            path,
+            exchange: e.index,
+        })
         .collect();
     match args.format {
         Format::Json => write_json(out, &rows, &traffic)?,
         Format::Text => write_text(out, &rows, &traffic)?,
     }
-    let failed = args.fail_on.threshold().is_some_and(|t| rows.iter().any(|r| r.finding.severity >= t));
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    let failed = args
+        .fail_on
+        .threshold()
+        .is_some_and(|t| rows.iter().any(|r| r.finding.severity >= t));
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Findings per severity, most severe first.
 fn severity_counts(rows: &[Row]) -> serde_json::Map<String, serde_json::Value> {
-    [Severity::Critical, Severity::Error, Severity::Warning, Severity::Info]
-        .into_iter()
-        .map(|s| (s.as_str().to_string(), json!(rows.iter().filter(|r| r.finding.severity == s).count())))
-        .collect()
+    [
+        Severity::Critical,
+        Severity::Error,
+        Severity::Warning,
+        Severity::Info,
+    ]
+    .into_iter()
+    .map(|s| {
+        (
+            s.as_str().to_string(),
+            json!(rows.iter().filter(|r| r.finding.severity == s).count()),
+        )
+    })
+    .collect()
 }
 
 fn write_json(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::Result<()> {
@@ -114,7 +148,11 @@ fn write_json(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::R
     for row in rows {
         *by_kind.entry(row.finding.kind.as_str()).or_default() += 1;
     }
-    let malformed: Vec<_> = traffic.problems.iter().map(|p| json!({"exchange": p.index, "reason": p.reason})).collect();
+    let malformed: Vec<_> = traffic
+        .problems
+        .iter()
+        .map(|p| json!({"exchange": p.index, "reason": p.reason}))
+        .collect();
     let doc = json!({
         "findings": rows,
         "summary": {
@@ -132,11 +170,15 @@ fn write_json(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::R
 
 /// A table grouped by operation, then kind and field, listing the exchanges each came from.
 fn write_text(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::Result<()> {
-    let mut groups: BTreeMap<(&str, &str, &str, &str), (&Finding, Vec<usize>)> = BTreeMap::new();
+    // (operation, kind, location, field) to the first finding and every exchange it came from.
+    type Key<'a> = (&'a str, &'a str, &'a str, &'a str);
+    let mut groups: BTreeMap<Key, (&Finding, Vec<usize>)> = BTreeMap::new();
     for row in rows {
         let f = row.finding;
         let op = f.operation.as_deref().unwrap_or("(no operation)");
-        let entry = groups.entry((op, f.kind.as_str(), f.location.as_str(), f.field.as_str())).or_insert((f, Vec::new()));
+        let entry = groups
+            .entry((op, f.kind.as_str(), f.location.as_str(), f.field.as_str()))
+            .or_insert((f, Vec::new()));
         entry.1.push(row.exchange);
     }
     let mut current = "";
@@ -147,11 +189,27 @@ fn write_text(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::R
         }
         let list: Vec<String> = exchanges.iter().take(8).map(|i| i.to_string()).collect();
         let more = if exchanges.len() > 8 { ", ..." } else { "" };
-        writeln!(out, "  {:<8} {kind:<22} {location:<6} {field:<24} x{} (exchange {}{more})", finding.severity.as_str(), exchanges.len(), list.join(", "))?;
+        writeln!(
+            out,
+            "  {:<8} {kind:<22} {location:<6} {field:<24} x{} (exchange {}{more})",
+            finding.severity.as_str(),
+            exchanges.len(),
+            list.join(", ")
+        )?;
         writeln!(out, "           {}", finding.message)?;
     }
     for p in &traffic.problems {
-        writeln!(out, "malformed {} {}: {}", if traffic.format == "har" { "entry" } else { "line" }, p.index + 1, p.reason)?;
+        writeln!(
+            out,
+            "malformed {} {}: {}",
+            if traffic.format == "har" {
+                "entry"
+            } else {
+                "line"
+            },
+            p.index + 1,
+            p.reason
+        )?;
     }
     let counts = severity_counts(rows);
     let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();

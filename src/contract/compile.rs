@@ -15,24 +15,42 @@ use crate::finding::Location;
 use crate::spec::bundle_pointer as token;
 use crate::spec::{Spec, SpecError};
 
-const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
     let doc = &spec.doc;
     let mut schemas = Schemas::new(doc, &spec.source)?;
     let mut operations = Vec::new();
     let mut router = Router::default();
-    let paths = doc.get("paths").and_then(Value::as_object).into_iter().flatten();
+    let paths = doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten();
     for (template, item) in paths {
         let item_ptr = format!("/paths{}", token(template));
         let (item_ptr, item) = deref_at(doc, Cow::Owned(item_ptr), item);
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
             let op_ptr = format!("{item_ptr}/{method}");
-            let operation = compile_operation(&mut schemas, spec, options, template, method, item, &item_ptr, op, op_ptr)?;
+            let operation = compile_operation(
+                &mut schemas,
+                spec,
+                options,
+                template,
+                method,
+                item,
+                &item_ptr,
+                op,
+                op_ptr,
+            )?;
             let index = operations.len();
             router
-                .insert(&operation.method, &operation.template, index, |i| operations_id(&operations, i))
+                .insert(&operation.method, &operation.template, index, |i| {
+                    operations_id(&operations, i)
+                })
                 .map_err(|e| SpecError::at(&spec.source, &operation.pointer, e.to_string()))?;
             operations.push(operation);
         }
@@ -41,11 +59,19 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         Some(base) => vec![trim_trailing_slash(base).to_string()],
         None => server_base_paths(doc),
     };
-    Ok(Contract { openapi: spec.openapi.clone(), operations, router, base_paths })
+    Ok(Contract {
+        openapi: spec.openapi.clone(),
+        operations,
+        router,
+        base_paths,
+    })
 }
 
 fn operations_id(operations: &[Operation], index: usize) -> String {
-    operations.get(index).map(|op| op.id.clone()).unwrap_or_default()
+    operations
+        .get(index)
+        .map(|op| op.id.clone())
+        .unwrap_or_default()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -66,10 +92,20 @@ fn compile_operation(
         None => format!("{upper} {template}"),
     };
     let mut params: Vec<Param> = Vec::new();
-    let levels = [(item.get("parameters"), format!("{item_ptr}/parameters")), (op.get("parameters"), format!("{op_ptr}/parameters"))];
+    let levels = [
+        (item.get("parameters"), format!("{item_ptr}/parameters")),
+        (op.get("parameters"), format!("{op_ptr}/parameters")),
+    ];
     for (list, list_ptr) in levels {
-        for (i, raw) in list.and_then(Value::as_array).into_iter().flatten().enumerate() {
-            let Some(param) = compile_param(schemas, spec, raw, format!("{list_ptr}/{i}"))? else { continue };
+        for (i, raw) in list
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let Some(param) = compile_param(schemas, spec, raw, format!("{list_ptr}/{i}"))? else {
+                continue;
+            };
             params.retain(|p| !(p.name == param.name && p.location == param.location));
             params.push(param);
         }
@@ -83,7 +119,11 @@ fn compile_operation(
         .get(&id)
         .or_else(|| options.write_overrides.get(&format!("{upper} {template}")))
         .copied()
-        .or_else(|| op.get("x-driftwatch-write").and_then(Value::as_str).and_then(WriteSemantics::parse))
+        .or_else(|| {
+            op.get("x-driftwatch-write")
+                .and_then(Value::as_str)
+                .and_then(WriteSemantics::parse)
+        })
         .unwrap_or_else(|| WriteSemantics::default_for(&upper));
     Ok(Operation {
         id,
@@ -97,35 +137,64 @@ fn compile_operation(
     })
 }
 
-fn compile_param(schemas: &mut Schemas, spec: &Spec, raw: &Value, pointer: String) -> Result<Option<Param>, SpecError> {
+fn compile_param(
+    schemas: &mut Schemas,
+    spec: &Spec,
+    raw: &Value,
+    pointer: String,
+) -> Result<Option<Param>, SpecError> {
     let doc = schemas.doc;
     let (pointer, param) = deref_at(doc, Cow::Owned(pointer), raw);
     let invalid = |reason: &str| SpecError::at(&spec.source, &pointer, reason.to_string());
-    let name = param.get("name").and_then(Value::as_str).ok_or_else(|| invalid("a parameter needs a string `name`"))?;
-    let location = param.get("in").and_then(Value::as_str).ok_or_else(|| invalid("a parameter needs `in`"))?;
+    let name = param
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("a parameter needs a string `name`"))?;
+    let location = param
+        .get("in")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("a parameter needs `in`"))?;
     let location = Location::parse(location)
         .ok_or_else(|| invalid("`in` must be one of path, query, header, cookie"))?;
-    if location == Location::Header && ["accept", "content-type", "authorization"].contains(&name.to_ascii_lowercase().as_str()) {
+    if location == Location::Header
+        && ["accept", "content-type", "authorization"].contains(&name.to_ascii_lowercase().as_str())
+    {
         return Ok(None); // OpenAPI: such header parameter definitions SHALL be ignored.
     }
-    let default_style = if matches!(location, Location::Query | Location::Cookie) { Style::Form } else { Style::Simple };
+    let default_style = if matches!(location, Location::Query | Location::Cookie) {
+        Style::Form
+    } else {
+        Style::Simple
+    };
     let style = match param.get("style").and_then(Value::as_str) {
         Some(s) => Style::parse(s).ok_or_else(|| invalid("unknown parameter `style`"))?,
         None => default_style,
     };
-    let explode = param.get("explode").and_then(Value::as_bool).unwrap_or(style == Style::Form);
-    let (schema_ptr, json_content) = match (param.get("schema"), param.get("content").and_then(Value::as_object)) {
+    let explode = param
+        .get("explode")
+        .and_then(Value::as_bool)
+        .unwrap_or(style == Style::Form);
+    let (schema_ptr, json_content) = match (
+        param.get("schema"),
+        param.get("content").and_then(Value::as_object),
+    ) {
         (Some(_), _) => (Some(format!("{pointer}/schema")), false),
         (None, Some(content)) => match content.iter().next() {
-            Some((media, m)) if m.get("schema").is_some() => {
-                (Some(format!("{pointer}/content{}/schema", token(media))), is_json(media))
-            }
+            Some((media, m)) if m.get("schema").is_some() => (
+                Some(format!("{pointer}/content{}/schema", token(media))),
+                is_json(media),
+            ),
             _ => (None, false),
         },
         (None, None) => (None, false),
     };
     let schema = schema_ptr.as_deref().and_then(|p| doc.pointer(p));
-    let summary = schema.map(|s| summarize(doc, s)).unwrap_or(super::TypeSummary { ty: FieldType::Any, nullable: false });
+    let summary = schema
+        .map(|s| summarize(doc, s))
+        .unwrap_or(super::TypeSummary {
+            ty: FieldType::Any,
+            nullable: false,
+        });
     let (properties, free_form) = match (&summary.ty, schema) {
         (FieldType::Object, Some(s)) => object_keys(doc, s),
         _ => (Vec::new(), false),
@@ -135,9 +204,17 @@ fn compile_param(schemas: &mut Schemas, spec: &Spec, raw: &Value, pointer: Strin
         None => None,
     };
     Ok(Some(Param {
-        name: if location == Location::Header { name.to_ascii_lowercase() } else { name.to_string() },
+        name: if location == Location::Header {
+            name.to_ascii_lowercase()
+        } else {
+            name.to_string()
+        },
         location,
-        required: location == Location::Path || param.get("required").and_then(Value::as_bool).unwrap_or(false),
+        required: location == Location::Path
+            || param
+                .get("required")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         style,
         explode,
         summary,
@@ -151,42 +228,87 @@ fn compile_param(schemas: &mut Schemas, spec: &Spec, raw: &Value, pointer: Strin
 /// Declared property names of an object parameter, and whether it accepts other keys too.
 fn object_keys(doc: &Value, schema: &Value) -> (Vec<String>, bool) {
     let schema = super::resolve::deref(doc, schema);
-    let names = schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
-    let free = !matches!(schema.get("additionalProperties"), Some(Value::Bool(false)) | None)
-        || schema.get("properties").is_none();
+    let names = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    let free = !matches!(
+        schema.get("additionalProperties"),
+        Some(Value::Bool(false)) | None
+    ) || schema.get("properties").is_none();
     (names, free)
 }
 
-fn compile_body(schemas: &mut Schemas, raw: &Value, pointer: String) -> Result<RequestBody, SpecError> {
+fn compile_body(
+    schemas: &mut Schemas,
+    raw: &Value,
+    pointer: String,
+) -> Result<RequestBody, SpecError> {
     let doc = schemas.doc;
     let (pointer, body) = deref_at(doc, Cow::Owned(pointer), raw);
     let mut media = Vec::new();
-    for (media_type, m) in body.get("content").and_then(Value::as_object).into_iter().flatten() {
+    for (media_type, m) in body
+        .get("content")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         let json = is_json(media_type);
-        let schema_ptr = m.get("schema").map(|_| format!("{pointer}/content{}/schema", token(media_type)));
+        let schema_ptr = m
+            .get("schema")
+            .map(|_| format!("{pointer}/content{}/schema", token(media_type)));
         let (validator, shape) = match (&schema_ptr, json) {
             (Some(p), true) => (Some(schemas.validator(p)?), schemas.shape(p)?),
             _ => (None, std::sync::Arc::new(super::BodyShape::Opaque)),
         };
-        media.push(MediaBody { media_type: media_type.to_ascii_lowercase(), json, validator, shape });
+        media.push(MediaBody {
+            media_type: media_type.to_ascii_lowercase(),
+            json,
+            validator,
+            shape,
+        });
     }
-    Ok(RequestBody { required: body.get("required").and_then(Value::as_bool).unwrap_or(false), media })
+    Ok(RequestBody {
+        required: body
+            .get("required")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        media,
+    })
 }
 
 /// JSON media types: `application/json`, `text/json`, and any `+json` suffix
 /// (`application/json-patch+json`, `application/*+json`, `application/merge-patch+json`).
 pub(crate) fn is_json(media_type: &str) -> bool {
-    let essence = media_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = media_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     essence == "application/json" || essence == "text/json" || essence.ends_with("+json")
 }
 
 /// Path prefixes of the `servers` URLs, with variables at their defaults.
 fn server_base_paths(doc: &Value) -> Vec<String> {
     let mut bases: Vec<String> = Vec::new();
-    for server in doc.get("servers").and_then(Value::as_array).into_iter().flatten() {
-        let Some(url) = server.get("url").and_then(Value::as_str) else { continue };
+    for server in doc
+        .get("servers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(url) = server.get("url").and_then(Value::as_str) else {
+            continue;
+        };
         let mut url = url.to_string();
-        for (name, var) in server.get("variables").and_then(Value::as_object).into_iter().flatten() {
+        for (name, var) in server
+            .get("variables")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
             let default = var.get("default").and_then(Value::as_str).unwrap_or("");
             url = url.replace(&format!("{{{name}}}"), default);
         }

@@ -126,7 +126,10 @@ pub enum Additional {
 /// (undeclared fields where `additionalProperties` is absent, omissions on a replace).
 #[derive(Debug)]
 pub enum BodyShape {
-    Object { properties: Vec<Property>, additional: Additional },
+    Object {
+        properties: Vec<Property>,
+        additional: Additional,
+    },
     /// `oneOf`/`anyOf`: the properties come from the branch the body validates against.
     Variants(Vec<(Arc<Validator>, BodyShape)>),
     /// Not an object (an array, a string, no schema): only the validator applies.
@@ -172,12 +175,18 @@ impl Operation {
     }
 
     pub fn param(&self, location: Location, name: &str) -> Option<&Param> {
-        self.params.iter().find(|p| p.location == location && p.name == name)
+        self.params
+            .iter()
+            .find(|p| p.location == location && p.name == name)
     }
 
     /// Top-level properties of the JSON body, when its schema is a plain object.
     pub fn body_properties(&self) -> &[Property] {
-        let shape = self.body.as_ref().and_then(|b| b.media.iter().find(|m| m.json)).map(|m| &*m.shape);
+        let shape = self
+            .body
+            .as_ref()
+            .and_then(|b| b.media.iter().find(|m| m.json))
+            .map(|m| &*m.shape);
         match shape {
             Some(BodyShape::Object { properties, .. }) => properties,
             _ => &[],

@@ -16,12 +16,20 @@ pub fn deref<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
 
 /// Like [`deref`], also tracking the JSON pointer of the result (starting from `pointer`, the
 /// location of `value`), which validators and findings need.
-pub fn deref_at<'a, 'p>(doc: &'a Value, pointer: Cow<'p, str>, value: &'a Value) -> (Cow<'p, str>, &'a Value) {
+pub fn deref_at<'a, 'p>(
+    doc: &'a Value,
+    pointer: Cow<'p, str>,
+    value: &'a Value,
+) -> (Cow<'p, str>, &'a Value) {
     let mut pointer = pointer;
     let mut value = value;
     for _ in 0..MAX_HOPS {
-        let Some(Value::String(target)) = value.get("$ref") else { break };
-        let Some(fragment) = target.strip_prefix('#') else { break };
+        let Some(Value::String(target)) = value.get("$ref") else {
+            break;
+        };
+        let Some(fragment) = target.strip_prefix('#') else {
+            break;
+        };
         let decoded = percent_decode_str(fragment).decode_utf8_lossy();
         match doc.pointer(&decoded) {
             Some(next) => {

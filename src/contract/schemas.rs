@@ -22,8 +22,20 @@ const URN: &str = "urn:driftwatch:spec";
 
 /// Characters a URI fragment cannot carry as they are.
 const FRAGMENT: &AsciiSet = &CONTROLS
-    .add(b' ').add(b'"').add(b'#').add(b'%').add(b'<').add(b'>').add(b'`')
-    .add(b'{').add(b'}').add(b'|').add(b'\\').add(b'^').add(b'[').add(b']');
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'|')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'[')
+    .add(b']');
 
 const MAX_DEPTH: usize = 8;
 
@@ -41,8 +53,20 @@ impl<'a> Schemas<'a> {
             .draft(Draft::Draft202012)
             .add(URN, doc)
             .and_then(|b| b.prepare())
-            .map_err(|e| SpecError::at(file, "", format!("the document cannot be used as a JSON Schema registry: {e}")))?;
-        Ok(Schemas { doc, file, registry, validators: HashMap::new(), shapes: HashMap::new() })
+            .map_err(|e| {
+                SpecError::at(
+                    file,
+                    "",
+                    format!("the document cannot be used as a JSON Schema registry: {e}"),
+                )
+            })?;
+        Ok(Schemas {
+            doc,
+            file,
+            registry,
+            validators: HashMap::new(),
+            shapes: HashMap::new(),
+        })
     }
 
     /// The validator for the schema at `pointer` (refs followed first, so aliases share one).
@@ -58,9 +82,16 @@ impl<'a> Schemas<'a> {
             .with_registry(&self.registry)
             .offline()
             .build(&json!({ "$ref": reference }))
-            .map_err(|e| SpecError::at(self.file, &pointer, format!("the schema cannot be compiled: {e}")))?;
+            .map_err(|e| {
+                SpecError::at(
+                    self.file,
+                    &pointer,
+                    format!("the schema cannot be compiled: {e}"),
+                )
+            })?;
         let validator = Arc::new(validator);
-        self.validators.insert(pointer.into_owned(), validator.clone());
+        self.validators
+            .insert(pointer.into_owned(), validator.clone());
         Ok(validator)
     }
 
@@ -84,7 +115,9 @@ impl<'a> Schemas<'a> {
             return Ok(BodyShape::Opaque);
         }
         for keyword in ["oneOf", "anyOf"] {
-            let Some(branches) = schema.get(keyword).and_then(Value::as_array) else { continue };
+            let Some(branches) = schema.get(keyword).and_then(Value::as_array) else {
+                continue;
+            };
             let concrete: Vec<String> = (0..branches.len())
                 .filter(|i| !is_null_schema(doc, &branches[*i]))
                 .map(|i| format!("{pointer}/{keyword}/{i}"))
@@ -94,26 +127,43 @@ impl<'a> Schemas<'a> {
             }
             let mut variants = Vec::with_capacity(concrete.len());
             for branch in &concrete {
-                variants.push((self.validator(branch)?, self.build_shape(branch, depth + 1)?));
+                variants.push((
+                    self.validator(branch)?,
+                    self.build_shape(branch, depth + 1)?,
+                ));
             }
             return Ok(BodyShape::Variants(variants));
         }
         let mut properties = Vec::new();
         let mut required = Vec::new();
         let mut is_object = false;
-        collect_object(doc, &pointer, schema, &mut properties, &mut required, &mut is_object, 0);
+        collect_object(
+            doc,
+            &pointer,
+            schema,
+            &mut properties,
+            &mut required,
+            &mut is_object,
+            0,
+        );
         if !is_object {
             return Ok(BodyShape::Opaque);
         }
         for p in &mut properties {
             p.required = required.contains(&p.name);
         }
-        let additional = match (schema.get("additionalProperties"), schema.get("unevaluatedProperties")) {
+        let additional = match (
+            schema.get("additionalProperties"),
+            schema.get("unevaluatedProperties"),
+        ) {
             (Some(Value::Bool(false)), _) | (_, Some(Value::Bool(false))) => Additional::Forbidden,
             (Some(_), _) => Additional::Allowed,
             (None, _) => Additional::Absent,
         };
-        Ok(BodyShape::Object { properties, additional })
+        Ok(BodyShape::Object {
+            properties,
+            additional,
+        })
     }
 }
 
@@ -152,8 +202,17 @@ fn collect_object(
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for (i, branch) in all.iter().enumerate() {
-            let (branch_ptr, branch) = deref_at(doc, Cow::Owned(format!("{pointer}/allOf/{i}")), branch);
-            collect_object(doc, &branch_ptr, branch, properties, required, is_object, depth + 1);
+            let (branch_ptr, branch) =
+                deref_at(doc, Cow::Owned(format!("{pointer}/allOf/{i}")), branch);
+            collect_object(
+                doc,
+                &branch_ptr,
+                branch,
+                properties,
+                required,
+                is_object,
+                depth + 1,
+            );
         }
     }
 }
@@ -165,9 +224,11 @@ fn flag(doc: &Value, schema: &Value, name: &str) -> bool {
     if direct(schema) || direct(super::resolve::deref(doc, schema)) {
         return true;
     }
-    ["allOf", "anyOf"].iter().filter_map(|k| schema.get(*k).and_then(Value::as_array)).flatten().any(|s| {
-        direct(s) || direct(super::resolve::deref(doc, s))
-    })
+    ["allOf", "anyOf"]
+        .iter()
+        .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+        .flatten()
+        .any(|s| direct(s) || direct(super::resolve::deref(doc, s)))
 }
 
 fn is_null_schema(doc: &Value, schema: &Value) -> bool {

@@ -43,7 +43,11 @@ impl fmt::Display for FieldType {
 
 impl fmt::Display for TypeSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.nullable { write!(f, "{}|null", self.ty) } else { write!(f, "{}", self.ty) }
+        if self.nullable {
+            write!(f, "{}|null", self.ty)
+        } else {
+            write!(f, "{}", self.ty)
+        }
     }
 }
 
@@ -82,13 +86,19 @@ pub fn summarize(doc: &Value, schema: &Value) -> TypeSummary {
 }
 
 fn summarize_at(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
-    let any = TypeSummary { ty: FieldType::Any, nullable: false };
+    let any = TypeSummary {
+        ty: FieldType::Any,
+        nullable: false,
+    };
     if depth > DEPTH {
         return any;
     }
     let schema = deref(doc, schema);
     let mut summary = match schema.get("type") {
-        Some(Value::String(t)) => TypeSummary { ty: FieldType::from_name(t).unwrap_or(FieldType::Any), nullable: t == "null" },
+        Some(Value::String(t)) => TypeSummary {
+            ty: FieldType::from_name(t).unwrap_or(FieldType::Any),
+            nullable: t == "null",
+        },
         Some(Value::Array(types)) => {
             let names: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
             let concrete: Vec<&str> = names.iter().copied().filter(|t| *t != "null").collect();
@@ -96,12 +106,18 @@ fn summarize_at(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
                 [one] => FieldType::from_name(one).unwrap_or(FieldType::Any),
                 _ => FieldType::Any,
             };
-            TypeSummary { ty, nullable: names.contains(&"null") }
+            TypeSummary {
+                ty,
+                nullable: names.contains(&"null"),
+            }
         }
         _ => untyped(doc, schema, depth),
     };
     if let FieldType::Array(_) = summary.ty {
-        let item = schema.get("items").map(|i| summarize_at(doc, i, depth + 1).ty).unwrap_or(FieldType::Any);
+        let item = schema
+            .get("items")
+            .map(|i| summarize_at(doc, i, depth + 1).ty)
+            .unwrap_or(FieldType::Any);
         summary.ty = FieldType::Array(Box::new(item));
     }
     summary
@@ -117,35 +133,63 @@ fn untyped(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
         .or_else(|| schema.get("const").map(std::slice::from_ref));
     if let Some(values) = literal {
         let nullable = values.iter().any(Value::is_null);
-        let mut names = values.iter().filter(|v| !v.is_null()).map(FieldType::of_value);
+        let mut names = values
+            .iter()
+            .filter(|v| !v.is_null())
+            .map(FieldType::of_value);
         let ty = match names.next() {
-            Some(first) if names.all(|n| n == first) => FieldType::from_name(first).unwrap_or(FieldType::Any),
+            Some(first) if names.all(|n| n == first) => {
+                FieldType::from_name(first).unwrap_or(FieldType::Any)
+            }
             _ => FieldType::Any,
         };
         return TypeSummary { ty, nullable };
     }
     if schema.get("properties").is_some() || schema.get("additionalProperties").is_some() {
-        return TypeSummary { ty: FieldType::Object, nullable: false };
+        return TypeSummary {
+            ty: FieldType::Object,
+            nullable: false,
+        };
     }
     if schema.get("items").is_some() {
-        return TypeSummary { ty: FieldType::Array(Box::new(FieldType::Any)), nullable: false };
+        return TypeSummary {
+            ty: FieldType::Array(Box::new(FieldType::Any)),
+            nullable: false,
+        };
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
-        let typed = all.iter().map(|s| summarize_at(doc, s, depth + 1)).find(|s| s.ty != FieldType::Any);
-        return typed.unwrap_or(TypeSummary { ty: FieldType::Any, nullable: false });
+        let typed = all
+            .iter()
+            .map(|s| summarize_at(doc, s, depth + 1))
+            .find(|s| s.ty != FieldType::Any);
+        return typed.unwrap_or(TypeSummary {
+            ty: FieldType::Any,
+            nullable: false,
+        });
     }
-    let branches = schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array);
+    let branches = schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))
+        .and_then(Value::as_array);
     if let Some(branches) = branches {
-        let summaries: Vec<TypeSummary> = branches.iter().map(|s| summarize_at(doc, s, depth + 1)).collect();
+        let summaries: Vec<TypeSummary> = branches
+            .iter()
+            .map(|s| summarize_at(doc, s, depth + 1))
+            .collect();
         let nullable = summaries.iter().any(|s| s.nullable);
-        let mut concrete = summaries.iter().filter(|s| !(s.nullable && s.ty == FieldType::Any));
+        let mut concrete = summaries
+            .iter()
+            .filter(|s| !(s.nullable && s.ty == FieldType::Any));
         let ty = match concrete.next() {
             Some(first) if concrete.all(|s| s.ty == first.ty) => first.ty.clone(),
             _ => FieldType::Any,
         };
         return TypeSummary { ty, nullable };
     }
-    TypeSummary { ty: FieldType::Any, nullable: false }
+    TypeSummary {
+        ty: FieldType::Any,
+        nullable: false,
+    }
 }
 
 #[cfg(test)]
@@ -154,7 +198,8 @@ mod tests {
     use serde_json::json;
 
     fn show(schema: Value) -> String {
-        let doc = json!({"components":{"schemas":{"Id":{"type":"integer"},"Pet":{"type":"object"}}}});
+        let doc =
+            json!({"components":{"schemas":{"Id":{"type":"integer"},"Pet":{"type":"object"}}}});
         summarize(&doc, &schema).to_string()
     }
 
@@ -162,12 +207,24 @@ mod tests {
     fn the_vocabulary() {
         assert_eq!(show(json!({"type":"integer","format":"int32"})), "integer");
         assert_eq!(show(json!({"type":["null","integer"]})), "integer|null");
-        assert_eq!(show(json!({"type":"array","items":{"$ref":"#/components/schemas/Id"}})), "array<integer>");
-        assert_eq!(show(json!({"anyOf":[{"$ref":"#/components/schemas/Pet"},{"type":"null"}]})), "object|null");
+        assert_eq!(
+            show(json!({"type":"array","items":{"$ref":"#/components/schemas/Id"}})),
+            "array<integer>"
+        );
+        assert_eq!(
+            show(json!({"anyOf":[{"$ref":"#/components/schemas/Pet"},{"type":"null"}]})),
+            "object|null"
+        );
         assert_eq!(show(json!({"enum":["a","b"]})), "string");
         assert_eq!(show(json!({"enum":[1,2,null]})), "integer|null");
-        assert_eq!(show(json!({"allOf":[{"$ref":"#/components/schemas/Pet"}]})), "object");
-        assert_eq!(show(json!({"oneOf":[{"type":"string"},{"type":"integer"}]})), "any");
+        assert_eq!(
+            show(json!({"allOf":[{"$ref":"#/components/schemas/Pet"}]})),
+            "object"
+        );
+        assert_eq!(
+            show(json!({"oneOf":[{"type":"string"},{"type":"integer"}]})),
+            "any"
+        );
         assert_eq!(show(json!({"type":["string","integer"]})), "any");
         assert_eq!(show(json!({})), "any");
     }

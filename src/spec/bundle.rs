@@ -76,12 +76,23 @@ struct Bundler<'a> {
 impl Bundler<'_> {
     /// The local ref that replaces `reference`, found in `base` (`None` for the root document)
     /// at pointer `at`.
-    fn retarget(&mut self, base: Option<&Path>, reference: &str, at: &str) -> Result<String, SpecError> {
+    fn retarget(
+        &mut self,
+        base: Option<&Path>,
+        reference: &str,
+        at: &str,
+    ) -> Result<String, SpecError> {
         let error_file = base.unwrap_or(self.root_path);
         let (file_part, fragment) = reference.split_once('#').unwrap_or((reference, ""));
         let pointer = percent_decode_str(fragment)
             .decode_utf8()
-            .map_err(|_| SpecError::at(error_file, at, format!("$ref `{reference}` is not valid UTF-8")))?
+            .map_err(|_| {
+                SpecError::at(
+                    error_file,
+                    at,
+                    format!("$ref `{reference}` is not valid UTF-8"),
+                )
+            })?
             .into_owned();
         let file = match (file_part, base) {
             ("", None) => {
@@ -93,7 +104,9 @@ impl Bundler<'_> {
                 return Err(SpecError::at(
                     error_file,
                     at,
-                    format!("$ref `{reference}` points to a remote document; only local files are read (nothing is fetched)"),
+                    format!(
+                        "$ref `{reference}` points to a remote document; only local files are read (nothing is fetched)"
+                    ),
                 ));
             }
             (rel, _) => error_file.parent().unwrap_or(Path::new("")).join(rel),
@@ -108,11 +121,16 @@ impl Bundler<'_> {
         }
         if !self.files.contains_key(&file) {
             let doc = read_document(&file).map_err(|e| {
-                SpecError::at(error_file, at, format!("$ref `{reference}` cannot be followed: {e}"))
+                SpecError::at(
+                    error_file,
+                    at,
+                    format!("$ref `{reference}` cannot be followed: {e}"),
+                )
             })?;
             self.files.insert(file.clone(), doc);
         }
-        let target = check_pointer(&self.files[&file], &pointer, error_file, at, reference)?.clone();
+        let target =
+            check_pointer(&self.files[&file], &pointer, error_file, at, reference)?.clone();
         let slot = self.slots.len();
         self.slots.push(Value::Null);
         self.index.insert(key, slot);
@@ -135,8 +153,13 @@ fn check_pointer<'v>(
             format!("$ref `{reference}`: only JSON pointer fragments are supported"),
         ));
     }
-    doc.pointer(pointer)
-        .ok_or_else(|| SpecError::at(file, at, format!("$ref `{reference}` does not resolve: nothing at `{pointer}`")))
+    doc.pointer(pointer).ok_or_else(|| {
+        SpecError::at(
+            file,
+            at,
+            format!("$ref `{reference}` does not resolve: nothing at `{pointer}`"),
+        )
+    })
 }
 
 fn set_ref(doc: &mut Value, at: &str, new: String) {
@@ -148,9 +171,26 @@ fn set_ref(doc: &mut Value, at: &str, new: String) {
 /// Keys whose value is a map from names to objects; inside one, every key is a name, so a
 /// property called `example` is walked like any other.
 pub(crate) const NAME_MAPS: &[&str] = &[
-    "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "schemas",
-    "paths", "responses", "headers", "content", "parameters", "requestBodies", "examples",
-    "encoding", "callbacks", "pathItems", "webhooks", "links", "securitySchemes", "variables",
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "schemas",
+    "paths",
+    "responses",
+    "headers",
+    "content",
+    "parameters",
+    "requestBodies",
+    "examples",
+    "encoding",
+    "callbacks",
+    "pathItems",
+    "webhooks",
+    "links",
+    "securitySchemes",
+    "variables",
 ];
 
 /// Keys whose value is a literal, never a place a `$ref` or a schema can be.
@@ -220,16 +260,29 @@ mod tests {
             "Pet:\n  type: object\n  properties:\n    owner: {$ref: '#/Owner'}\n    tags: {$ref: 'tags.json#/Tags'}\nOwner:\n  type: object\n  properties:\n    pet: {$ref: '#/Pet'}\n",
         )
         .unwrap();
-        std::fs::write(dir.join("tags.json"), r#"{"Tags":{"type":"array","items":{"type":"string"}}}"#).unwrap();
+        std::fs::write(
+            dir.join("tags.json"),
+            r#"{"Tags":{"type":"array","items":{"type":"string"}}}"#,
+        )
+        .unwrap();
         let root = dir.join("api.json");
         let mut doc = json!({"openapi":"3.1.0","paths":{},"components":{"schemas":{
             "Pet":{"$ref":"common.yaml#/Pet"},"Again":{"$ref":"./common.yaml#/Pet"}}}});
         bundle(&root, &mut doc).unwrap();
         let ext = &doc["components"][EXTERNAL];
-        assert_eq!(doc["components"]["schemas"]["Pet"]["$ref"], "#/components/x-driftwatch-external/0");
-        assert_eq!(ext[0]["properties"]["owner"]["$ref"], "#/components/x-driftwatch-external/1");
+        assert_eq!(
+            doc["components"]["schemas"]["Pet"]["$ref"],
+            "#/components/x-driftwatch-external/0"
+        );
+        assert_eq!(
+            ext[0]["properties"]["owner"]["$ref"],
+            "#/components/x-driftwatch-external/1"
+        );
         // The recursive cycle Pet -> Owner -> Pet closes on the first slot.
-        assert_eq!(ext[1]["properties"]["pet"]["$ref"], "#/components/x-driftwatch-external/0");
+        assert_eq!(
+            ext[1]["properties"]["pet"]["$ref"],
+            "#/components/x-driftwatch-external/0"
+        );
         assert_eq!(ext[2]["items"]["type"], "string");
         assert_eq!(ext.as_array().unwrap().len(), 3);
     }
@@ -237,14 +290,22 @@ mod tests {
     #[test]
     fn a_dangling_ref_names_file_pointer_and_target() {
         let mut doc = json!({"openapi":"3.1.0","paths":{"/a":{"get":{"parameters":[{"$ref":"#/components/parameters/Nope"}]}}}});
-        let e = bundle(Path::new("api.json"), &mut doc).unwrap_err().to_string();
+        let e = bundle(Path::new("api.json"), &mut doc)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "api.json: at /paths/~1a/get/parameters/0: $ref `#/components/parameters/Nope` does not resolve: nothing at `/components/parameters/Nope`"
         );
-        let mut doc = json!({"openapi":"3.1.0","components":{"schemas":{"A":{"$ref":"missing.yaml#/A"}}}});
-        let e = bundle(&dir().join("api.json"), &mut doc).unwrap_err().to_string();
-        assert!(e.contains("at /components/schemas/A: $ref `missing.yaml#/A` cannot be followed"), "{e}");
+        let mut doc =
+            json!({"openapi":"3.1.0","components":{"schemas":{"A":{"$ref":"missing.yaml#/A"}}}});
+        let e = bundle(&dir().join("api.json"), &mut doc)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("at /components/schemas/A: $ref `missing.yaml#/A` cannot be followed"),
+            "{e}"
+        );
     }
 
     #[test]

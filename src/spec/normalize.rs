@@ -21,11 +21,20 @@ fn walk_document(value: &mut Value, in_names: bool) {
                 } else if key == "schema" {
                     normalize_schema(child);
                 } else if key == "schemas" {
-                    child.as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(normalize_schema);
+                    child
+                        .as_object_mut()
+                        .into_iter()
+                        .flat_map(|m| m.values_mut())
+                        .for_each(normalize_schema);
                 } else if key == EXTERNAL {
                     for slot in child.as_array_mut().into_iter().flatten() {
-                        let openapi_object = slot.get("in").is_some() || slot.get("content").is_some();
-                        if openapi_object { walk_document(slot, false) } else { normalize_schema(slot) }
+                        let openapi_object =
+                            slot.get("in").is_some() || slot.get("content").is_some();
+                        if openapi_object {
+                            walk_document(slot, false)
+                        } else {
+                            normalize_schema(slot)
+                        }
                     }
                 } else if !is_literal_key(key) {
                     let names = NAME_MAPS.contains(&key.as_str()) && child.is_object();
@@ -40,13 +49,28 @@ fn walk_document(value: &mut Value, in_names: bool) {
 
 /// Keywords whose value is one subschema.
 const ONE: &[&str] = &[
-    "items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames",
-    "unevaluatedItems", "unevaluatedProperties", "additionalItems",
+    "items",
+    "additionalProperties",
+    "not",
+    "contains",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
 ];
 /// Keywords whose value is a list of subschemas.
 const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
 /// Keywords whose value maps names to subschemas.
-const MAP: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
+const MAP: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
 
 pub(crate) fn normalize_schema(schema: &mut Value) {
     let Value::Object(map) = schema else { return };
@@ -58,9 +82,17 @@ pub(crate) fn normalize_schema(schema: &mut Value) {
                 other => normalize_schema(other),
             }
         } else if LIST.contains(&key) {
-            child.as_array_mut().into_iter().flatten().for_each(normalize_schema);
+            child
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .for_each(normalize_schema);
         } else if MAP.contains(&key) {
-            child.as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(normalize_schema);
+            child
+                .as_object_mut()
+                .into_iter()
+                .flat_map(|m| m.values_mut())
+                .for_each(normalize_schema);
         }
     }
     exclusive_bound(map, "exclusiveMinimum", "minimum");
@@ -119,8 +151,14 @@ mod tests {
 
     #[test]
     fn nullable_becomes_a_type_array_or_a_null_wrap() {
-        assert_eq!(norm(json!({"type":"integer","nullable":true})), json!({"type":["integer","null"]}));
-        assert_eq!(norm(json!({"type":"string","nullable":false})), json!({"type":"string"}));
+        assert_eq!(
+            norm(json!({"type":"integer","nullable":true})),
+            json!({"type":["integer","null"]})
+        );
+        assert_eq!(
+            norm(json!({"type":"string","nullable":false})),
+            json!({"type":"string"})
+        );
         assert_eq!(
             norm(json!({"type":"string","enum":["a"],"nullable":true})),
             json!({"type":["string","null"],"enum":["a",null]})
@@ -137,9 +175,14 @@ mod tests {
 
     #[test]
     fn nested_schemas_and_boolean_bounds() {
-        let v = norm(json!({"type":"object","properties":{"n":{"type":"number","minimum":0,"exclusiveMinimum":true,
-            "maximum":9,"exclusiveMaximum":false}},"items":{"nullable":true,"type":"string"}}));
-        assert_eq!(v["properties"]["n"], json!({"type":"number","exclusiveMinimum":0,"maximum":9}));
+        let v = norm(
+            json!({"type":"object","properties":{"n":{"type":"number","minimum":0,"exclusiveMinimum":true,
+            "maximum":9,"exclusiveMaximum":false}},"items":{"nullable":true,"type":"string"}}),
+        );
+        assert_eq!(
+            v["properties"]["n"],
+            json!({"type":"number","exclusiveMinimum":0,"maximum":9})
+        );
         assert_eq!(v["items"]["type"], json!(["string", "null"]));
     }
 
@@ -150,10 +193,19 @@ mod tests {
             "example":{"schema":{"nullable":true}}}}}}}},
             "components":{"schemas":{"A":{"type":"boolean","nullable":true}}}});
         normalize_document(&mut doc);
-        assert_eq!(doc.pointer("/paths/~1a/get/parameters/0/schema/type").unwrap(), &json!(["integer","null"]));
-        let media = doc.pointer("/paths/~1a/get/requestBody/content/application~1json").unwrap();
-        assert_eq!(media["schema"]["type"], json!(["string","null"]));
+        assert_eq!(
+            doc.pointer("/paths/~1a/get/parameters/0/schema/type")
+                .unwrap(),
+            &json!(["integer", "null"])
+        );
+        let media = doc
+            .pointer("/paths/~1a/get/requestBody/content/application~1json")
+            .unwrap();
+        assert_eq!(media["schema"]["type"], json!(["string", "null"]));
         assert_eq!(media["example"]["schema"]["nullable"], json!(true));
-        assert_eq!(doc.pointer("/components/schemas/A/type").unwrap(), &json!(["boolean","null"]));
+        assert_eq!(
+            doc.pointer("/components/schemas/A/type").unwrap(),
+            &json!(["boolean", "null"])
+        );
     }
 }

@@ -35,12 +35,21 @@ fn parse(path: &Path, bytes: &[u8], name: &str) -> Result<Value, SpecError> {
             && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'));
     if looks_json {
         serde_json::from_slice(bytes).map_err(|e| {
-            SpecError::at(path, "", format!("invalid JSON at line {}, column {}: {e}", e.line(), e.column()))
+            SpecError::at(
+                path,
+                "",
+                format!(
+                    "invalid JSON at line {}, column {}: {e}",
+                    e.line(),
+                    e.column()
+                ),
+            )
         })
     } else {
         let text = std::str::from_utf8(bytes)
             .map_err(|e| SpecError::at(path, "", format!("the file is not UTF-8: {e}")))?;
-        yaml_serde::from_str(text).map_err(|e| SpecError::at(path, "", format!("invalid YAML: {e}")))
+        yaml_serde::from_str(text)
+            .map_err(|e| SpecError::at(path, "", format!("invalid YAML: {e}")))
     }
 }
 
@@ -50,16 +59,33 @@ mod tests {
 
     #[test]
     fn yaml_and_json_parse_to_the_same_value() {
-        let y = parse(Path::new("a.yaml"), b"openapi: 3.1.0\npaths: {}\n", "a.yaml").unwrap();
-        let j = parse(Path::new("a.json"), br#"{"openapi":"3.1.0","paths":{}}"#, "a.json").unwrap();
+        let y = parse(
+            Path::new("a.yaml"),
+            b"openapi: 3.1.0\npaths: {}\n",
+            "a.yaml",
+        )
+        .unwrap();
+        let j = parse(
+            Path::new("a.json"),
+            br#"{"openapi":"3.1.0","paths":{}}"#,
+            "a.json",
+        )
+        .unwrap();
         assert_eq!(y, j);
     }
 
     #[test]
     fn errors_name_file_and_position() {
         let e = parse(Path::new("bad.json"), b"{\n  \"openapi\": }", "bad.json").unwrap_err();
-        assert!(e.to_string().starts_with("bad.json: at /: invalid JSON at line 2, column"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("bad.json: at /: invalid JSON at line 2, column"),
+            "{e}"
+        );
         let e = parse(Path::new("bad.yaml"), b"a: [1,\n", "bad.yaml").unwrap_err();
-        assert!(e.to_string().starts_with("bad.yaml: at /: invalid YAML"), "{e}");
+        assert!(
+            e.to_string().starts_with("bad.yaml: at /: invalid YAML"),
+            "{e}"
+        );
     }
 }

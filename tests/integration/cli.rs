@@ -7,8 +7,15 @@ use serde_json::Value;
 use super::util::example;
 
 fn driftwatch(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_driftwatch")).args(args).output().expect("run driftwatch");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(args)
+        .output()
+        .expect("run driftwatch");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn temp(name: &str, contents: &str) -> String {
@@ -23,14 +30,28 @@ fn temp(name: &str, contents: &str) -> String {
 fn check_reports_the_example_traffic_as_json_and_fails_on_errors() {
     let spec = example("channels.openapi.yaml");
     let traffic = example("channels.traffic.jsonl");
-    let (code, stdout, _) = driftwatch(&["check", "--spec", spec.to_str().unwrap(), "--traffic", traffic.to_str().unwrap(), "--format", "json"]);
+    let (code, stdout, _) = driftwatch(&[
+        "check",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--traffic",
+        traffic.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert_eq!(code, 1);
     let doc: Value = serde_json::from_str(&stdout).unwrap();
     let got: Vec<(u64, &str, &str)> = doc["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["exchange"].as_u64().unwrap(), f["kind"].as_str().unwrap(), f["field"].as_str().unwrap()))
+        .map(|f| {
+            (
+                f["exchange"].as_u64().unwrap(),
+                f["kind"].as_str().unwrap(),
+                f["field"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         got,
@@ -42,7 +63,20 @@ fn check_reports_the_example_traffic_as_json_and_fails_on_errors() {
         ]
     );
     let first = &doc["findings"][0];
-    for key in ["kind", "severity", "operation", "method", "path", "location", "field", "expected", "observed", "suggestion", "exchange", "message"] {
+    for key in [
+        "kind",
+        "severity",
+        "operation",
+        "method",
+        "path",
+        "location",
+        "field",
+        "expected",
+        "observed",
+        "suggestion",
+        "exchange",
+        "message",
+    ] {
         assert!(first.get(key).is_some(), "finding lacks `{key}`: {first}");
     }
     assert_eq!(first["suggestion"], "pageSize");
@@ -55,10 +89,37 @@ fn check_reports_the_example_traffic_as_json_and_fails_on_errors() {
 fn fail_on_sets_the_exit_code() {
     let spec = example("channels.openapi.yaml");
     let traffic = example("channels.traffic.jsonl");
-    let run = |level: &str| driftwatch(&["check", "--spec", spec.to_str().unwrap(), "--traffic", traffic.to_str().unwrap(), "--fail-on", level]).0;
-    assert_eq!((run("never"), run("critical"), run("error"), run("warning")), (0, 0, 1, 1));
-    let clean = temp("clean.jsonl", "{\"method\":\"GET\",\"url\":\"/api/v1/channels/7\"}\n");
-    assert_eq!(driftwatch(&["check", "--spec", spec.to_str().unwrap(), "--traffic", &clean]).0, 0);
+    let run = |level: &str| {
+        driftwatch(&[
+            "check",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--traffic",
+            traffic.to_str().unwrap(),
+            "--fail-on",
+            level,
+        ])
+        .0
+    };
+    assert_eq!(
+        (run("never"), run("critical"), run("error"), run("warning")),
+        (0, 0, 1, 1)
+    );
+    let clean = temp(
+        "clean.jsonl",
+        "{\"method\":\"GET\",\"url\":\"/api/v1/channels/7\"}\n",
+    );
+    assert_eq!(
+        driftwatch(&[
+            "check",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--traffic",
+            &clean
+        ])
+        .0,
+        0
+    );
 }
 
 #[test]
@@ -68,29 +129,73 @@ fn text_output_groups_by_operation_and_names_malformed_lines() {
         "mixed.jsonl",
         "{\"method\":\"GET\",\"url\":\"/api/v1/playouts?page_size=1\"}\nnot json\n{\"method\":\"GET\",\"url\":\"/api/v1/playouts?page_size=2\"}\n",
     );
-    let (code, stdout, _) = driftwatch(&["check", "--spec", spec.to_str().unwrap(), "--traffic", &traffic]);
+    let (code, stdout, _) = driftwatch(&[
+        "check",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--traffic",
+        &traffic,
+    ]);
     assert_eq!(code, 1);
-    assert!(stdout.starts_with("listPlayouts\n  error    unknown_query_param    query  page_size"), "{stdout}");
+    assert!(
+        stdout.starts_with("listPlayouts\n  error    unknown_query_param    query  page_size"),
+        "{stdout}"
+    );
     assert!(stdout.contains("x2 (exchange 0, 2)"), "{stdout}");
-    assert!(stdout.contains("malformed line 2: expected ident at line 1 column 2"), "{stdout}");
-    assert!(stdout.ends_with("2 exchanges, 2 findings (critical 0, error 2, warning 0, info 0), 1 malformed\n"), "{stdout}");
+    assert!(
+        stdout.contains("malformed line 2: expected ident at line 1 column 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(
+            "2 exchanges, 2 findings (critical 0, error 2, warning 0, info 0), 1 malformed\n"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn load_errors_exit_2_naming_file_and_pointer() {
     let traffic = example("channels.traffic.jsonl");
-    let broken = temp("broken.yaml", "openapi: 3.1.0\npaths:\n  /a:\n    get:\n      parameters:\n        - $ref: '#/components/parameters/Gone'\n");
-    let (code, _, stderr) = driftwatch(&["check", "--spec", &broken, "--traffic", traffic.to_str().unwrap()]);
+    let broken = temp(
+        "broken.yaml",
+        "openapi: 3.1.0\npaths:\n  /a:\n    get:\n      parameters:\n        - $ref: '#/components/parameters/Gone'\n",
+    );
+    let (code, _, stderr) = driftwatch(&[
+        "check",
+        "--spec",
+        &broken,
+        "--traffic",
+        traffic.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert!(
         stderr.contains("broken.yaml: at /paths/~1a/get/parameters/0: $ref `#/components/parameters/Gone` does not resolve"),
         "{stderr}"
     );
     let swagger = temp("swagger.json", "{\"swagger\":\"2.0\"}");
-    let (code, _, stderr) = driftwatch(&["check", "--spec", &swagger, "--traffic", traffic.to_str().unwrap()]);
+    let (code, _, stderr) = driftwatch(&[
+        "check",
+        "--spec",
+        &swagger,
+        "--traffic",
+        traffic.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("Swagger \"2.0\" is not supported"), "{stderr}");
-    let (code, _, stderr) = driftwatch(&["check", "--spec", "/nonexistent/api.yaml", "--traffic", traffic.to_str().unwrap()]);
+    assert!(
+        stderr.contains("Swagger \"2.0\" is not supported"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = driftwatch(&[
+        "check",
+        "--spec",
+        "/nonexistent/api.yaml",
+        "--traffic",
+        traffic.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("/nonexistent/api.yaml: cannot read"), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent/api.yaml: cannot read"),
+        "{stderr}"
+    );
 }

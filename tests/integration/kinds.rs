@@ -20,7 +20,12 @@ pub struct Req {
 }
 
 pub fn req(method: &'static str, target: &'static str) -> Req {
-    Req { method, target, headers: Vec::new(), body: None }
+    Req {
+        method,
+        target,
+        headers: Vec::new(),
+        body: None,
+    }
 }
 
 impl Req {
@@ -32,12 +37,18 @@ impl Req {
         self.raw("application/json", &body.to_string())
     }
     pub fn raw(mut self, content_type: &str, body: &str) -> Req {
-        self.headers.push(("Content-Type".into(), content_type.into()));
+        self.headers
+            .push(("Content-Type".into(), content_type.into()));
         self.body = Some(body.as_bytes().to_vec());
         self
     }
     pub fn audit(&self, contract: &Contract) -> Vec<Finding> {
-        let view = RequestView::new(self.method, self.target, &self.headers, self.body.as_deref());
+        let view = RequestView::new(
+            self.method,
+            self.target,
+            &self.headers,
+            self.body.as_deref(),
+        );
         audit_request(contract, &view)
     }
 }
@@ -82,55 +93,104 @@ fn twins() -> Vec<Twin> {
     let mut customer_extra = customer.clone();
     customer_extra["nickname"] = json!("ada");
     vec![
-        Twin { kind: Kind::UnknownOperation, spec: "channels", bad: req("GET", "/api/v1/channel"), good: req("GET", "/api/v1/channels"), field: "/api/v1/channel" },
-        Twin { kind: Kind::MethodNotAllowed, spec: "channels", bad: req("DELETE", "/api/v1/channels/7"), good: req("GET", "/api/v1/channels/7"), field: "/api/v1/channels/7" },
-        Twin { kind: Kind::UnknownQueryParam, spec: "billing", bad: req("GET", "/v2/invoices?customerId=c1&customer_id=c1"), good: req("GET", "/v2/invoices?customerId=c1"), field: "customer_id" },
-        Twin { kind: Kind::MissingRequiredParam, spec: "billing", bad: req("GET", "/v2/invoices?limit=3"), good: req("GET", "/v2/invoices?limit=3&customerId=c1"), field: "customerId" },
-        Twin { kind: Kind::ParamTypeMismatch, spec: "channels", bad: req("GET", "/api/v1/playouts?pageSize=fifty"), good: req("GET", "/api/v1/playouts?pageSize=50"), field: "pageSize" },
         Twin {
-            kind: Kind::UnsupportedMediaType, spec: "channels",
+            kind: Kind::UnknownOperation,
+            spec: "channels",
+            bad: req("GET", "/api/v1/channel"),
+            good: req("GET", "/api/v1/channels"),
+            field: "/api/v1/channel",
+        },
+        Twin {
+            kind: Kind::MethodNotAllowed,
+            spec: "channels",
+            bad: req("DELETE", "/api/v1/channels/7"),
+            good: req("GET", "/api/v1/channels/7"),
+            field: "/api/v1/channels/7",
+        },
+        Twin {
+            kind: Kind::UnknownQueryParam,
+            spec: "billing",
+            bad: req("GET", "/v2/invoices?customerId=c1&customer_id=c1"),
+            good: req("GET", "/v2/invoices?customerId=c1"),
+            field: "customer_id",
+        },
+        Twin {
+            kind: Kind::MissingRequiredParam,
+            spec: "billing",
+            bad: req("GET", "/v2/invoices?limit=3"),
+            good: req("GET", "/v2/invoices?limit=3&customerId=c1"),
+            field: "customerId",
+        },
+        Twin {
+            kind: Kind::ParamTypeMismatch,
+            spec: "channels",
+            bad: req("GET", "/api/v1/playouts?pageSize=fifty"),
+            good: req("GET", "/api/v1/playouts?pageSize=50"),
+            field: "pageSize",
+        },
+        Twin {
+            kind: Kind::UnsupportedMediaType,
+            spec: "channels",
             bad: req("PUT", "/api/v1/channels/7").raw("text/plain", &channel().to_string()),
-            good: req("PUT", "/api/v1/channels/7").raw("application/vnd.channel+json", &channel().to_string()),
+            good: req("PUT", "/api/v1/channels/7")
+                .raw("application/vnd.channel+json", &channel().to_string()),
             field: "content-type",
         },
         Twin {
-            kind: Kind::InvalidJsonBody, spec: "channels",
-            bad: req("PUT", "/api/v1/channels/7").raw("application/json", &channel().to_string().replace("\"number\":", "\"number\"")),
+            kind: Kind::InvalidJsonBody,
+            spec: "channels",
+            bad: req("PUT", "/api/v1/channels/7").raw(
+                "application/json",
+                &channel().to_string().replace("\"number\":", "\"number\""),
+            ),
             good: req("PUT", "/api/v1/channels/7").raw("application/json", &channel().to_string()),
             field: "",
         },
         Twin {
-            kind: Kind::UndeclaredBodyField, spec: "channels",
-            bad: req("PUT", "/api/v1/channels/7").json(&channel_with("graphicsElements", json!([{"id": 3}]))),
+            kind: Kind::UndeclaredBodyField,
+            spec: "channels",
+            bad: req("PUT", "/api/v1/channels/7")
+                .json(&channel_with("graphicsElements", json!([{"id": 3}]))),
             good: req("PUT", "/api/v1/channels/7").json(&channel()),
             field: "/graphicsElements",
         },
         Twin {
-            kind: Kind::BodyTypeMismatch, spec: "channels",
-            bad: req("PUT", "/api/v1/channels/7").json(&channel_with("ffmpegProfileId", json!("30"))),
-            good: req("PUT", "/api/v1/channels/7").json(&channel_with("ffmpegProfileId", json!(30))),
+            kind: Kind::BodyTypeMismatch,
+            spec: "channels",
+            bad: req("PUT", "/api/v1/channels/7")
+                .json(&channel_with("ffmpegProfileId", json!("30"))),
+            good: req("PUT", "/api/v1/channels/7")
+                .json(&channel_with("ffmpegProfileId", json!(30))),
             field: "/ffmpegProfileId",
         },
         Twin {
-            kind: Kind::BodySchemaViolation, spec: "channels",
-            bad: req("PUT", "/api/v1/channels/7").json(&channel_with("streamingMode", json!("Carrier pigeon"))),
-            good: req("PUT", "/api/v1/channels/7").json(&channel_with("streamingMode", json!("TransportStream"))),
+            kind: Kind::BodySchemaViolation,
+            spec: "channels",
+            bad: req("PUT", "/api/v1/channels/7")
+                .json(&channel_with("streamingMode", json!("Carrier pigeon"))),
+            good: req("PUT", "/api/v1/channels/7")
+                .json(&channel_with("streamingMode", json!("TransportStream"))),
             field: "/streamingMode",
         },
         Twin {
-            kind: Kind::OmittedOnReplace, spec: "channels",
+            kind: Kind::OmittedOnReplace,
+            spec: "channels",
             bad: req("PUT", "/api/v1/channels/7").json(&channel_without("graphicsElementIds")),
-            good: req("PUT", "/api/v1/channels/7").json(&channel_with("graphicsElementIds", json!([]))),
+            good: req("PUT", "/api/v1/channels/7")
+                .json(&channel_with("graphicsElementIds", json!([]))),
             field: "/graphicsElementIds",
         },
         Twin {
-            kind: Kind::Unaudited, spec: "channels",
+            kind: Kind::Unaudited,
+            spec: "channels",
             bad: req("PUT", "/api/v1/channels/7/logo").raw("image/png", "\u{89}PNG"),
-            good: req("PUT", "/api/v1/channels/7/logo").json(&json!({"url": "https://cdn.test/logo.png"})),
+            good: req("PUT", "/api/v1/channels/7/logo")
+                .json(&json!({"url": "https://cdn.test/logo.png"})),
             field: "",
         },
         Twin {
-            kind: Kind::UndeclaredBodyField, spec: "billing",
+            kind: Kind::UndeclaredBodyField,
+            spec: "billing",
             bad: req("PUT", "/v2/customers/c1").json(&customer_extra),
             good: req("PUT", "/v2/customers/c1").json(&customer),
             field: "/nickname",
@@ -145,14 +205,27 @@ fn every_kind_has_a_producing_request_and_a_clean_twin() {
     let mut problems = Vec::new();
     let mut covered = BTreeSet::new();
     for twin in twins() {
-        let contract = if twin.spec == "channels" { &channels } else { &billing };
+        let contract = if twin.spec == "channels" {
+            &channels
+        } else {
+            &billing
+        };
         let bad = twin.bad.audit(contract);
         let good = twin.good.audit(contract);
-        if !bad.iter().any(|f| f.kind == twin.kind && f.field == twin.field) {
-            problems.push(format!("{} {}: expected {} on `{}`, got {bad:#?}", twin.bad.method, twin.bad.target, twin.kind, twin.field));
+        if !bad
+            .iter()
+            .any(|f| f.kind == twin.kind && f.field == twin.field)
+        {
+            problems.push(format!(
+                "{} {}: expected {} on `{}`, got {bad:#?}",
+                twin.bad.method, twin.bad.target, twin.kind, twin.field
+            ));
         }
         if !good.is_empty() {
-            problems.push(format!("{} {}: twin of {} must be clean, got {good:#?}", twin.good.method, twin.good.target, twin.kind));
+            problems.push(format!(
+                "{} {}: twin of {} must be clean, got {good:#?}",
+                twin.good.method, twin.good.target, twin.kind
+            ));
         }
         covered.insert(twin.kind);
     }
@@ -165,13 +238,36 @@ fn every_kind_has_a_producing_request_and_a_clean_twin() {
 fn severities_follow_the_design_table() {
     let billing = contract(&example("billing.openapi.yaml"));
     let channels = contract(&example("channels.openapi.yaml"));
-    let strict = twins().into_iter().find(|t| t.spec == "billing" && t.kind == Kind::UndeclaredBodyField).unwrap();
-    let loose = twins().into_iter().find(|t| t.spec == "channels" && t.kind == Kind::UndeclaredBodyField).unwrap();
-    let severity = |c: &Contract, r: &Req| r.audit(c).into_iter().find(|f| f.kind == Kind::UndeclaredBodyField).map(|f| f.severity);
-    assert_eq!(severity(&billing, &strict.bad), Some(Severity::Error), "additionalProperties: false");
-    assert_eq!(severity(&channels, &loose.bad), Some(Severity::Warning), "additionalProperties absent");
-    let omitted = req("PUT", "/api/v1/channels/7").json(&channel_without("graphicsElementIds")).audit(&channels);
+    let strict = twins()
+        .into_iter()
+        .find(|t| t.spec == "billing" && t.kind == Kind::UndeclaredBodyField)
+        .unwrap();
+    let loose = twins()
+        .into_iter()
+        .find(|t| t.spec == "channels" && t.kind == Kind::UndeclaredBodyField)
+        .unwrap();
+    let severity = |c: &Contract, r: &Req| {
+        r.audit(c)
+            .into_iter()
+            .find(|f| f.kind == Kind::UndeclaredBodyField)
+            .map(|f| f.severity)
+    };
+    assert_eq!(
+        severity(&billing, &strict.bad),
+        Some(Severity::Error),
+        "additionalProperties: false"
+    );
+    assert_eq!(
+        severity(&channels, &loose.bad),
+        Some(Severity::Warning),
+        "additionalProperties absent"
+    );
+    let omitted = req("PUT", "/api/v1/channels/7")
+        .json(&channel_without("graphicsElementIds"))
+        .audit(&channels);
     assert_eq!(omitted[0].severity, Severity::Warning);
-    let unaudited = req("PUT", "/api/v1/channels/7/logo").raw("image/png", "x").audit(&channels);
+    let unaudited = req("PUT", "/api/v1/channels/7/logo")
+        .raw("image/png", "x")
+        .audit(&channels);
     assert_eq!(unaudited[0].severity, Severity::Info);
 }

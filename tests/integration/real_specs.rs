@@ -40,7 +40,10 @@ fn every_operation_of_every_real_spec_is_routed_to_itself() {
     for (rel, expected) in SPECS {
         let contract = contract(&shared_spec(rel));
         if contract.operations().len() != *expected {
-            problems.push(format!("{rel}: {} operations, expected {expected}", contract.operations().len()));
+            problems.push(format!(
+                "{rel}: {} operations, expected {expected}",
+                contract.operations().len()
+            ));
         }
         for op in contract.operations() {
             match contract.route(&op.method, &concrete(&op.template)) {
@@ -48,12 +51,23 @@ fn every_operation_of_every_real_spec_is_routed_to_itself() {
                 Route::Found { operation, .. } => {
                     // A literal segment may legitimately win over a parameter (`/a/{x}` vs `/a/x1`).
                     if !operation.template.contains("x1") {
-                        problems.push(format!("{rel}: {} {} routed to {}", op.method, op.template, operation.id));
+                        problems.push(format!(
+                            "{rel}: {} {} routed to {}",
+                            op.method, op.template, operation.id
+                        ));
                     }
                 }
-                other => problems.push(format!("{rel}: {} {} not routed: {other:?}", op.method, op.template)),
+                other => problems.push(format!(
+                    "{rel}: {} {} not routed: {other:?}",
+                    op.method, op.template
+                )),
             }
         }
     }
-    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

@@ -8,14 +8,22 @@ use driftwatch::spec::Spec;
 
 /// `../shared/specs/<rel>` beside the repository root.
 pub fn shared_spec(rel: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/specs").join(rel);
-    assert!(path.exists(), "missing shared spec {} (tests never skip a missing spec)", path.display());
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/specs")
+        .join(rel);
+    assert!(
+        path.exists(),
+        "missing shared spec {} (tests never skip a missing spec)",
+        path.display()
+    );
     path
 }
 
 /// `examples/<rel>`: the bundled Channels and Billing specs and traffic.
 pub fn example(rel: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples").join(rel);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(rel);
     assert!(path.exists(), "missing example {}", path.display());
     path
 }
