@@ -1,1 +1,70 @@
-fn main() {}
+//! Audit-core benchmarks (issue targets: GET with 5 query params on GitHub < 2 µs; 30-property
+//! PUT on Channels, JSON parse included, < 15 µs; load + compile of the GitHub spec < 1.5 s).
+//! Run: `cargo bench --bench audit`. Figures are recorded in docs/benchmarks.md.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use driftwatch::audit::audit_request;
+use driftwatch::contract::{Contract, ContractOptions};
+use driftwatch::request::RequestView;
+use driftwatch::spec::Spec;
+
+fn shared(rel: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/specs")
+        .join(rel);
+    assert!(path.exists(), "missing {}", path.display());
+    path
+}
+
+fn contract(path: &Path) -> Contract {
+    Contract::compile(&Spec::load(path).unwrap(), &ContractOptions::default()).unwrap()
+}
+
+/// The body of a full-replace PUT /api/v1/channels/{id}: all 30 writable properties.
+const CHANNEL: &str = r#"{"number":"7","name":"Retro TV","group":"Classics","categories":null,"ffmpegProfileId":1,"streamingMode":"TransportStreamHybrid","watermarkId":null,"fallbackFillerId":null,"preferredAudioLanguageCode":"eng","preferredAudioTitle":null,"preferredSubtitleLanguageCode":null,"subtitleMode":"None","musicVideoCreditsMode":"None","musicVideoCreditsTemplate":null,"songVideoMode":"Default","transcodeMode":"OnDemand","idleBehavior":"StopOnDisconnect","isEnabled":true,"showInEpg":true,"playoutSource":"Generated","playoutMode":"Continuous","mirrorSourceChannelId":null,"playoutOffset":null,"slugSeconds":null,"streamSelectorMode":"Default","streamSelector":null,"graphicsElementIds":[3,7],"sortNumber":7,"logo":null,"epgTimeShiftMinutes":0}"#;
+
+fn audit(c: &mut Criterion) {
+    let github = contract(&shared("github/api.github.com.json.gz"));
+    let headers: Vec<(String, String)> =
+        vec![("accept".into(), "application/vnd.github+json".into())];
+    let target =
+        "/repos/octo/hello/issues?state=open&labels=bug,ui&sort=created&direction=desc&per_page=30";
+    let get = RequestView::new("GET", target, &headers, None);
+    assert!(audit_request(&github, &get).is_empty());
+    c.bench_function("audit GET github issues, 5 query params", |b| {
+        b.iter(|| audit_request(&github, black_box(&get)))
+    });
+
+    let channels =
+        contract(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/channels.openapi.yaml"));
+    let json: Vec<(String, String)> = vec![("content-type".into(), "application/json".into())];
+    let put = RequestView::new("PUT", "/api/v1/channels/7", &json, Some(CHANNEL.as_bytes()));
+    assert!(audit_request(&channels, &put).is_empty());
+    c.bench_function("audit PUT channels, 30-property body", |b| {
+        b.iter(|| audit_request(&channels, black_box(&put)))
+    });
+    let drifted = CHANNEL
+        .replace(r#","graphicsElementIds":[3,7]"#, "")
+        .replace(r#""ffmpegProfileId":1"#, r#""ffmpegProfileId":"1""#);
+    let bad = RequestView::new("PUT", "/api/v1/channels/7", &json, Some(drifted.as_bytes()));
+    assert_eq!(audit_request(&channels, &bad).len(), 2);
+    c.bench_function("audit PUT channels, 30-property body, 2 findings", |b| {
+        b.iter(|| audit_request(&channels, black_box(&bad)))
+    });
+}
+
+fn load(c: &mut Criterion) {
+    let path = shared("github/api.github.com.json.gz");
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10);
+    group.bench_function("load + compile github api.github.com (13 MB)", |b| {
+        b.iter(|| contract(black_box(&path)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, audit, load);
+criterion_main!(benches);

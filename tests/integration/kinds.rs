@@ -63,7 +63,8 @@ pub fn channel() -> Value {
         "songVideoMode": "Default", "transcodeMode": "OnDemand", "idleBehavior": "StopOnDisconnect",
         "isEnabled": true, "showInEpg": true, "playoutSource": "Generated", "playoutMode": "Continuous",
         "mirrorSourceChannelId": null, "playoutOffset": null, "slugSeconds": null, "streamSelectorMode": "Default",
-        "streamSelector": null, "graphicsElementIds": [3, 7], "sortNumber": 7
+        "streamSelector": null, "graphicsElementIds": [3, 7], "sortNumber": 7, "logo": null,
+        "epgTimeShiftMinutes": 0
     })
 }
 
