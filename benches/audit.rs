@@ -46,6 +46,12 @@ fn audit(c: &mut Criterion) {
     c.bench_function("audit PUT channels, 30-property body", |b| {
         b.iter(|| audit_request(&channels, black_box(&put)))
     });
+    // The floor: parsing the same body with serde_json and nothing else.
+    c.bench_function("baseline: serde_json parse of the same body", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<serde_json::Value>(black_box(CHANNEL.as_bytes())).unwrap()
+        })
+    });
     let drifted = CHANNEL
         .replace(r#","graphicsElementIds":[3,7]"#, "")
         .replace(r#""ffmpegProfileId":1"#, r#""ffmpegProfileId":"1""#);

@@ -5,6 +5,7 @@ mod integration {
     pub mod generated;
     pub mod kinds;
     pub mod real_specs;
+    pub mod spec_loading;
     pub mod stories;
     pub mod util;
 }

@@ -199,3 +199,35 @@ fn load_errors_exit_2_naming_file_and_pointer() {
         "{stderr}"
     );
 }
+
+#[test]
+fn har_traffic_is_checked_too() {
+    let spec = example("billing.openapi.yaml");
+    let har = temp(
+        "billing.har",
+        r#"{"log":{"version":"1.2","creator":{"name":"test","version":"1"},"entries":[
+          {"request":{"method":"GET","url":"https://billing.example.com/v2/invoices?customer_id=c1","headers":[]},"response":{"status":400,"headers":[],"content":{"mimeType":"application/json","text":"{}"}}},
+          {"request":{"method":"GET","url":"https://billing.example.com/v2/invoices?customerId=c1","headers":[]},"response":{"status":200,"headers":[],"content":{}}}]}}"#,
+    );
+    let (code, stdout, _) = driftwatch(&[
+        "check",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--traffic",
+        &har,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let kinds: Vec<(&str, u64)> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["exchange"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("unknown_query_param", 0), ("missing_required_param", 0)]
+    );
+}
