@@ -2,6 +2,7 @@
 //! decides exit codes: 0 clean, 1 findings at or above `--fail-on`, 2 usage or load error.
 
 mod check;
+pub mod serve;
 
 use std::process::ExitCode;
 
@@ -22,6 +23,8 @@ pub struct Cli {
 enum Command {
     /// Audit recorded traffic (HAR 1.2 or JSON Lines) against a spec.
     Check(check::CheckArgs),
+    /// Run the sidecar: a reverse proxy that audits every request against the spec.
+    Serve(serve::ServeArgs),
 }
 
 /// Parse the arguments, run the subcommand, map the outcome to an exit code.
@@ -29,6 +32,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -21,12 +21,14 @@ pub enum Kind {
     BodyTypeMismatch,
     BodySchemaViolation,
     OmittedOnReplace,
+    /// The API answered 4xx to a request that had findings: the drift that caused it.
+    UpstreamRejected,
     Unaudited,
 }
 
 impl Kind {
     /// All kinds, so that tests and docs can pin the set by name.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::UnknownOperation,
         Kind::MethodNotAllowed,
         Kind::UnknownQueryParam,
@@ -38,6 +40,7 @@ impl Kind {
         Kind::BodyTypeMismatch,
         Kind::BodySchemaViolation,
         Kind::OmittedOnReplace,
+        Kind::UpstreamRejected,
         Kind::Unaudited,
     ];
 
@@ -55,8 +58,14 @@ impl Kind {
             Kind::BodyTypeMismatch => "body_type_mismatch",
             Kind::BodySchemaViolation => "body_schema_violation",
             Kind::OmittedOnReplace => "omitted_on_replace",
+            Kind::UpstreamRejected => "upstream_rejected",
             Kind::Unaudited => "unaudited",
         }
+    }
+
+    /// The kind with this stable name (config files name kinds this way).
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
     /// The default severity from design.md. `undeclared_body_field` is raised to `error`

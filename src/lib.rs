@@ -11,10 +11,15 @@
 //! - [`cli`]: the subcommands of the `driftwatch` binary.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod audit;
 pub mod cli;
+pub mod config;
 pub mod contract;
 pub mod finding;
+pub mod policy;
+pub mod proxy;
 pub mod request;
+pub mod sink;
 pub mod spec;
 pub mod traffic;

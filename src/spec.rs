@@ -33,17 +33,33 @@ pub struct Spec {
     pub version: OpenApiVersion,
     /// The whole document. Every `$ref` in it is local (`#/...`) and resolves.
     pub doc: Value,
+    /// A short hash of the document (12 hex digits of its SHA-256), carried by every finding
+    /// event and metric so a finding can be tied to the spec revision that produced it.
+    pub revision: String,
 }
 
 impl Spec {
     /// Read, bundle and normalize the spec at `path`.
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
-        let doc = read::read_document(path)?;
-        Spec::from_document(path, doc)
+        let (doc, revision) = read::read_document_revision(path)?;
+        Spec::build(path, doc, revision)
+    }
+
+    /// Parse a document from text already in memory (an embedded spec); `source` names it in
+    /// errors and resolves relative file refs.
+    pub fn parse(source: &Path, bytes: &[u8]) -> Result<Spec, SpecError> {
+        let name = source.to_string_lossy().to_ascii_lowercase();
+        let doc = read::parse(source, bytes, &name)?;
+        Spec::build(source, doc, revision(bytes))
     }
 
     /// Build a spec from an already parsed document; `source` resolves relative file refs.
-    pub fn from_document(source: &Path, mut doc: Value) -> Result<Spec, SpecError> {
+    pub fn from_document(source: &Path, doc: Value) -> Result<Spec, SpecError> {
+        let revision = revision(doc.to_string().as_bytes());
+        Spec::build(source, doc, revision)
+    }
+
+    fn build(source: &Path, mut doc: Value, revision: String) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
         bundle::bundle(source, &mut doc)?;
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
@@ -54,8 +70,15 @@ impl Spec {
             openapi,
             version,
             doc,
+            revision,
         })
     }
+}
+
+pub(crate) fn revision(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
 fn detect_version(source: &Path, doc: &Value) -> Result<(String, OpenApiVersion), SpecError> {

@@ -4,8 +4,12 @@ mod integration {
     pub mod cli;
     pub mod generated;
     pub mod kinds;
+    pub mod proxy;
     pub mod real_specs;
+    pub mod sidecar;
     pub mod spec_loading;
     pub mod stories;
+    pub mod transport;
+    pub mod upstream;
     pub mod util;
 }

@@ -9,6 +9,11 @@ use serde_json::Value;
 use super::SpecError;
 
 pub(crate) fn read_document(path: &Path) -> Result<Value, SpecError> {
+    read_document_revision(path).map(|(doc, _)| doc)
+}
+
+/// The document and the revision hash of the file's bytes.
+pub(crate) fn read_document_revision(path: &Path) -> Result<(Value, String), SpecError> {
     let io = |source| SpecError::Io {
         file: path.to_path_buf(),
         source,
@@ -25,10 +30,10 @@ pub(crate) fn read_document(path: &Path) -> Result<Value, SpecError> {
         }
         None => (raw, name),
     };
-    parse(path, &bytes, &name)
+    Ok((parse(path, &bytes, &name)?, super::revision(&bytes)))
 }
 
-fn parse(path: &Path, bytes: &[u8], name: &str) -> Result<Value, SpecError> {
+pub(crate) fn parse(path: &Path, bytes: &[u8], name: &str) -> Result<Value, SpecError> {
     let looks_json = name.ends_with(".json")
         || (!name.ends_with(".yaml")
             && !name.ends_with(".yml")

@@ -1,0 +1,127 @@
+//! The admin listener, separate from the proxy port: `/metrics` for Prometheus, `/healthz` and
+//! `/readyz` for the orchestrator, `/findings` and `/spec` for the operator. Nothing here can
+//! change what the proxy does.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::proxy::Sidecar;
+use crate::sink::RecentQuery;
+
+pub async fn serve(listener: TcpListener, s: Arc<Sidecar>) {
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let state = s.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| answer(state.clone(), req));
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn answer(
+    s: Arc<Sidecar>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let query = req.uri().query().unwrap_or("");
+    let reply = match req.uri().path() {
+        "/metrics" => {
+            let text = crate::sink::encode(&s.registry);
+            respond(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                text,
+            )
+        }
+        "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if s.ready.load(Ordering::SeqCst) => {
+            respond(StatusCode::OK, "text/plain", "ready\n".into())
+        }
+        "/readyz" => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".into(),
+        ),
+        "/spec" => {
+            let body = json!({"revision": s.spec.revision, "openapi": s.spec.openapi, "operations": s.spec.operations,
+                              "source": s.spec.source, "mode": s.policy.mode.as_str()});
+            respond(StatusCode::OK, "application/json", body.to_string())
+        }
+        "/findings" => match parse_query(query) {
+            Ok(q) => {
+                let events = s.recent.query(&q);
+                respond(
+                    StatusCode::OK,
+                    "application/json",
+                    json!({"events": events}).to_string(),
+                )
+            }
+            Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
+        },
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /metrics, /healthz, /readyz, /findings, /spec\n".into(),
+        ),
+    };
+    Ok(reply)
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    r
+}
+
+/// `kind`, `operation`, `limit`, and `since` as RFC 3339 or Unix seconds.
+fn parse_query(query: &str) -> Result<RecentQuery, String> {
+    let mut q = RecentQuery::default();
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        match key.as_ref() {
+            "kind" => q.kind = Some(value.into_owned()),
+            "operation" => q.operation = Some(value.into_owned()),
+            "limit" => {
+                q.limit = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("limit `{value}` is not a number"))?,
+                )
+            }
+            "since" => {
+                let since = match value.parse::<u64>() {
+                    Ok(secs) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+                    Err(_) => humantime::parse_rfc3339_weak(&value)
+                        .map_err(|e| format!("since `{value}`: {e}"))?,
+                };
+                q.since = Some(since);
+            }
+            other => {
+                return Err(format!(
+                    "unknown filter `{other}`: use kind, operation, since, limit"
+                ));
+            }
+        }
+    }
+    Ok(q)
+}

@@ -1,0 +1,164 @@
+//! `driftwatch serve`: run the sidecar. Loads the config (file, flags, env), the spec, binds
+//! both listeners, and serves until SIGTERM or SIGINT, then drains and exits 0.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::contract::{Contract, ContractOptions, WriteSemantics};
+use crate::proxy::{Sidecar, SpecInfo};
+use crate::spec::Spec;
+
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz).
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// The API: http://host:port or https://host:port.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Proxy listen address (default 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Admin listen address for /metrics, /healthz, /readyz, /findings, /spec (default 127.0.0.1:9090).
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// observe (forward everything) or enforce (refuse harmful requests).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// `off` forwards everything unaudited (the pass-through baseline).
+    #[arg(long, value_enum)]
+    audit: Option<Switch>,
+    /// TOML config file; see config/driftwatch.toml for every key.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ModeArg {
+    Observe,
+    Enforce,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Switch {
+    On,
+    Off,
+}
+
+impl ServeArgs {
+    /// The flags as config overrides (`section.key`, value).
+    fn overrides(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(v) = &self.spec {
+            out.push(("spec.path", v.display().to_string()));
+        }
+        if let Some(v) = &self.upstream {
+            out.push(("proxy.upstream", v.clone()));
+        }
+        if let Some(v) = &self.listen {
+            out.push(("proxy.listen", v.clone()));
+        }
+        if let Some(v) = &self.admin_listen {
+            out.push(("admin.listen", v.clone()));
+        }
+        if let Some(m) = self.mode {
+            out.push((
+                "proxy.mode",
+                if matches!(m, ModeArg::Enforce) {
+                    "enforce"
+                } else {
+                    "observe"
+                }
+                .into(),
+            ));
+        }
+        out
+    }
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut config = Config::load(args.config.as_deref(), &args.overrides(), std::env::vars())?;
+    if let Some(switch) = args.audit {
+        config.audit.enabled = matches!(switch, Switch::On);
+    }
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let sidecar = build(config, None)?;
+        let proxy = TcpListener::bind(sidecar.config.proxy.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.proxy.listen))?;
+        let admin = TcpListener::bind(sidecar.config.admin.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.admin.listen))?;
+        tracing::info!(
+            listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.upstream.authority,
+            mode = sidecar.policy.mode.as_str(), spec = %sidecar.spec.source, revision = %sidecar.spec.revision,
+            operations = sidecar.spec.operations, "driftwatch serving"
+        );
+        crate::proxy::run(proxy, admin, Arc::new(sidecar), shutdown_signal()).await?;
+        tracing::info!("drained, exiting");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Load and compile the spec named by the config (or given in memory) and assemble a sidecar
+/// with a fresh registry.
+pub fn build(config: Config, embedded: Option<(&Path, &[u8])>) -> anyhow::Result<Sidecar> {
+    let spec = match embedded {
+        Some((name, bytes)) => Spec::parse(name, bytes)?,
+        None => {
+            let path = config
+                .spec
+                .path
+                .as_deref()
+                .ok_or_else(|| anyhow::anyhow!("no spec: pass --spec or set spec.path"))?;
+            Spec::load(path)?
+        }
+    };
+    let contract = Contract::compile(&spec, &contract_options(&config))?;
+    let info = SpecInfo {
+        revision: spec.revision.clone(),
+        openapi: spec.openapi.clone(),
+        operations: contract.operations().len(),
+        source: spec.source.display().to_string(),
+    };
+    drop(spec);
+    Sidecar::new(config, Arc::new(contract), info, Registry::default())
+}
+
+pub fn contract_options(config: &Config) -> ContractOptions {
+    ContractOptions {
+        base_path: config.spec.base_path.clone(),
+        write_overrides: config
+            .spec
+            .write
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), WriteSemantics::parse(v)?)))
+            .collect(),
+    }
+}
+
+fn init_logging() {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: draining"),
+    }
+}

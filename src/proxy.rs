@@ -1,0 +1,83 @@
+//! The live sidecar: a reverse proxy between an MCP server and its API that audits every
+//! request with the core and forwards it byte for byte (observe), or refuses it with a
+//! problem+json answer (enforce). Plumbing only: every decision about drift is the core's.
+
+mod body;
+mod forward;
+mod headers;
+mod problem;
+mod server;
+mod upstream;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use prometheus_client::registry::Registry;
+
+pub use server::run;
+pub use upstream::{Upstream, read_certs, read_key};
+
+use crate::config::Config;
+use crate::contract::Contract;
+use crate::policy::Policy;
+use crate::sink::{EventLog, Metrics, Recent};
+
+/// What the spec in force is, for `/spec`, events and `driftwatch_spec_info`.
+#[derive(Debug, Clone)]
+pub struct SpecInfo {
+    pub revision: String,
+    pub openapi: String,
+    pub operations: usize,
+    pub source: String,
+}
+
+/// Everything a request needs, shared by all connections.
+pub struct Sidecar {
+    pub contract: Arc<Contract>,
+    pub spec: SpecInfo,
+    pub policy: Policy,
+    pub config: Config,
+    pub upstream: Upstream,
+    pub client: upstream::UpstreamClient,
+    pub registry: Registry,
+    pub metrics: Metrics,
+    pub events: EventLog,
+    pub recent: Recent,
+    /// Set once the listener is serving; `/readyz` reports it.
+    pub ready: AtomicBool,
+}
+
+impl Sidecar {
+    /// Assemble the sidecar from a validated config and a compiled contract. The registry is
+    /// the caller's (tests pass a fresh one); metrics are registered in it here.
+    pub fn new(
+        config: Config,
+        contract: Arc<Contract>,
+        spec: SpecInfo,
+        mut registry: Registry,
+    ) -> anyhow::Result<Sidecar> {
+        let upstream_url =
+            config.proxy.upstream.as_deref().ok_or_else(|| {
+                anyhow::anyhow!("no upstream: pass --upstream or set proxy.upstream")
+            })?;
+        let upstream = Upstream::parse(upstream_url)?;
+        let client = upstream::client(&config)?;
+        let metrics = Metrics::new(&mut registry, config.audit.unknown_param_labels);
+        metrics.spec(&spec.revision, &spec.openapi, spec.operations);
+        let events = EventLog::open(&config.events.output)
+            .map_err(|e| anyhow::anyhow!("events.output `{}`: {e}", config.events.output))?;
+        Ok(Sidecar {
+            policy: Policy::new(config.proxy.mode, &config.enforce),
+            recent: Recent::new(config.admin.recent_findings),
+            contract,
+            spec,
+            upstream,
+            client,
+            registry,
+            metrics,
+            events,
+            config,
+            ready: AtomicBool::new(false),
+        })
+    }
+}

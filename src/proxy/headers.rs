@@ -1,0 +1,119 @@
+//! Header rules for forwarding: hop-by-hop headers are connection-scoped and never forwarded
+//! (RFC 9110 §7.6.1; hyper does not strip them); everything else passes untouched, including
+//! `traceparent`. driftwatch adds only the `X-Forwarded-*` headers (configurable) and a request
+//! id when the client sent none.
+
+use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue};
+
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+];
+
+/// Remove hop-by-hop headers, including those the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    let proxy: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for name in proxy {
+        headers.remove(name);
+    }
+}
+
+/// Append the client to `X-Forwarded-For` and set `X-Forwarded-Proto` and `-Host`.
+pub fn add_forwarded(
+    headers: &mut HeaderMap,
+    client_ip: &str,
+    proto: &str,
+    host: Option<&HeaderValue>,
+) {
+    let xff = HeaderName::from_static("x-forwarded-for");
+    let value = match headers.get(&xff).and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {client_ip}"),
+        None => client_ip.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        headers.insert(xff, v);
+    }
+    headers.insert(
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderValue::from_static(if proto == "https" { "https" } else { "http" }),
+    );
+    if let Some(host) = host {
+        headers.insert(HeaderName::from_static("x-forwarded-host"), host.clone());
+    }
+}
+
+/// A new request id: a random UUID as 32 hex digits.
+pub fn new_request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_go_the_rest_stays() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, x-drop-me"),
+            ("keep-alive", "timeout=5"),
+            ("x-drop-me", "1"),
+            ("transfer-encoding", "chunked"),
+            ("te", "trailers"),
+            ("upgrade", "h2c"),
+            ("proxy-authorization", "Basic x"),
+            ("proxy-foo", "1"),
+            ("traceparent", "00-abc-def-01"),
+            ("authorization", "Bearer t"),
+            ("content-length", "5"),
+        ] {
+            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        strip_hop_by_hop(&mut h);
+        let mut kept: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        kept.sort();
+        assert_eq!(kept, ["authorization", "content-length", "traceparent"]);
+    }
+
+    #[test]
+    fn forwarded_for_appends() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
+        add_forwarded(
+            &mut h,
+            "127.0.0.1",
+            "http",
+            Some(&HeaderValue::from_static("api.test")),
+        );
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "api.test");
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,96 @@
+//! The answers driftwatch gives itself, as RFC 9457 `application/problem+json`: a refused request
+//! in enforce mode (422), an unreachable upstream (502, 504), a broken client body (400). The
+//! `detail` comes first and stays short: MCP servers hand the body to the model as it is, and
+//! some cut it at 1,000 characters.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::finding::Finding;
+
+const DETAIL_MAX: usize = 300;
+
+pub fn response(
+    status: StatusCode,
+    title: &str,
+    detail: &str,
+    request_id: &str,
+    extra: Option<(&str, Value)>,
+) -> Response<Bytes> {
+    let mut body = json!({
+        "detail": shorten(detail),
+        "title": title,
+        "status": status.as_u16(),
+        "type": format!("urn:driftwatch:problem:{}", status.as_u16()),
+        "request_id": request_id,
+    });
+    if let (Some((key, value)), Some(map)) = (extra, body.as_object_mut()) {
+        map.insert(key.into(), value);
+    }
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// 422 for a request refused in enforce mode: the first blocking finding's message as the
+/// detail, and every blocking finding (names and types only) in `findings`.
+pub fn blocked(findings: &[&Finding], request_id: &str) -> Response<Bytes> {
+    let first = findings
+        .first()
+        .map(|f| f.message.as_str())
+        .unwrap_or("the request does not match the API's spec");
+    let detail = match findings.len() {
+        0 | 1 => first.to_string(),
+        n => format!("{first} (and {} more)", n - 1),
+    };
+    let list: Vec<Value> = findings
+        .iter()
+        .map(|f| {
+            json!({"kind": f.kind, "severity": f.severity, "location": f.location, "field": f.field,
+                   "expected": f.expected, "suggestion": f.suggestion, "message": f.message})
+        })
+        .collect();
+    response(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Request refused: it does not match the API's OpenAPI spec",
+        &detail,
+        request_id,
+        Some(("findings", Value::Array(list))),
+    )
+}
+
+fn shorten(detail: &str) -> String {
+    if detail.len() <= DETAIL_MAX {
+        return detail.to_string();
+    }
+    let mut end = DETAIL_MAX - 3;
+    while !detail.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &detail[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Kind, Location};
+
+    #[test]
+    fn detail_comes_first_and_stays_short() {
+        let f = Finding::new(Kind::UnknownQueryParam, Location::Query, "customer_id")
+            .message("x".repeat(400));
+        let g = Finding::new(Kind::ParamTypeMismatch, Location::Query, "limit").message("limit");
+        let r = blocked(&[&f, &g], "rid");
+        assert_eq!(r.status(), 422);
+        let text = std::str::from_utf8(r.body()).unwrap();
+        assert!(text.starts_with("{\"detail\":\""), "{text}");
+        let v: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(v["detail"].as_str().unwrap().len(), 300);
+        assert_eq!(v["findings"].as_array().unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,95 @@
+//! Accepting connections: HTTP/1.1 and cleartext HTTP/2 on one port (hyper-util's auto
+//! builder), optional TLS with ALPN, and a graceful drain on shutdown: stop accepting, let
+//! in-flight requests finish up to the deadline, then return.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::Sidecar;
+use super::forward::handle;
+use super::upstream::{read_certs, read_key};
+
+/// Serve the proxy on `proxy` and the admin endpoints on `admin` until `shutdown` resolves,
+/// then drain in-flight requests for up to `proxy.drain_timeout_ms`.
+pub async fn run(
+    proxy: TcpListener,
+    admin: TcpListener,
+    s: Arc<Sidecar>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let tls = match (&s.config.proxy.tls_cert, &s.config.proxy.tls_key) {
+        (Some(cert), Some(key)) => {
+            let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(read_certs(cert)?, read_key(key)?)?;
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            Some(TlsAcceptor::from(Arc::new(config)))
+        }
+        _ => None,
+    };
+    let admin_task = tokio::spawn(crate::admin::serve(admin, s.clone()));
+    let graceful = GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    s.ready.store(true, Ordering::SeqCst);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = proxy.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = s.clone();
+                let is_tls = tls.is_some();
+                let service = service_fn(move |req| handle(state.clone(), req, peer, is_tls));
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    let served = match tls {
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(stream) => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+                            Err(e) => {
+                                tracing::debug!(%peer, "TLS handshake failed: {e}");
+                                return;
+                            }
+                        },
+                        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
+                    };
+                    if let Err(e) = served {
+                        tracing::debug!(%peer, "connection ended with an error: {e}");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    s.ready.store(false, Ordering::SeqCst);
+    drop(proxy);
+    let drain = Duration::from_millis(s.config.proxy.drain_timeout_ms);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain deadline of {drain:?} reached with requests still in flight");
+    }
+    admin_task.abort();
+    s.events.close();
+    Ok(())
+}

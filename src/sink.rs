@@ -1,0 +1,11 @@
+//! Where findings go once the proxy has them: Prometheus metrics (a registry injected by the
+//! caller, never global), JSON-line audit events for incident responders, and a ring of recent
+//! findings served at `/findings`. Sinks never block or fail a request.
+
+mod events;
+mod metrics;
+mod recent;
+
+pub use events::{Event, EventFinding, EventLog, SECRET_HEADERS};
+pub use metrics::{Metrics, NO_OPERATION, Outcome, encode};
+pub use recent::{Recent, RecentQuery};

@@ -1,0 +1,129 @@
+//! Audit events: one JSON line per request that had findings, for the incident responder who
+//! has to trace a silent clear back to its request, operation, field and tool. Written by a
+//! thread of its own behind a bounded queue: a slow disk drops events (counted), never
+//! requests. Events carry names and types only; values only with `log_values = true`, and
+//! secret headers never.
+
+use std::io::Write;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::finding::Finding;
+
+#[derive(Debug, Serialize)]
+pub struct Event {
+    #[serde(rename = "timestamp", serialize_with = "rfc3339")]
+    pub at: SystemTime,
+    pub request_id: String,
+    pub traceparent: Option<String>,
+    /// From the configured tool header (`x-mcp-tool`).
+    pub tool: Option<String>,
+    pub operation: Option<String>,
+    pub method: String,
+    pub path_template: Option<String>,
+    /// The request path without its query string (query values stay out of the log).
+    pub path: String,
+    /// The upstream's status, or the one driftwatch answered with.
+    pub status: Option<u16>,
+    /// `forwarded`, `blocked` or `upstream_error`.
+    pub action: &'static str,
+    pub mode: &'static str,
+    pub spec_revision: String,
+    pub findings: Vec<EventFinding>,
+    /// Query, body and non-secret headers, only with `log_values = true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub values: Option<Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EventFinding {
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// `block` or `log`: what the policy decided for this finding.
+    pub action: &'static str,
+}
+
+fn rfc3339<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_millis(*at))
+}
+
+/// Headers never logged whatever the configuration says.
+pub const SECRET_HEADERS: [&str; 4] = [
+    "authorization",
+    "cookie",
+    "set-cookie",
+    "proxy-authorization",
+];
+
+pub struct EventLog {
+    tx: Mutex<Option<SyncSender<Arc<Event>>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+const QUEUE: usize = 8192;
+
+impl EventLog {
+    /// `stdout`, `none`, or a file path to append to.
+    pub fn open(output: &str) -> std::io::Result<EventLog> {
+        let sink: Option<Box<dyn Write + Send>> = match output {
+            "none" => None,
+            "stdout" => Some(Box::new(std::io::stdout())),
+            path => Some(Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
+            )),
+        };
+        let Some(sink) = sink else {
+            return Ok(EventLog {
+                tx: Mutex::new(None),
+                writer: Mutex::new(None),
+            });
+        };
+        let (tx, rx) = sync_channel(QUEUE);
+        let writer = std::thread::Builder::new()
+            .name("driftwatch-events".into())
+            .spawn(move || write_loop(rx, sink))?;
+        Ok(EventLog {
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// Queue an event; `false` when it had to be dropped (queue full).
+    pub fn log(&self, event: Arc<Event>) -> bool {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        match tx.as_ref().map(|tx| tx.try_send(event)) {
+            None | Some(Ok(())) => true,
+            Some(Err(TrySendError::Full(_))) | Some(Err(TrySendError::Disconnected(_))) => false,
+        }
+    }
+
+    /// Flush what is queued and stop the writer (at shutdown).
+    pub fn close(&self) {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn write_loop(rx: Receiver<Arc<Event>>, mut sink: Box<dyn Write + Send>) {
+    let mut line = Vec::with_capacity(1024);
+    while let Ok(event) = rx.recv() {
+        for event in std::iter::once(event).chain(rx.try_iter()) {
+            line.clear();
+            if serde_json::to_writer(&mut line, &*event).is_ok() {
+                line.push(b'\n');
+                let _ = sink.write_all(&line);
+            }
+        }
+        let _ = sink.flush();
+    }
+}

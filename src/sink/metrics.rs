@@ -1,0 +1,307 @@
+//! The Prometheus metrics, named and labelled as `docs/metrics.md` lists them. Labels come from
+//! the spec (operation ids, kinds) or fixed vocabularies; a name seen only in traffic (an unknown
+//! query parameter) gets a label for the first N per operation, then `_other`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::finding::Finding;
+
+/// What became of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Forwarded,
+    Blocked,
+    UpstreamError,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Blocked => "blocked",
+            Outcome::UpstreamError => "upstream_error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationOutcome {
+    operation: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    kind: String,
+    operation: String,
+    severity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ParamLabels {
+    operation: String,
+    param: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BlockedLabels {
+    operation: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Cause {
+    cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SpecLabels {
+    revision: String,
+    openapi: String,
+}
+
+/// Label for requests that matched no operation.
+pub const NO_OPERATION: &str = "_unknown";
+
+pub struct Metrics {
+    requests: Family<OperationOutcome, Counter>,
+    findings: Family<FindingLabels, Counter>,
+    unknown_params: Family<ParamLabels, Counter>,
+    blocked: Family<BlockedLabels, Counter>,
+    upstream_errors: Family<Cause, Counter>,
+    unaudited: Family<Reason, Counter>,
+    audit_errors: Counter,
+    events_dropped: Counter,
+    audit_duration: Histogram,
+    upstream_duration: Histogram,
+    spec_info: Family<SpecLabels, Gauge>,
+    spec_operations: Gauge,
+    /// Unknown parameter names given a label so far, per operation.
+    param_labels: Mutex<HashMap<String, HashSet<String>>>,
+    param_label_limit: usize,
+}
+
+impl Metrics {
+    /// Register every metric in `registry` (prefix `driftwatch_`).
+    pub fn new(registry: &mut Registry, param_label_limit: usize) -> Metrics {
+        let m = Metrics {
+            requests: Family::default(),
+            findings: Family::default(),
+            unknown_params: Family::default(),
+            blocked: Family::default(),
+            upstream_errors: Family::default(),
+            unaudited: Family::default(),
+            audit_errors: Counter::default(),
+            events_dropped: Counter::default(),
+            audit_duration: Histogram::new(exponential_buckets(1e-6, 4.0, 10)),
+            upstream_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 10)),
+            spec_info: Family::default(),
+            spec_operations: Gauge::default(),
+            param_labels: Mutex::new(HashMap::new()),
+            param_label_limit,
+        };
+        let r = registry.sub_registry_with_prefix("driftwatch");
+        r.register(
+            "requests",
+            "Requests seen, by operation and outcome",
+            m.requests.clone(),
+        );
+        r.register(
+            "findings",
+            "Findings, by kind, operation and severity",
+            m.findings.clone(),
+        );
+        r.register("unknown_query_params", "Unknown query parameters, by operation and name (first N names per operation, then _other)", m.unknown_params.clone());
+        r.register(
+            "blocked",
+            "Requests refused in enforce mode, by operation and the kind that blocked them",
+            m.blocked.clone(),
+        );
+        r.register(
+            "upstream_errors",
+            "Requests the upstream could not answer, by cause",
+            m.upstream_errors.clone(),
+        );
+        r.register(
+            "unaudited",
+            "Requests forwarded without a body audit, by reason",
+            m.unaudited.clone(),
+        );
+        r.register(
+            "audit_errors",
+            "Internal audit failures (the request was forwarded)",
+            m.audit_errors.clone(),
+        );
+        r.register(
+            "events_dropped",
+            "Audit events dropped because the event writer fell behind",
+            m.events_dropped.clone(),
+        );
+        r.register(
+            "audit_duration_seconds",
+            "Time spent auditing a request",
+            m.audit_duration.clone(),
+        );
+        r.register(
+            "upstream_duration_seconds",
+            "Time until the upstream's response headers",
+            m.upstream_duration.clone(),
+        );
+        r.register(
+            "spec_info",
+            "The spec in force (value 1), by revision and OpenAPI version",
+            m.spec_info.clone(),
+        );
+        r.register(
+            "spec_operations",
+            "Operations in the spec in force",
+            m.spec_operations.clone(),
+        );
+        m
+    }
+
+    pub fn request(&self, operation: &str, outcome: Outcome) {
+        let labels = OperationOutcome {
+            operation: operation.into(),
+            outcome: outcome.as_str().into(),
+        };
+        self.requests.get_or_create(&labels).inc();
+    }
+
+    pub fn finding(&self, operation: &str, finding: &Finding) {
+        let labels = FindingLabels {
+            kind: finding.kind.as_str().into(),
+            operation: operation.into(),
+            severity: finding.severity.as_str().into(),
+        };
+        self.findings.get_or_create(&labels).inc();
+        if finding.kind == crate::finding::Kind::UnknownQueryParam {
+            let param = self.param_label(operation, &finding.field);
+            self.unknown_params
+                .get_or_create(&ParamLabels {
+                    operation: operation.into(),
+                    param,
+                })
+                .inc();
+        }
+    }
+
+    fn param_label(&self, operation: &str, name: &str) -> String {
+        let mut seen = self.param_labels.lock().unwrap_or_else(|e| e.into_inner());
+        let names = seen.entry(operation.to_string()).or_default();
+        if names.contains(name)
+            || (names.len() < self.param_label_limit && names.insert(name.to_string()))
+        {
+            name.to_string()
+        } else {
+            "_other".into()
+        }
+    }
+
+    pub fn blocked(&self, operation: &str, kind: &str) {
+        self.blocked
+            .get_or_create(&BlockedLabels {
+                operation: operation.into(),
+                kind: kind.into(),
+            })
+            .inc();
+    }
+
+    pub fn upstream_error(&self, cause: &str) {
+        self.upstream_errors
+            .get_or_create(&Cause {
+                cause: cause.into(),
+            })
+            .inc();
+    }
+
+    pub fn unaudited(&self, reason: &str) {
+        self.unaudited
+            .get_or_create(&Reason {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn audit_error(&self) {
+        self.audit_errors.inc();
+    }
+
+    pub fn event_dropped(&self) {
+        self.events_dropped.inc();
+    }
+
+    pub fn audit_seconds(&self, seconds: f64) {
+        self.audit_duration.observe(seconds);
+    }
+
+    pub fn upstream_seconds(&self, seconds: f64) {
+        self.upstream_duration.observe(seconds);
+    }
+
+    pub fn spec(&self, revision: &str, openapi: &str, operations: usize) {
+        self.spec_info.clear();
+        self.spec_info
+            .get_or_create(&SpecLabels {
+                revision: revision.into(),
+                openapi: openapi.into(),
+            })
+            .set(1);
+        self.spec_operations.set(operations as i64);
+    }
+}
+
+/// The registry in Prometheus's classic text format (what `promtool check metrics` accepts).
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, registry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Kind, Location};
+
+    #[test]
+    fn unknown_parameter_labels_are_bounded_per_operation() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry, 2);
+        for name in ["a", "b", "c", "a", "d"] {
+            m.finding(
+                "listX",
+                &Finding::new(Kind::UnknownQueryParam, Location::Query, name),
+            );
+        }
+        m.finding(
+            "listY",
+            &Finding::new(Kind::UnknownQueryParam, Location::Query, "c"),
+        );
+        let text = encode(&registry);
+        let line = |op: &str, p: &str| {
+            format!("driftwatch_unknown_query_params_total{{operation=\"{op}\",param=\"{p}\"}}")
+        };
+        assert!(
+            text.contains(&format!("{} 2\n", line("listX", "a"))),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{} 1\n", line("listX", "b"))));
+        assert!(text.contains(&format!("{} 2\n", line("listX", "_other"))));
+        assert!(text.contains(&format!("{} 1\n", line("listY", "c"))));
+        assert!(!text.contains(&line("listX", "c")));
+    }
+}

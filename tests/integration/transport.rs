@@ -1,0 +1,258 @@
+//! Transports: an HTTP/2 client in front of an HTTP/1.1 upstream, TLS to an upstream signed by
+//! a test CA (trusted with `upstream_tls.ca_file`, refused without), TLS on the listener, and a
+//! SIGTERM that drains an in-flight request before the process exits 0.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use super::sidecar::{config, raw, sample, scrape, start};
+use super::upstream::{self, ok};
+
+struct Pki {
+    ca_pem: std::path::PathBuf,
+    cert_pem: std::path::PathBuf,
+    key_pem: std::path::PathBuf,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+/// A test CA and a `localhost` server certificate it signed, written to a temp dir.
+fn pki(name: &str) -> Pki {
+    let dir = std::env::temp_dir().join(format!("driftwatch-tls-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "driftwatch test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let ca_pem = dir.join("ca.pem");
+    let cert_pem = dir.join("server.pem");
+    let key_pem = dir.join("server.key");
+    std::fs::write(&ca_pem, ca.pem()).unwrap();
+    std::fs::write(&cert_pem, cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+    let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
+    let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, der)
+    .unwrap();
+    Pki {
+        ca_pem,
+        cert_pem,
+        key_pem,
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_reaches_an_http1_upstream() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let body = r#"{"url":"https://cdn.test/logo.png"}"#;
+    let req = http::Request::put(format!("http://{}/api/v1/channels/7/logo?v=1", dw.addr))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.into_body().collect().await.unwrap().to_bytes(),
+        "{\"ok\":true}"
+    );
+    let got = up.recorded();
+    assert_eq!(
+        (
+            got[0].version,
+            got[0].method.as_str(),
+            got[0].target.as_str()
+        ),
+        (1, "PUT", "/api/v1/channels/7/logo?v=1")
+    );
+    assert_eq!(got[0].body, body.as_bytes());
+    assert_eq!(
+        got[0].header("x-forwarded-host"),
+        Some(dw.addr.to_string().as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_upstream_signed_by_a_trusted_test_ca_works_and_by_an_unknown_one_fails() {
+    let pki = pki("upstream");
+    let up = upstream::start(ok(), Duration::ZERO, Some(pki.acceptor.clone())).await;
+    let url = format!("https://localhost:{}", up.addr.port());
+    let trusted = start(config(&url, |c| {
+        c.upstream_tls.ca_file = Some(pki.ca_pem.clone())
+    }))
+    .await;
+    let resp = raw(
+        trusted.addr,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n",
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(up.recorded().len(), 1);
+    assert_eq!(
+        up.recorded()[0].header("host"),
+        Some(format!("localhost:{}", up.addr.port()).as_str())
+    );
+
+    let untrusted = start(config(&url, |_| {})).await;
+    let resp = raw(
+        untrusted.addr,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n",
+    )
+    .await;
+    assert_eq!(resp.status, 502);
+    let detail = resp.json()["detail"].as_str().unwrap().to_string();
+    assert!(
+        detail.ends_with("tls error: invalid peer certificate: UnknownIssuer"),
+        "{detail}"
+    );
+    assert_eq!(
+        up.recorded().len(),
+        1,
+        "nothing reached the upstream without a trusted certificate"
+    );
+    let m = scrape(untrusted.admin).await;
+    assert_eq!(
+        sample(&m, "driftwatch_upstream_errors_total{cause=\"tls\"}"),
+        1.0,
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_serves_tls() {
+    let pki = pki("listener");
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.proxy.tls_cert = Some(pki.cert_pem.clone());
+        c.proxy.tls_key = Some(pki.key_pem.clone());
+    }))
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in driftwatch::proxy::read_certs(&pki.ca_pem).unwrap() {
+        roots.add(cert).unwrap();
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
+    let uri = format!(
+        "https://localhost:{}/api/v1/playouts?pageSize=5",
+        dw.addr.port()
+    );
+    let resp = client
+        .request(http::Request::get(uri).body(Full::default()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(up.recorded()[0].header("x-forwarded-proto"), Some("https"));
+}
+
+#[test]
+fn sigterm_drains_an_in_flight_request_then_exits_0() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let up = upstream::start(ok(), Duration::from_millis(800), None).await;
+        let port = |l: std::net::TcpListener| l.local_addr().unwrap().port();
+        let (p, a) = (
+            port(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
+            port(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
+        );
+        let spec = super::util::example("channels.openapi.yaml");
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args([
+                "serve",
+                "--spec",
+                spec.to_str().unwrap(),
+                "--upstream",
+                &format!("http://{}", up.addr),
+            ])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{p}"),
+                "--admin-listen",
+                &format!("127.0.0.1:{a}"),
+            ])
+            .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
+        let admin: std::net::SocketAddr = format!("127.0.0.1:{a}").parse().unwrap();
+        // Wait for readiness by polling /readyz (bounded).
+        let mut ready = false;
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(admin).await.is_ok()
+                && super::sidecar::admin_get(admin, "/readyz").await.status == 200
+            {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ready, "driftwatch did not become ready");
+        let in_flight = tokio::spawn(async move {
+            raw(addr, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await
+        });
+        // The upstream holds the request 800 ms; signal while it is in flight.
+        while up.recorded().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let kill = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().unwrap().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let resp = in_flight.await.unwrap();
+        assert_eq!(
+            resp.status, 200,
+            "the in-flight request completed during the drain"
+        );
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("exited after draining")
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "the listener is closed"
+        );
+    });
+}
