@@ -4,6 +4,7 @@ mod integration {
     pub mod cli;
     pub mod generated;
     pub mod kinds;
+    pub mod operations;
     pub mod proxy;
     pub mod real_specs;
     pub mod sidecar;
