@@ -2,6 +2,7 @@
 //! decides exit codes: 0 clean, 1 findings at or above `--fail-on`, 2 usage or load error.
 
 mod check;
+pub mod demo;
 pub mod serve;
 
 use std::process::ExitCode;
@@ -25,6 +26,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Run the sidecar: a reverse proxy that audits every request against the spec.
     Serve(serve::ServeArgs),
+    /// The whole story in one command: an embedded API, driftwatch, and a stale agent.
+    Demo(demo::DemoArgs),
 }
 
 /// Parse the arguments, run the subcommand, map the outcome to an exit code.
@@ -33,6 +36,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
         Command::Serve(args) => serve::run(&args),
+        Command::Demo(args) => demo::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod demo;
 pub mod finding;
 pub mod policy;
 pub mod proxy;

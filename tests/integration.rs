@@ -2,6 +2,7 @@
 
 mod integration {
     pub mod cli;
+    pub mod demo;
     pub mod generated;
     pub mod kinds;
     pub mod operations;

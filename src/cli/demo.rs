@@ -1,0 +1,375 @@
+//! `driftwatch demo`: runs the embedded Channels API, driftwatch in front of it and the stale
+//! agent, and narrates what happens: first in observe mode (the silent clear happens, and is
+//! reported), then in enforce mode (the harmful requests are refused). Loopback only.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::config::Config;
+use crate::demo::agent::{Agent, Call};
+use crate::demo::{SPEC, SPEC_NAME, api};
+use crate::policy::{Action, Mode};
+use crate::proxy::Sidecar;
+
+#[derive(Args, Debug, Default)]
+pub struct DemoArgs {
+    /// Leave the API and driftwatch running afterwards, and print curl commands to try.
+    #[arg(long)]
+    keep_running: bool,
+}
+
+pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let ok = runtime.block_on(story(&mut std::io::stdout(), args.keep_running))?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// A running API and driftwatch in front of it.
+struct Stage {
+    api: SocketAddr,
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    sidecar: Arc<Sidecar>,
+    stop: Option<oneshot::Sender<()>>,
+    api_task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.api_task.abort();
+    }
+}
+
+async fn stage(mode: Mode) -> anyhow::Result<Stage> {
+    let api_listener = TcpListener::bind("127.0.0.1:0").await?;
+    let api = api_listener.local_addr()?;
+    let api_task = tokio::spawn(api::serve(api_listener));
+    let mut config = Config::default();
+    config.proxy.upstream = Some(format!("http://{api}"));
+    config.proxy.mode = mode;
+    config.events.output = "none".into();
+    config.enforce.operations.insert(
+        "updateChannel".into(),
+        [("omitted_on_replace".to_string(), Action::Block)].into(),
+    );
+    let sidecar = Arc::new(super::serve::build(
+        config,
+        Some((Path::new(SPEC_NAME), SPEC.as_bytes())),
+    )?);
+    let proxy_listener = TcpListener::bind("127.0.0.1:0").await?;
+    let admin_listener = TcpListener::bind("127.0.0.1:0").await?;
+    let (proxy, admin) = (proxy_listener.local_addr()?, admin_listener.local_addr()?);
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(crate::proxy::run(
+        proxy_listener,
+        admin_listener,
+        sidecar.clone(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Ok(Stage {
+        api,
+        proxy,
+        admin,
+        sidecar,
+        stop: Some(stop),
+        api_task,
+    })
+}
+
+/// Narrates to `out`; `Ok(false)` when the story did not unfold as it should.
+pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::Result<bool> {
+    let mut ok = true;
+    let observe = stage(Mode::Observe).await?;
+    let spec = &observe.sidecar.spec;
+    writeln!(
+        out,
+        "driftwatch demo: a stale agent, its API, and driftwatch between them (all on 127.0.0.1)"
+    )?;
+    writeln!(
+        out,
+        "  API         http://{}  (embedded Channels API; PUT replaces the whole channel)",
+        observe.api
+    )?;
+    writeln!(
+        out,
+        "  driftwatch  http://{}  admin http://{}",
+        observe.proxy, observe.admin
+    )?;
+    writeln!(
+        out,
+        "  spec        {} (OpenAPI {}, revision {}, {} operations)\n",
+        SPEC_NAME, spec.openapi, spec.revision, spec.operations
+    )?;
+
+    writeln!(
+        out,
+        "== Observe mode: every request is forwarded; drift is reported ==\n"
+    )?;
+    let mut agent = Agent::new(format!("http://{}", observe.proxy));
+    let mut n = Narrator {
+        out,
+        stage: &observe,
+        before: scrape(observe.admin).await?,
+    };
+
+    n.title("1. list_playouts: the tool still sends `page_size`; the spec renamed it `pageSize`")?;
+    let call = agent.list_playouts().await?;
+    let items = call.body["items"].as_array().map_or(0, Vec::len);
+    n.call(
+        &call,
+        &format!("{items} items: the API ignored `page_size` and returned its default page"),
+    )?;
+    ok &= n.findings(&call, &["unknown_query_param"]).await?;
+
+    n.title(
+        "2. update_schedule: the tool sends padToNearestMinute as \"30\"; the spec says integer",
+    )?;
+    let call = agent.update_schedule().await?;
+    n.call(&call, "the API refused it; the agent sees only a 400")?;
+    ok &= n
+        .findings(&call, &["body_type_mismatch", "upstream_rejected"])
+        .await?;
+
+    n.title("3. update_channel: GET channel 7, rename it, PUT it back through a tool schema without graphicsElementIds")?;
+    let before = agent.get_channel().await?;
+    n.call(
+        &before,
+        &format!("graphicsElementIds {}", before.body["graphicsElementIds"]),
+    )?;
+    let (put, fields) = agent.rename_channel(&before.body, "Retro TV HD").await?;
+    n.call(
+        &put,
+        &format!("{fields} of the spec's 30 properties sent; the API accepted the replace"),
+    )?;
+    ok &= n.findings(&put, &["omitted_on_replace"]).await?;
+    let after = agent.get_channel().await?;
+    n.call(
+        &after,
+        &format!(
+            "graphicsElementIds {}  <- silently cleared by the PUT",
+            after.body["graphicsElementIds"]
+        ),
+    )?;
+    ok &= expect(
+        n.out,
+        after.body["graphicsElementIds"] == serde_json::json!([]),
+        "observe mode lets the PUT clear graphicsElementIds",
+    )?;
+    drop(n);
+    drop(observe);
+
+    let enforce = stage(Mode::Enforce).await?;
+    writeln!(
+        out,
+        "\n== Enforce mode: the same agent against a fresh API; harmful requests are refused =="
+    )?;
+    writeln!(
+        out,
+        "   (errors and criticals block by default; this demo's config also has"
+    )?;
+    writeln!(
+        out,
+        "    [enforce.operations] updateChannel = {{ omitted_on_replace = \"block\" }})\n"
+    )?;
+    let mut agent = Agent::new(format!("http://{}", enforce.proxy));
+    let mut n = Narrator {
+        out,
+        stage: &enforce,
+        before: scrape(enforce.admin).await?,
+    };
+    n.title("1. list_playouts with `page_size`")?;
+    let call = agent.list_playouts().await?;
+    ok &= n.refused(&call)?;
+    n.title("2. update_schedule with padToNearestMinute \"30\"")?;
+    let call = agent.update_schedule().await?;
+    ok &= n.refused(&call)?;
+    n.title("3. update_channel without graphicsElementIds")?;
+    let before = agent.get_channel().await?;
+    let (put, _) = agent.rename_channel(&before.body, "Retro TV HD").await?;
+    ok &= n.refused(&put)?;
+    let after = agent.get_channel().await?;
+    n.call(
+        &after,
+        &format!(
+            "graphicsElementIds {}  <- intact",
+            after.body["graphicsElementIds"]
+        ),
+    )?;
+    ok &= expect(
+        n.out,
+        after.body["graphicsElementIds"] == serde_json::json!([3, 7]),
+        "enforce mode keeps graphicsElementIds",
+    )?;
+    n.metrics().await?;
+    drop(n);
+
+    writeln!(
+        out,
+        "\nWhat an operator has now: /metrics for Prometheus, /findings for the last findings,"
+    )?;
+    writeln!(
+        out,
+        "and one JSON audit event per drifted request naming request id, tool, operation and field."
+    )?;
+    if keep_running {
+        drop(enforce);
+        let live = stage(Mode::Observe).await?;
+        writeln!(out, "\nStill running (observe mode). Try:")?;
+        writeln!(
+            out,
+            "  curl -s 'http://{}/api/v1/playouts?page_size=2'",
+            live.proxy
+        )?;
+        writeln!(out, "  curl -s http://{}/api/v1/channels/7", live.proxy)?;
+        writeln!(
+            out,
+            "  curl -s http://{}/findings | head -c 1500; echo",
+            live.admin
+        )?;
+        writeln!(
+            out,
+            "  curl -s http://{}/metrics | grep '^driftwatch_findings'",
+            live.admin
+        )?;
+        writeln!(out, "Press Ctrl-C to stop.")?;
+        out.flush()?;
+        tokio::signal::ctrl_c().await?;
+    }
+    Ok(ok)
+}
+
+struct Narrator<'a> {
+    out: &'a mut (dyn Write + Send),
+    stage: &'a Stage,
+    before: BTreeMap<String, f64>,
+}
+
+impl Narrator<'_> {
+    fn title(&mut self, title: &str) -> std::io::Result<()> {
+        writeln!(self.out, "{title}")
+    }
+
+    fn call(&mut self, call: &Call, note: &str) -> std::io::Result<()> {
+        writeln!(
+            self.out,
+            "   agent       {} {}  [{}]",
+            call.method, call.target, call.request_id
+        )?;
+        writeln!(self.out, "   API         {} {}", call.status, note)
+    }
+
+    /// Print driftwatch's findings for the call and the metric lines that moved.
+    async fn findings(&mut self, call: &Call, expected: &[&str]) -> anyhow::Result<bool> {
+        let events = self.stage.sidecar.recent.query(&Default::default());
+        let event = events.iter().find(|e| e.request_id == call.request_id);
+        let mut kinds = Vec::new();
+        for f in event.map(|e| e.findings.as_slice()).unwrap_or_default() {
+            let f = &f.finding;
+            writeln!(
+                self.out,
+                "   driftwatch  {:<8} {} {} {}: {}",
+                f.severity.as_str(),
+                f.kind,
+                f.location,
+                f.field,
+                f.message
+            )?;
+            kinds.push(f.kind.as_str());
+        }
+        self.metrics().await?;
+        writeln!(self.out)?;
+        expect(
+            self.out,
+            kinds == expected,
+            &format!("driftwatch reports {expected:?}"),
+        )
+    }
+
+    fn refused(&mut self, call: &Call) -> anyhow::Result<bool> {
+        writeln!(
+            self.out,
+            "   agent       {} {}  [{}]",
+            call.method, call.target, call.request_id
+        )?;
+        writeln!(
+            self.out,
+            "   driftwatch  {} refused, never sent to the API",
+            call.status
+        )?;
+        writeln!(
+            self.out,
+            "               detail: {}\n",
+            call.body["detail"].as_str().unwrap_or("")
+        )?;
+        expect(
+            self.out,
+            call.status == 422,
+            "the request is refused with 422",
+        )
+    }
+
+    async fn metrics(&mut self) -> anyhow::Result<()> {
+        let now = scrape(self.stage.admin).await?;
+        for (series, value) in &now {
+            let was = self.before.get(series).copied().unwrap_or(0.0);
+            let shown = [
+                "driftwatch_findings_total",
+                "driftwatch_unknown_query_params_total",
+                "driftwatch_blocked_total",
+            ];
+            if *value != was && shown.iter().any(|s| series.starts_with(s)) {
+                writeln!(self.out, "   metric      {series} {was} -> {value}")?;
+            }
+        }
+        self.before = now;
+        Ok(())
+    }
+}
+
+fn expect(out: &mut (dyn Write + Send), held: bool, what: &str) -> anyhow::Result<bool> {
+    if !held {
+        writeln!(out, "   UNEXPECTED: the demo expected that {what}")?;
+    }
+    Ok(held)
+}
+
+/// `/metrics` as series to value, fetched over HTTP like Prometheus would.
+async fn scrape(admin: SocketAddr) -> anyhow::Result<BTreeMap<String, f64>> {
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let resp = client
+        .get(format!("http://{admin}/metrics").parse()?)
+        .await?;
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await?
+        .to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    Ok(text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect())
+}

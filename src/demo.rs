@@ -1,0 +1,10 @@
+//! `driftwatch demo`: the whole story in one command, on loopback only. An embedded Channels
+//! API with real full-replace semantics, driftwatch in front of it, and a scripted stale agent
+//! whose tool schemas have drifted from the spec. Ordinary code with its own tests.
+
+pub mod agent;
+pub mod api;
+
+/// The Channels spec the demo and its API share (also `examples/channels.openapi.yaml`).
+pub const SPEC: &str = include_str!("../examples/channels.openapi.yaml");
+pub const SPEC_NAME: &str = "examples/channels.openapi.yaml";

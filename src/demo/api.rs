@@ -1,0 +1,259 @@
+//! The demo's Channels API: an in-memory store behind a small hyper server, behaving like a
+//! real ASP.NET-style API would: a PUT replaces the whole channel (every property not sent is
+//! reset, which is how `graphicsElementIds` gets silently cleared), unknown query parameters
+//! are ignored, and a value that does not bind to its type is a 400.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+
+type Store = Arc<Mutex<BTreeMap<u64, Map<String, Value>>>>;
+
+/// Integer properties of a channel: a string there fails model binding (400).
+const INTEGERS: [&str; 5] = [
+    "ffmpegProfileId",
+    "watermarkId",
+    "fallbackFillerId",
+    "mirrorSourceChannelId",
+    "epgTimeShiftMinutes",
+];
+
+/// Channel 7 as the demo starts: it shows two graphics elements on air.
+pub fn seed() -> Map<String, Value> {
+    let v = json!({
+        "id": 7, "uniqueId": "5f0c7a36-1d3e-4c59-9a57-2d1c3e7f9b10", "number": "7", "name": "Retro TV", "group": "Classics",
+        "categories": null, "ffmpegProfileId": 1, "streamingMode": "TransportStreamHybrid", "watermarkId": 4,
+        "fallbackFillerId": null, "preferredAudioLanguageCode": "eng", "preferredAudioTitle": null,
+        "preferredSubtitleLanguageCode": null, "subtitleMode": "None", "musicVideoCreditsMode": "None",
+        "musicVideoCreditsTemplate": null, "songVideoMode": "Default", "transcodeMode": "OnDemand",
+        "idleBehavior": "StopOnDisconnect", "isEnabled": true, "showInEpg": true, "playoutSource": "Generated",
+        "playoutMode": "Continuous", "mirrorSourceChannelId": null, "playoutOffset": null, "slugSeconds": null,
+        "streamSelectorMode": "Default", "streamSelector": null, "graphicsElementIds": [3, 7], "sortNumber": 7,
+        "logo": null, "epgTimeShiftMinutes": 0
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// What a full replace leaves in a property the body did not send.
+fn reset(name: &str, current: &Value) -> Value {
+    match current {
+        Value::Array(_) => json!([]),
+        Value::Bool(_) => json!(false),
+        Value::Number(_)
+            if name == "ffmpegProfileId"
+                || name == "sortNumber"
+                || name == "epgTimeShiftMinutes" =>
+        {
+            json!(0)
+        }
+        _ => Value::Null,
+    }
+}
+
+/// Serve the API on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener) {
+    let store: Store = Arc::new(Mutex::new(BTreeMap::from([(7, seed())])));
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (store, builder) = (store.clone(), builder.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(store.clone(), req));
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn handle(store: Store, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (status, value) = match (&method, segments.as_slice()) {
+        (&Method::GET, ["api", "v1", "channels", id]) => match id
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| store.lock().ok()?.get(&id).cloned())
+        {
+            Some(channel) => (StatusCode::OK, Value::Object(channel)),
+            None => not_found(),
+        },
+        (&Method::PUT, ["api", "v1", "channels", id]) => replace(&store, id, &body),
+        (&Method::PUT, ["api", "v1", "schedules", _]) => schedule(&body),
+        (&Method::GET, ["api", "v1", "playouts"]) => playouts(&query),
+        (&Method::GET, ["api", "v1", "playouts", _, "items"]) => items(&query),
+        _ => not_found(),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(value.to_string())));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+fn not_found() -> (StatusCode, Value) {
+    (
+        StatusCode::NOT_FOUND,
+        json!({"title": "Not Found", "status": 404}),
+    )
+}
+
+fn bad_request(field: &str, message: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::BAD_REQUEST,
+        json!({"title": "One or more validation errors occurred.", "status": 400, "errors": {field: [message]}}),
+    )
+}
+
+fn replace(store: &Store, id: &str, body: &[u8]) -> (StatusCode, Value) {
+    let Ok(id) = id.parse::<u64>() else {
+        return not_found();
+    };
+    let Ok(Value::Object(sent)) = serde_json::from_slice::<Value>(body) else {
+        return bad_request("$", "The request body is not a JSON object.");
+    };
+    if let Some(name) = INTEGERS
+        .iter()
+        .find(|n| sent.get(**n).is_some_and(|v| !v.is_null() && !v.is_i64()))
+    {
+        return bad_request(
+            name,
+            "The JSON value could not be converted to System.Int32.",
+        );
+    }
+    let Ok(mut channels) = store.lock() else {
+        return not_found();
+    };
+    let Some(current) = channels.get(&id) else {
+        return not_found();
+    };
+    let mut next = Map::new();
+    for (name, value) in current {
+        let kept = matches!(name.as_str(), "id" | "uniqueId");
+        let value = if kept {
+            value.clone()
+        } else {
+            sent.get(name)
+                .cloned()
+                .unwrap_or_else(|| reset(name, value))
+        };
+        next.insert(name.clone(), value);
+    }
+    channels.insert(id, next.clone());
+    (StatusCode::OK, Value::Object(next))
+}
+
+fn schedule(body: &[u8]) -> (StatusCode, Value) {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v)
+            if v.get("padToNearestMinute")
+                .is_some_and(|p| !p.is_null() && !p.is_i64()) =>
+        {
+            bad_request(
+                "padToNearestMinute",
+                "The JSON value could not be converted to System.Nullable`1[System.Int32].",
+            )
+        }
+        Ok(v @ Value::Object(_)) => (StatusCode::OK, v),
+        _ => bad_request("$", "The request body is not a JSON object."),
+    }
+}
+
+fn playouts(query: &str) -> (StatusCode, Value) {
+    // Like many APIs, unknown parameters are ignored: `page_size` silently does nothing.
+    let size = form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "pageSize")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(50);
+    let all: Vec<Value> = (1..=3)
+        .map(|i| json!({"id": i, "channelId": 7, "name": format!("Playout {i}")}))
+        .collect();
+    (
+        StatusCode::OK,
+        json!({"pageSize": size, "items": all.into_iter().take(size).collect::<Vec<_>>()}),
+    )
+}
+
+fn items(query: &str) -> (StatusCode, Value) {
+    match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "showFiller") {
+        Some((_, v)) if v != "true" && v != "false" => {
+            bad_request("showFiller", "The value is not valid for showFiller.")
+        }
+        _ => (StatusCode::OK, json!({"items": []})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> Store {
+        Arc::new(Mutex::new(BTreeMap::from([(7, seed())])))
+    }
+
+    #[test]
+    fn a_put_replaces_the_whole_channel_and_clears_what_it_omits() {
+        let s = store();
+        let mut body = seed();
+        body.remove("graphicsElementIds");
+        body.remove("id");
+        body.insert("name".into(), json!("Retro TV HD"));
+        let (status, stored) = replace(&s, "7", Value::Object(body).to_string().as_bytes());
+        assert_eq!(status, 200);
+        assert_eq!(stored["graphicsElementIds"], json!([]));
+        assert_eq!(stored["name"], "Retro TV HD");
+        assert_eq!(stored["id"], 7, "the id is kept");
+        assert_eq!(stored["watermarkId"], 4);
+    }
+
+    #[test]
+    fn a_string_where_an_integer_belongs_is_a_400_and_changes_nothing() {
+        let s = store();
+        let mut body = seed();
+        body.insert("ffmpegProfileId".into(), json!("2"));
+        let (status, err) = replace(&s, "7", Value::Object(body).to_string().as_bytes());
+        assert_eq!(status, 400);
+        assert!(err["errors"]["ffmpegProfileId"].is_array());
+        assert_eq!(s.lock().unwrap()[&7]["ffmpegProfileId"], 1);
+    }
+
+    #[test]
+    fn unknown_query_parameters_are_ignored_and_bad_booleans_refused() {
+        assert_eq!(
+            playouts("page_size=1").1["items"].as_array().unwrap().len(),
+            3
+        );
+        assert_eq!(
+            playouts("pageSize=1").1["items"].as_array().unwrap().len(),
+            1
+        );
+        assert_eq!(items("showFiller=yes").0, 400);
+        assert_eq!(items("showFiller=true").0, 200);
+        assert_eq!(
+            schedule(br#"{"name":"a","padToNearestMinute":"30"}"#).0,
+            400
+        );
+        assert_eq!(schedule(br#"{"name":"a","padToNearestMinute":30}"#).0, 200);
+    }
+}

@@ -1,0 +1,44 @@
+//! `driftwatch demo` tells the story it promises: the binary exits 0, and the transcript shows
+//! the drift reported in observe mode, the silent clear happening, and enforce mode refusing it.
+
+use std::process::Command;
+
+#[test]
+fn the_demo_binary_prints_the_story_and_exits_0() {
+    let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .arg("demo")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected_in_order = [
+        "== Observe mode",
+        "unknown_query_param query page_size",
+        "did you mean `pageSize`?",
+        "driftwatch_unknown_query_params_total{operation=\"listPlayouts\",param=\"page_size\"} 0 -> 1",
+        "body_type_mismatch body /padToNearestMinute",
+        "upstream_rejected body /padToNearestMinute",
+        "API         200 graphicsElementIds [3,7]",
+        "omitted_on_replace body /graphicsElementIds",
+        "API         200 graphicsElementIds []  <- silently cleared by the PUT",
+        "== Enforce mode",
+        "detail: query parameter `page_size` is not accepted",
+        "detail: body field `/padToNearestMinute` is string",
+        "detail: PUT /api/v1/channels/{id} (updateChannel) replaces the whole resource and the body omits `graphicsElementIds`",
+        "API         200 graphicsElementIds [3,7]  <- intact",
+        "driftwatch_blocked_total{operation=\"updateChannel\",kind=\"omitted_on_replace\"} 0 -> 1",
+    ];
+    let mut rest = &text[..];
+    for line in expected_in_order {
+        let at = rest
+            .find(line)
+            .unwrap_or_else(|| panic!("`{line}` missing (or out of order) in:\n{text}"));
+        rest = &rest[at + line.len()..];
+    }
+    assert!(!text.contains("UNEXPECTED"), "{text}");
+}
