@@ -88,9 +88,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         config.audit.enabled = matches!(switch, Switch::On);
     }
     init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = match config.proxy.workers {
+        1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        0 => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?,
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()?,
+    };
     runtime.block_on(async move {
         let sidecar = build(config, None)?;
         let proxy = TcpListener::bind(sidecar.config.proxy.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.proxy.listen))?;

@@ -114,13 +114,15 @@ pub async fn handle(
 
     let op_id = audited.operation.as_ref().map(|(id, _)| id.as_str());
     let blocking = s.policy.blocking(op_id, &audited.findings);
+    // What the event needs from the request, taken only when there is something to report,
+    // so that a clean request's headers move upstream without a copy.
+    let meta = (!audited.findings.is_empty())
+        .then(|| Meta::new(&s, &parts, &path_and_query, captured.as_deref()));
     let record = Record {
         s: &s,
-        parts: &parts,
         request_id: &request_id,
         audited: &audited,
-        captured: captured.as_deref(),
-        path_and_query: &path_and_query,
+        meta,
     };
     if !blocking.is_empty() {
         let resp = problem::blocked(&blocking, &request_id);
@@ -139,7 +141,7 @@ pub async fn handle(
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
     });
-    let mut forward_parts = parts.clone();
+    let mut forward_parts = parts;
     strip_hop_by_hop(&mut forward_parts.headers);
     if s.config.proxy.forwarded_headers {
         add_forwarded(
@@ -324,19 +326,80 @@ fn compact<'f>(findings: impl Iterator<Item = &'f Finding>) -> String {
         .collect()
 }
 
+/// The request's side of an audit event.
+struct Meta {
+    method: String,
+    path: String,
+    tool: Option<String>,
+    traceparent: Option<String>,
+    values: Option<serde_json::Value>,
+}
+
+impl Meta {
+    fn new(
+        s: &Sidecar,
+        parts: &http::request::Parts,
+        path_and_query: &str,
+        body: Option<&[u8]>,
+    ) -> Meta {
+        let header = |name: &str| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(String::from)
+        };
+        Meta {
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_string(),
+            tool: header(&s.config.events.tool_header),
+            traceparent: header("traceparent"),
+            values: s
+                .config
+                .events
+                .log_values
+                .then(|| values(s, parts, path_and_query, body)),
+        }
+    }
+}
+
+/// Query, body and non-secret headers, for `log_values = true` only.
+fn values(
+    s: &Sidecar,
+    parts: &http::request::Parts,
+    path_and_query: &str,
+    body: Option<&[u8]>,
+) -> serde_json::Value {
+    let secret = |name: &str| {
+        SECRET_HEADERS.contains(&name)
+            || s.config
+                .events
+                .secret_headers
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+    };
+    let headers: serde_json::Map<String, serde_json::Value> = parts
+        .headers
+        .iter()
+        .filter(|(k, _)| !secret(k.as_str()))
+        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("(binary)"))))
+        .collect();
+    let query = path_and_query.split_once('?').map(|(_, q)| q);
+    let body = body.map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).into_owned());
+    json!({"query": query, "body": body, "headers": headers})
+}
+
 /// The recording step shared by every outcome: metrics, then (when there were findings) an
 /// event in the log and the recent ring.
 struct Record<'a> {
     s: &'a Sidecar,
-    parts: &'a http::request::Parts,
     request_id: &'a str,
     audited: &'a Audited,
-    captured: Option<&'a [u8]>,
-    path_and_query: &'a str,
+    meta: Option<Meta>,
 }
 
 impl Record<'_> {
-    fn finish(&self, outcome: Outcome, status: Option<u16>, extra: Vec<Finding>) {
+    fn finish(self, outcome: Outcome, status: Option<u16>, extra: Vec<Finding>) {
         let s = self.s;
         let (op_id, template) = match &self.audited.operation {
             Some((id, template)) => (id.as_str(), Some(template.clone())),
@@ -347,9 +410,7 @@ impl Record<'_> {
         for f in &all {
             s.metrics.finding(op_id, f);
         }
-        if all.is_empty() {
-            return;
-        }
+        let Some(meta) = self.meta else { return };
         let operation = self.audited.operation.as_ref().map(|(id, _)| id.as_str());
         let findings = all
             .iter()
@@ -364,22 +425,15 @@ impl Record<'_> {
                 },
             })
             .collect();
-        let header = |name: &str| {
-            self.parts
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(String::from)
-        };
         let event = Arc::new(Event {
             at: SystemTime::now(),
             request_id: self.request_id.to_string(),
-            traceparent: header("traceparent"),
-            tool: header(&s.config.events.tool_header),
+            traceparent: meta.traceparent,
+            tool: meta.tool,
             operation: operation.map(String::from),
-            method: self.parts.method.to_string(),
+            method: meta.method,
             path_template: template,
-            path: self.parts.uri.path().to_string(),
+            path: meta.path,
             status,
             action: match outcome {
                 Outcome::Forwarded => "forwarded",
@@ -389,37 +443,11 @@ impl Record<'_> {
             mode: s.policy.mode.as_str(),
             spec_revision: s.spec.revision.clone(),
             findings,
-            values: s.config.events.log_values.then(|| self.values()),
+            values: meta.values,
         });
         if !s.events.log(event.clone()) {
             s.metrics.event_dropped();
         }
         s.recent.push(event);
-    }
-
-    /// Query, body and non-secret headers, for `log_values = true` only.
-    fn values(&self) -> serde_json::Value {
-        let secret = |name: &str| {
-            SECRET_HEADERS.contains(&name)
-                || self
-                    .s
-                    .config
-                    .events
-                    .secret_headers
-                    .iter()
-                    .any(|h| h.eq_ignore_ascii_case(name))
-        };
-        let headers: serde_json::Map<String, serde_json::Value> = self
-            .parts
-            .headers
-            .iter()
-            .filter(|(k, _)| !secret(k.as_str()))
-            .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("(binary)"))))
-            .collect();
-        let query = self.path_and_query.split_once('?').map(|(_, q)| q);
-        let body = self
-            .captured
-            .map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).into_owned());
-        json!({"query": query, "body": body, "headers": headers})
     }
 }

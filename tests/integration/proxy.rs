@@ -153,6 +153,11 @@ async fn observe_forwards_clean_and_drifted_requests_byte_for_byte() {
         assert_eq!(r.header("x-forwarded-proto"), Some("http"));
     }
     assert!(got[2].chunked, "a chunked request stays chunked");
+    assert!(
+        !got[0].chunked && got[0].header("content-length").is_none(),
+        "a GET without a body gets none: {:?}",
+        got[0].headers
+    );
     assert!(!got[1].chunked);
     dw.stop().await;
 }
