@@ -22,6 +22,7 @@ pub struct Config {
     pub audit: AuditConfig,
     pub enforce: EnforceConfig,
     pub events: EventsConfig,
+    pub memory: MemoryConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -114,6 +115,37 @@ pub struct EventsConfig {
     pub secret_headers: Vec<String>,
     /// Log body and parameter values in events. Off: only names and types.
     pub log_values: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Remember GET responses of resources that have a replace write (silent-clear detection).
+    pub enabled: bool,
+    /// Resources remembered at most (least recently used dropped first).
+    pub max_entries: usize,
+    /// Seconds a remembered GET stays valid.
+    pub ttl_secs: u64,
+    /// The header whose value scopes memory per credential, so two users never share it.
+    pub scope_header: String,
+    /// Response bodies up to this many bytes (decoded) are read for memory.
+    pub max_response_body: usize,
+    /// Per operation id: write field name to read field name where the models differ,
+    /// e.g. `updateChannel = { graphicsElementIds = "graphicsElements" }`.
+    pub field_map: HashMap<String, HashMap<String, String>>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> MemoryConfig {
+        MemoryConfig {
+            enabled: true,
+            max_entries: 10_000,
+            ttl_secs: 3_600,
+            scope_header: "authorization".into(),
+            max_response_body: 1 << 20,
+            field_map: HashMap::new(),
+        }
+    }
 }
 
 impl Default for ProxyConfig {
@@ -375,5 +407,6 @@ mod tests {
         assert_eq!(format!("{:?}", c.audit), format!("{:?}", d.audit));
         assert_eq!(format!("{:?}", c.admin), format!("{:?}", d.admin));
         assert_eq!(format!("{:?}", c.events), format!("{:?}", d.events));
+        assert_eq!(format!("{:?}", c.memory), format!("{:?}", d.memory));
     }
 }

@@ -35,6 +35,8 @@ pub struct Contract {
     /// The spec's `openapi` field, for `/spec` and events.
     pub openapi: String,
     operations: Vec<Operation>,
+    /// Operation id to index in `operations`.
+    by_id: HashMap<String, usize>,
     router: router::Router,
     /// Prefixes stripped from request paths before routing, longest first.
     base_paths: Vec<String>,
@@ -66,7 +68,7 @@ impl Contract {
 
     /// Find an operation by id (`listInvoices` or `"PUT /api/channels/{id}"`).
     pub fn operation(&self, id: &str) -> Option<&Operation> {
-        self.operations.iter().find(|op| op.id == id)
+        self.by_id.get(id).map(|i| &self.operations[*i])
     }
 
     /// Route a request by method (any case) and raw path (no query string).

@@ -21,6 +21,10 @@ pub enum Kind {
     BodyTypeMismatch,
     BodySchemaViolation,
     OmittedOnReplace,
+    /// A replace write omits a field that held a value at the last GET: it is about to be erased.
+    SilentClearRisk,
+    /// Confirmed: after a write that omitted it, the resource shows the field emptied.
+    SilentClear,
     /// The API answered 4xx to a request that had findings: the drift that caused it.
     UpstreamRejected,
     Unaudited,
@@ -28,7 +32,7 @@ pub enum Kind {
 
 impl Kind {
     /// All kinds, so that tests and docs can pin the set by name.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 15] = [
         Kind::UnknownOperation,
         Kind::MethodNotAllowed,
         Kind::UnknownQueryParam,
@@ -40,6 +44,8 @@ impl Kind {
         Kind::BodyTypeMismatch,
         Kind::BodySchemaViolation,
         Kind::OmittedOnReplace,
+        Kind::SilentClearRisk,
+        Kind::SilentClear,
         Kind::UpstreamRejected,
         Kind::Unaudited,
     ];
@@ -58,6 +64,8 @@ impl Kind {
             Kind::BodyTypeMismatch => "body_type_mismatch",
             Kind::BodySchemaViolation => "body_schema_violation",
             Kind::OmittedOnReplace => "omitted_on_replace",
+            Kind::SilentClearRisk => "silent_clear_risk",
+            Kind::SilentClear => "silent_clear",
             Kind::UpstreamRejected => "upstream_rejected",
             Kind::Unaudited => "unaudited",
         }
@@ -72,6 +80,7 @@ impl Kind {
     /// by the audit where the schema says `additionalProperties: false`.
     pub fn default_severity(self) -> Severity {
         match self {
+            Kind::SilentClearRisk | Kind::SilentClear => Severity::Critical,
             Kind::UndeclaredBodyField | Kind::OmittedOnReplace => Severity::Warning,
             Kind::Unaudited => Severity::Info,
             _ => Severity::Error,
@@ -180,6 +189,27 @@ pub struct Finding {
     pub suggestion: Option<String>,
     /// One sentence a person or an agent can act on.
     pub message: String,
+    /// For silent clears: the GET the write was compared with, and the write that erased.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// What a silent-clear finding was concluded from: enough for an incident responder to find
+/// both requests in the API's own logs. Never a value, only its hash.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evidence {
+    /// Request id of the GET that showed the field holding a value.
+    pub read_request_id: String,
+    #[serde(serialize_with = "rfc3339")]
+    pub read_at: std::time::SystemTime,
+    /// Hash of the field's value at that GET.
+    pub value_hash: String,
+    /// The write that omitted the field (on `silent_clear`).
+    pub write_request_id: Option<String>,
+}
+
+fn rfc3339<S: serde::Serializer>(at: &std::time::SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_millis(*at))
 }
 
 impl Finding {
@@ -195,6 +225,7 @@ impl Finding {
             observed: None,
             suggestion: None,
             message: String::new(),
+            evidence: None,
         }
     }
 

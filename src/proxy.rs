@@ -7,6 +7,7 @@ mod forward;
 mod headers;
 mod problem;
 mod server;
+mod tee;
 mod upstream;
 
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub struct Sidecar {
     pub metrics: Metrics,
     pub events: EventLog,
     pub recent: Recent,
+    /// The last GET of each resource, for silent-clear detection.
+    pub memory: crate::memory::Memory,
     /// Set once the listener is serving; `/readyz` reports it.
     pub ready: AtomicBool,
 }
@@ -69,6 +72,10 @@ impl Sidecar {
         Ok(Sidecar {
             policy: Policy::new(config.proxy.mode, &config.enforce),
             recent: Recent::new(config.admin.recent_findings),
+            memory: crate::memory::Memory::new(
+                config.memory.max_entries,
+                std::time::Duration::from_secs(config.memory.ttl_secs),
+            ),
             contract,
             spec,
             upstream,

@@ -18,6 +18,8 @@ pub struct Exchange {
     pub headers: Vec<(String, String)>,
     pub body: Option<Vec<u8>>,
     pub response: Option<RecordedResponse>,
+    /// When it was recorded (HAR `startedDateTime`, JSON Lines `time`), RFC 3339.
+    pub at: Option<std::time::SystemTime>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +112,7 @@ fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
             body: body_of(r)?,
         }),
     };
+    let at = time(line.get("time"));
     Ok(Exchange {
         index,
         method,
@@ -117,7 +120,15 @@ fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
         headers,
         body,
         response,
+        at,
     })
+}
+
+/// An RFC 3339 timestamp (`Z` form); anything else is treated as unknown.
+fn time(value: Option<&Value>) -> Option<std::time::SystemTime> {
+    value
+        .and_then(Value::as_str)
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
 }
 
 /// `{"name": "value"}` (a list of values repeats the header) or `[{"name","value"}]`.
@@ -219,6 +230,7 @@ fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
         }
         _ => None,
     };
+    let at = time(entry.get("startedDateTime"));
     Ok(Exchange {
         index,
         method,
@@ -226,6 +238,7 @@ fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
         headers,
         body,
         response,
+        at,
     })
 }
 

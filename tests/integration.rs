@@ -9,6 +9,7 @@ mod integration {
     pub mod proxy;
     pub mod real_specs;
     pub mod sidecar;
+    pub mod silent_clears;
     pub mod spec_loading;
     pub mod stories;
     pub mod transport;

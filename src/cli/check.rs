@@ -11,10 +11,14 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 
+use std::time::{Duration, SystemTime};
+
 use crate::audit::audit;
 use crate::contract::{Contract, ContractOptions};
 use crate::finding::{Finding, Severity};
+use crate::memory::{Key, Memory, scope_of};
 use crate::request::RequestView;
+use crate::silent::Tracker;
 use crate::spec::Spec;
 use crate::traffic::Traffic;
 
@@ -90,6 +94,14 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         );
     }
     let mut results = Vec::new();
+    // The same silent-clear memory the proxy keeps, across the recording: replaying an
+    // incident's traffic gives the verdict the live sidecar gave.
+    let defaults = crate::config::MemoryConfig::default();
+    let memory = Memory::new(defaults.max_entries, Duration::from_secs(defaults.ttl_secs));
+    let tracker = Tracker {
+        memory: &memory,
+        field_maps: &defaults.field_map,
+    };
     for exchange in &traffic.exchanges {
         let request = RequestView::new(
             &exchange.method,
@@ -97,7 +109,37 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             &exchange.headers,
             exchange.body.as_deref(),
         );
-        for finding in audit(&contract, &request).findings {
+        let audited = audit(&contract, &request);
+        let mut findings = audited.findings;
+        if let Some(op) = audited.operation {
+            let at = exchange.at.unwrap_or_else(SystemTime::now);
+            let credential =
+                crate::request::Headers::get(exchange.headers.as_slice(), &defaults.scope_header);
+            let key = Key {
+                path: request.path.to_string(),
+                scope: scope_of(credential),
+            };
+            let at_risk = tracker.before_write(op, &key, at, &mut findings);
+            if let Some(response) = &exchange.response {
+                let request_id =
+                    crate::request::Headers::get(exchange.headers.as_slice(), "x-request-id")
+                        .map_or_else(|| format!("exchange-{}", exchange.index), String::from);
+                let body = response
+                    .body
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok());
+                findings.extend(tracker.after_response(
+                    op,
+                    &key,
+                    &request_id,
+                    at,
+                    response.status,
+                    body.as_ref(),
+                    at_risk,
+                ));
+            }
+        }
+        for finding in findings {
             results.push((exchange, request.path.to_string(), finding));
         }
     }

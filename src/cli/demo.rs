@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use crate::config::Config;
 use crate::demo::agent::{Agent, Call};
 use crate::demo::{SPEC, SPEC_NAME, api};
-use crate::policy::{Action, Mode};
+use crate::policy::Mode;
 use crate::proxy::Sidecar;
 
 #[derive(Args, Debug, Default)]
@@ -65,10 +65,6 @@ async fn stage(mode: Mode) -> anyhow::Result<Stage> {
     config.proxy.upstream = Some(format!("http://{api}"));
     config.proxy.mode = mode;
     config.events.output = "none".into();
-    config.enforce.operations.insert(
-        "updateChannel".into(),
-        [("omitted_on_replace".to_string(), Action::Block)].into(),
-    );
     let sidecar = Arc::new(super::serve::build(
         config,
         Some((Path::new(SPEC_NAME), SPEC.as_bytes())),
@@ -151,16 +147,20 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
 
     n.title("3. update_channel: GET channel 7, rename it, PUT it back through a tool schema without graphicsElementIds")?;
     let before = agent.get_channel().await?;
-    n.call(
-        &before,
-        &format!("graphicsElementIds {}", before.body["graphicsElementIds"]),
-    )?;
+    let note = format!(
+        "graphicsElementIds {}  (driftwatch remembers: non-empty)",
+        before.body["graphicsElementIds"]
+    );
+    n.call(&before, &note)?;
+    n.armed().await;
     let (put, fields) = agent.rename_channel(&before.body, "Retro TV HD").await?;
     n.call(
         &put,
         &format!("{fields} of the spec's 30 properties sent; the API accepted the replace"),
     )?;
-    ok &= n.findings(&put, &["omitted_on_replace"]).await?;
+    ok &= n
+        .findings(&put, &["silent_clear_risk", "silent_clear"])
+        .await?;
     let after = agent.get_channel().await?;
     n.call(
         &after,
@@ -184,11 +184,7 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     )?;
     writeln!(
         out,
-        "   (errors and criticals block by default; this demo's config also has"
-    )?;
-    writeln!(
-        out,
-        "    [enforce.operations] updateChannel = {{ omitted_on_replace = \"block\" }})\n"
+        "   (by default, findings of severity error and critical block)\n"
     )?;
     let mut agent = Agent::new(format!("http://{}", enforce.proxy));
     let mut n = Narrator {
@@ -198,14 +194,15 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     };
     n.title("1. list_playouts with `page_size`")?;
     let call = agent.list_playouts().await?;
-    ok &= n.refused(&call)?;
+    ok &= n.refused(&call, 422)?;
     n.title("2. update_schedule with padToNearestMinute \"30\"")?;
     let call = agent.update_schedule().await?;
-    ok &= n.refused(&call)?;
+    ok &= n.refused(&call, 422)?;
     n.title("3. update_channel without graphicsElementIds")?;
     let before = agent.get_channel().await?;
+    n.armed().await;
     let (put, _) = agent.rename_channel(&before.body, "Retro TV HD").await?;
-    ok &= n.refused(&put)?;
+    ok &= n.refused(&put, 409)?;
     let after = agent.get_channel().await?;
     n.call(
         &after,
@@ -277,22 +274,45 @@ impl Narrator<'_> {
         writeln!(self.out, "   API         {} {}", call.status, note)
     }
 
-    /// Print driftwatch's findings for the call and the metric lines that moved.
+    /// Wait (bounded) until driftwatch has read the GET response it just forwarded: it reads
+    /// copies after the last byte went to the agent, off the response path.
+    async fn armed(&self) {
+        for _ in 0..400 {
+            if !self.stage.sidecar.memory.is_empty() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Print driftwatch's findings for the call (waiting, bounded, for the last expected kind:
+    /// a confirmation arrives after the response) and the metric lines that moved.
     async fn findings(&mut self, call: &Call, expected: &[&str]) -> anyhow::Result<bool> {
-        let events = self.stage.sidecar.recent.query(&Default::default());
-        let event = events.iter().find(|e| e.request_id == call.request_id);
+        let mut found = Vec::new();
+        for _ in 0..400 {
+            let events = self.stage.sidecar.recent.query(&Default::default());
+            found = events
+                .iter()
+                .rev()
+                .filter(|e| e.request_id == call.request_id)
+                .flat_map(|e| e.findings.iter().map(|f| f.finding.clone()))
+                .collect::<Vec<_>>();
+            if found.last().map(|f| f.kind.as_str()) == expected.last().copied() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         let mut kinds = Vec::new();
-        for f in event.map(|e| e.findings.as_slice()).unwrap_or_default() {
-            let f = &f.finding;
-            writeln!(
-                self.out,
+        for f in &found {
+            let line = format!(
                 "   driftwatch  {:<8} {} {} {}: {}",
                 f.severity.as_str(),
                 f.kind,
                 f.location,
                 f.field,
                 f.message
-            )?;
+            );
+            writeln!(self.out, "{line}")?;
             kinds.push(f.kind.as_str());
         }
         self.metrics().await?;
@@ -304,7 +324,7 @@ impl Narrator<'_> {
         )
     }
 
-    fn refused(&mut self, call: &Call) -> anyhow::Result<bool> {
+    fn refused(&mut self, call: &Call, status: u16) -> anyhow::Result<bool> {
         writeln!(
             self.out,
             "   agent       {} {}  [{}]",
@@ -322,8 +342,8 @@ impl Narrator<'_> {
         )?;
         expect(
             self.out,
-            call.status == 422,
-            "the request is refused with 422",
+            call.status == status,
+            &format!("the request is refused with {status}"),
         )
     }
 
@@ -335,6 +355,7 @@ impl Narrator<'_> {
                 "driftwatch_findings_total",
                 "driftwatch_unknown_query_params_total",
                 "driftwatch_blocked_total",
+                "driftwatch_silent_clears_total",
             ];
             if *value != was && shown.iter().any(|s| series.starts_with(s)) {
                 writeln!(self.out, "   metric      {series} {was} -> {value}")?;

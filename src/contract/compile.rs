@@ -55,13 +55,19 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
             operations.push(operation);
         }
     }
+    link_reads_and_replaces(&mut operations);
     let base_paths = match &options.base_path {
         Some(base) => vec![trim_trailing_slash(base).to_string()],
         None => server_base_paths(doc),
     };
+    let mut by_id = std::collections::HashMap::new();
+    for (i, op) in operations.iter().enumerate() {
+        by_id.entry(op.id.clone()).or_insert(i);
+    }
     Ok(Contract {
         openapi: spec.openapi.clone(),
         operations,
+        by_id,
         router,
         base_paths,
     })
@@ -133,8 +139,76 @@ fn compile_operation(
         params,
         body,
         write,
+        response_fields: response_fields(schemas.doc, op, &op_ptr),
         pointer: op_ptr,
+        remembers: false,
+        read_fields: None,
     })
+}
+
+/// A GET and a replace write on the same path template are one resource: the GET's responses
+/// are remembered, and the write is compared against them.
+fn link_reads_and_replaces(operations: &mut [Operation]) {
+    let shape = |t: &str| super::router::normalize_template(t);
+    for i in 0..operations.len() {
+        if operations[i].write != WriteSemantics::Replace {
+            continue;
+        }
+        let key = shape(&operations[i].template);
+        let read = operations
+            .iter()
+            .position(|op| op.method == "GET" && shape(&op.template) == key);
+        if let Some(read) = read {
+            operations[i].read_fields = operations[read]
+                .response_fields
+                .clone()
+                .or_else(|| Some(Vec::new()));
+            operations[read].remembers = true;
+        }
+    }
+}
+
+/// Property names of the first 2xx JSON response's object schema (refs and `allOf` followed).
+fn response_fields(doc: &Value, op: &Value, op_ptr: &str) -> Option<Vec<String>> {
+    let responses = op.get("responses")?.as_object()?;
+    let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
+    let response = super::resolve::deref(doc, response);
+    let (_, media) = response
+        .get("content")?
+        .as_object()?
+        .iter()
+        .find(|(m, _)| is_json(m))?;
+    let _ = op_ptr;
+    let mut names = Vec::new();
+    object_names(doc, media.get("schema")?, &mut names, 0);
+    (!names.is_empty()).then_some(names)
+}
+
+fn object_names(doc: &Value, schema: &Value, names: &mut Vec<String>, depth: usize) {
+    let schema = super::resolve::deref(doc, schema);
+    if depth > 8 {
+        return;
+    }
+    for name in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|p| p.keys())
+    {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for branch in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            object_names(doc, branch, names, depth + 1);
+        }
+    }
 }
 
 fn compile_param(

@@ -167,6 +167,12 @@ pub struct Operation {
     pub write: WriteSemantics,
     /// JSON pointer of the operation object, for error messages and diffs.
     pub pointer: String,
+    /// Top-level properties of the 2xx JSON response, where the spec declares an object.
+    pub response_fields: Option<Vec<String>>,
+    /// A GET whose resource also has a replace write: its responses are remembered.
+    pub remembers: bool,
+    /// A replace write: the response fields of the GET of the same resource.
+    pub read_fields: Option<Vec<String>>,
 }
 
 impl Operation {

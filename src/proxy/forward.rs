@@ -17,14 +17,103 @@ use super::Sidecar;
 use super::body::{Captured, UpstreamBody, capture};
 use super::headers::{add_forwarded, new_request_id, strip_hop_by_hop};
 use super::problem;
+use super::tee::{Tee, decode};
 use super::upstream::{cause, root_cause};
 use crate::audit::audit;
+use crate::contract::Operation;
 use crate::finding::{Finding, Kind, Location};
+use crate::memory::{Key, scope_of};
 use crate::policy::Action;
 use crate::request::{Headers, RequestView};
+use crate::silent::{AtRisk, Tracker};
 use crate::sink::{Event, EventFinding, NO_OPERATION, Outcome, SECRET_HEADERS};
 
-pub type ResponseBody = Either<Incoming, Full<Bytes>>;
+pub type ResponseBody = Either<Tee, Full<Bytes>>;
+
+fn header_text(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+}
+
+/// The request's tool and traceparent, kept for findings that arrive after the response.
+struct LateMeta {
+    tool: Option<String>,
+    traceparent: Option<String>,
+}
+
+/// Work on a response copy, after its last byte went to the client: remember a GET, confirm
+/// a silent clear, record what was confirmed.
+struct Late {
+    s: Arc<Sidecar>,
+    op_id: String,
+    key: Key,
+    request_id: String,
+    meta: LateMeta,
+    status: u16,
+    encoding: Option<String>,
+    at_risk: AtRisk,
+}
+
+impl Late {
+    fn run(self, copy: Option<Vec<u8>>) {
+        let s = &self.s;
+        let Some(op) = s.contract.operation(&self.op_id) else {
+            return;
+        };
+        let limit = s.config.memory.max_response_body;
+        let body: Option<serde_json::Value> = copy
+            .and_then(|bytes| decode(self.encoding.as_deref(), &bytes, limit))
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        let tracker = Tracker {
+            memory: &s.memory,
+            field_maps: &s.config.memory.field_map,
+        };
+        let confirmed = tracker.after_response(
+            op,
+            &self.key,
+            &self.request_id,
+            SystemTime::now(),
+            self.status,
+            body.as_ref(),
+            self.at_risk,
+        );
+        s.metrics.memory(s.memory.len(), s.memory.evictions());
+        if confirmed.is_empty() {
+            return;
+        }
+        for f in &confirmed {
+            s.metrics.finding(&op.id, f);
+        }
+        let event = Arc::new(Event {
+            at: SystemTime::now(),
+            request_id: self.request_id.clone(),
+            traceparent: self.meta.traceparent,
+            tool: self.meta.tool,
+            operation: Some(op.id.clone()),
+            method: op.method.clone(),
+            path_template: Some(op.template.clone()),
+            path: self.key.path.clone(),
+            status: Some(self.status),
+            action: "observed",
+            mode: s.policy.mode.as_str(),
+            spec_revision: s.spec.revision.clone(),
+            findings: confirmed
+                .into_iter()
+                .map(|finding| EventFinding {
+                    finding,
+                    action: "log",
+                })
+                .collect(),
+            values: None,
+        });
+        if !s.events.log(event.clone()) {
+            s.metrics.event_dropped();
+        }
+        s.recent.push(event);
+    }
+}
 
 /// Header lookup for the audit over hyper's header map.
 struct HeaderView<'a>(&'a http::HeaderMap);
@@ -36,8 +125,8 @@ impl Headers for HeaderView<'_> {
 }
 
 /// What the audit concluded, carried to the recording step.
-struct Audited {
-    operation: Option<(String, String)>,
+struct Audited<'c> {
+    operation: Option<&'c Operation>,
     findings: Vec<Finding>,
 }
 
@@ -112,7 +201,37 @@ pub async fn handle(
         }
     };
 
-    let op_id = audited.operation.as_ref().map(|(id, _)| id.as_str());
+    // Silent-clear memory: a replace write is compared with the last GET of the resource.
+    let mut audited = audited;
+    let memory_key = match audited.operation {
+        Some(op) if s.config.memory.enabled && (op.remembers || op.read_fields.is_some()) => {
+            let credential = parts
+                .headers
+                .get(s.config.memory.scope_header.as_str())
+                .and_then(|v| v.to_str().ok());
+            Some(Key {
+                path: parts.uri.path().to_string(),
+                scope: scope_of(credential),
+            })
+        }
+        _ => None,
+    };
+    let tracker = Tracker {
+        memory: &s.memory,
+        field_maps: &s.config.memory.field_map,
+    };
+    let at_risk = match (audited.operation, &memory_key) {
+        (Some(op), Some(key)) => {
+            tracker.before_write(op, key, SystemTime::now(), &mut audited.findings)
+        }
+        _ => Vec::new(),
+    };
+    let late_meta = memory_key.as_ref().map(|_| LateMeta {
+        tool: header_text(&parts.headers, &s.config.events.tool_header),
+        traceparent: header_text(&parts.headers, "traceparent"),
+    });
+    let audited = audited;
+    let op_id = audited.operation.map(|op| op.id.as_str());
     let blocking = s.policy.blocking(op_id, &audited.findings);
     // What the event needs from the request, taken only when there is something to report,
     // so that a clean request's headers move upstream without a copy.
@@ -126,6 +245,11 @@ pub async fn handle(
     };
     if !blocking.is_empty() {
         let resp = problem::blocked(&blocking, &request_id);
+        let resp = if blocking.iter().any(|f| f.kind == Kind::SilentClearRisk) {
+            problem::silent_clear(resp, &blocking)
+        } else {
+            resp
+        };
         let mut kinds: Vec<&str> = blocking.iter().map(|f| f.kind.as_str()).collect();
         kinds.dedup();
         for kind in kinds {
@@ -197,7 +321,33 @@ pub async fn handle(
                     .insert(HeaderName::from_static("driftwatch-findings"), v);
             }
             record.finish(Outcome::Forwarded, Some(status.as_u16()), extra);
-            return Ok(resp.map(Either::Left));
+            let copy = match (audited.operation, memory_key, late_meta) {
+                (Some(op), Some(key), Some(meta))
+                    if status.is_success() && (op.remembers || !at_risk.is_empty()) =>
+                {
+                    Some((op.id.clone(), key, meta))
+                }
+                _ => None,
+            };
+            let Some((op_id, key, meta)) = copy else {
+                return Ok(resp.map(|b| Either::Left(Tee::pass(b))));
+            };
+            let encoding = header_text(resp.headers(), "content-encoding");
+            let limit = s.config.memory.max_response_body;
+            let late = Late {
+                s: s.clone(),
+                op_id,
+                key,
+                request_id: request_id.clone(),
+                meta,
+                status: status.as_u16(),
+                encoding,
+                at_risk,
+            };
+            let on_end = Box::new(move |copy: Option<Vec<u8>>| {
+                tokio::spawn(async move { late.run(copy) });
+            });
+            return Ok(resp.map(|b| Either::Left(Tee::copying(b, limit, on_end))));
         }
         Ok(Err(e)) => {
             let cause = cause(&e);
@@ -233,13 +383,13 @@ pub async fn handle(
 }
 
 /// Audit the request; an internal failure is counted and the request goes on unaudited.
-fn run_audit(
-    s: &Sidecar,
+fn run_audit<'c>(
+    s: &'c Sidecar,
     parts: &http::request::Parts,
     path_and_query: &str,
     body: Option<&[u8]>,
     too_large: bool,
-) -> Audited {
+) -> Audited<'c> {
     let started = Instant::now();
     let headers = HeaderView(&parts.headers);
     let view = RequestView::new(
@@ -250,10 +400,7 @@ fn run_audit(
     );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let a = audit(&s.contract, &view);
-        (
-            a.operation.map(|op| (op.id.clone(), op.template.clone())),
-            a.findings,
-        )
+        (a.operation, a.findings)
     }));
     s.metrics.audit_seconds(started.elapsed().as_secs_f64());
     match result {
@@ -271,11 +418,11 @@ fn run_audit(
                         )),
                 );
             }
-            if let Some((id, _)) = &operation {
+            if let Some(op) = operation {
                 findings
                     .iter_mut()
                     .filter(|f| f.operation.is_none())
-                    .for_each(|f| f.operation = Some(id.clone()));
+                    .for_each(|f| f.operation = Some(op.id.clone()));
             }
             Audited {
                 operation,
@@ -394,15 +541,15 @@ fn values(
 struct Record<'a> {
     s: &'a Sidecar,
     request_id: &'a str,
-    audited: &'a Audited,
+    audited: &'a Audited<'a>,
     meta: Option<Meta>,
 }
 
 impl Record<'_> {
     fn finish(self, outcome: Outcome, status: Option<u16>, extra: Vec<Finding>) {
         let s = self.s;
-        let (op_id, template) = match &self.audited.operation {
-            Some((id, template)) => (id.as_str(), Some(template.clone())),
+        let (op_id, template) = match self.audited.operation {
+            Some(op) => (op.id.as_str(), Some(op.template.clone())),
             None => (NO_OPERATION, None),
         };
         s.metrics.request(op_id, outcome);
@@ -411,7 +558,7 @@ impl Record<'_> {
             s.metrics.finding(op_id, f);
         }
         let Some(meta) = self.meta else { return };
-        let operation = self.audited.operation.as_ref().map(|(id, _)| id.as_str());
+        let operation = self.audited.operation.map(|op| op.id.as_str());
         let findings = all
             .iter()
             .map(|f| EventFinding {

@@ -64,6 +64,36 @@ pub fn blocked(findings: &[&Finding], request_id: &str) -> Response<Bytes> {
     )
 }
 
+/// 409 for a write that would erase data: the fields the agent must send back (their current
+/// values are in the GET it already has).
+pub fn silent_clear(mut blocked: Response<Bytes>, findings: &[&Finding]) -> Response<Bytes> {
+    let fields: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.kind == crate::finding::Kind::SilentClearRisk)
+        .map(|f| f.field.trim_start_matches('/'))
+        .collect();
+    let Ok(mut body) = serde_json::from_slice::<Value>(blocked.body()) else {
+        return blocked;
+    };
+    let detail = format!(
+        "This PUT replaces the whole resource and would erase {}: include {} with the current value from your last GET.",
+        fields
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if fields.len() == 1 { "it" } else { "them" }
+    );
+    body["detail"] = Value::String(shorten(&detail));
+    body["status"] = Value::from(409);
+    body["type"] = Value::String("urn:driftwatch:problem:409".into());
+    body["title"] = Value::String("Request refused: it would silently erase data".into());
+    body["include_fields"] = Value::from(fields);
+    *blocked.body_mut() = Bytes::from(body.to_string());
+    *blocked.status_mut() = StatusCode::CONFLICT;
+    blocked
+}
+
 fn shorten(detail: &str) -> String {
     if detail.len() <= DETAIL_MAX {
         return detail.to_string();

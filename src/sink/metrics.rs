@@ -52,6 +52,13 @@ struct ParamLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SilentLabels {
+    operation: String,
+    field: String,
+    stage: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BlockedLabels {
     operation: String,
     kind: String,
@@ -89,6 +96,9 @@ pub struct Metrics {
     upstream_duration: Histogram,
     spec_info: Family<SpecLabels, Gauge>,
     spec_operations: Gauge,
+    silent_clears: Family<SilentLabels, Counter>,
+    memory_entries: Gauge,
+    memory_evictions: Gauge,
     /// Unknown parameter names given a label so far, per operation.
     param_labels: Mutex<HashMap<String, HashSet<String>>>,
     param_label_limit: usize,
@@ -110,6 +120,9 @@ impl Metrics {
             upstream_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 10)),
             spec_info: Family::default(),
             spec_operations: Gauge::default(),
+            silent_clears: Family::default(),
+            memory_entries: Gauge::default(),
+            memory_evictions: Gauge::default(),
             param_labels: Mutex::new(HashMap::new()),
             param_label_limit,
         };
@@ -170,6 +183,21 @@ impl Metrics {
             "Operations in the spec in force",
             m.spec_operations.clone(),
         );
+        r.register(
+            "silent_clears",
+            "Replace writes that omit a field, by stage: omitted, at_risk (it held a value at the last GET), confirmed (it was erased)",
+            m.silent_clears.clone(),
+        );
+        r.register(
+            "memory_entries",
+            "Resources remembered from GET responses",
+            m.memory_entries.clone(),
+        );
+        r.register(
+            "memory_evictions",
+            "Remembered resources dropped to keep the memory bound, since start",
+            m.memory_evictions.clone(),
+        );
         m
     }
 
@@ -188,6 +216,22 @@ impl Metrics {
             severity: finding.severity.as_str().into(),
         };
         self.findings.get_or_create(&labels).inc();
+        let stage = match finding.kind {
+            crate::finding::Kind::OmittedOnReplace => Some("omitted"),
+            crate::finding::Kind::SilentClearRisk => Some("at_risk"),
+            crate::finding::Kind::SilentClear => Some("confirmed"),
+            _ => None,
+        };
+        if let Some(stage) = stage {
+            let field = finding.field.trim_start_matches('/').to_string();
+            self.silent_clears
+                .get_or_create(&SilentLabels {
+                    operation: operation.into(),
+                    field,
+                    stage: stage.into(),
+                })
+                .inc();
+        }
         if finding.kind == crate::finding::Kind::UnknownQueryParam {
             let param = self.param_label(operation, &finding.field);
             self.unknown_params
@@ -250,6 +294,11 @@ impl Metrics {
 
     pub fn upstream_seconds(&self, seconds: f64) {
         self.upstream_duration.observe(seconds);
+    }
+
+    pub fn memory(&self, entries: usize, evictions: u64) {
+        self.memory_entries.set(entries as i64);
+        self.memory_evictions.set(evictions as i64);
     }
 
     pub fn spec(&self, revision: &str, openapi: &str, operations: usize) {

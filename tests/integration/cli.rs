@@ -231,3 +231,66 @@ fn har_traffic_is_checked_too() {
         [("unknown_query_param", 0), ("missing_required_param", 0)]
     );
 }
+
+#[test]
+fn check_keeps_the_silent_clear_memory_across_recorded_traffic() {
+    let spec = example("channels.openapi.yaml");
+    let mut read = serde_json::Value::Object(driftwatch::demo::api::seed());
+    let mut stale = read.clone();
+    for key in ["id", "uniqueId", "graphicsElementIds"] {
+        stale.as_object_mut().unwrap().shift_remove(key);
+    }
+    let lines = [
+        serde_json::json!({"method": "GET", "url": "/api/v1/channels/7", "time": "2026-12-02T10:00:00Z",
+            "headers": {"authorization": "Bearer a", "x-request-id": "g1"}, "response": {"status": 200, "body": read}}),
+        serde_json::json!({"method": "PUT", "url": "/api/v1/channels/7", "time": "2026-12-02T10:00:05Z",
+            "headers": {"authorization": "Bearer a", "content-type": "application/json", "x-request-id": "p1"}, "body": stale,
+            "response": {"status": 204}}),
+        {
+            read["graphicsElementIds"] = serde_json::json!([]);
+            serde_json::json!({"method": "GET", "url": "/api/v1/channels/7", "headers": {"authorization": "Bearer a"},
+                "response": {"status": 200, "body": read}})
+        },
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let traffic = temp("incident.jsonl", &text);
+    let (code, stdout, _) = driftwatch(&[
+        "check",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--traffic",
+        &traffic,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let got: Vec<(u64, &str, &str)> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["exchange"].as_u64().unwrap(),
+                f["kind"].as_str().unwrap(),
+                f["field"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, "silent_clear_risk", "/graphicsElementIds"),
+            (2, "silent_clear", "/graphicsElementIds")
+        ]
+    );
+    let clear = &doc["findings"][1]["evidence"];
+    assert_eq!(
+        (
+            clear["read_request_id"].as_str(),
+            clear["write_request_id"].as_str()
+        ),
+        (Some("g1"), Some("p1"))
+    );
+    assert_eq!(clear["read_at"], "2026-12-02T10:00:00.000Z");
+}

@@ -24,14 +24,17 @@ fn the_demo_binary_prints_the_story_and_exits_0() {
         "body_type_mismatch body /padToNearestMinute",
         "upstream_rejected body /padToNearestMinute",
         "API         200 graphicsElementIds [3,7]",
-        "omitted_on_replace body /graphicsElementIds",
+        "critical silent_clear_risk body /graphicsElementIds",
+        "critical silent_clear body /graphicsElementIds: `graphicsElementIds` was erased by the write demo-04",
+        "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"confirmed\"} 0 -> 1",
         "API         200 graphicsElementIds []  <- silently cleared by the PUT",
         "== Enforce mode",
         "detail: query parameter `page_size` is not accepted",
         "detail: body field `/padToNearestMinute` is string",
-        "detail: PUT /api/v1/channels/{id} (updateChannel) replaces the whole resource and the body omits `graphicsElementIds`",
+        "driftwatch  409 refused, never sent to the API",
+        "detail: This PUT replaces the whole resource and would erase `graphicsElementIds`: include it",
         "API         200 graphicsElementIds [3,7]  <- intact",
-        "driftwatch_blocked_total{operation=\"updateChannel\",kind=\"omitted_on_replace\"} 0 -> 1",
+        "driftwatch_blocked_total{operation=\"updateChannel\",kind=\"silent_clear_risk\"} 0 -> 1",
     ];
     let mut rest = &text[..];
     for line in expected_in_order {

@@ -230,8 +230,13 @@ fn every_kind_has_a_producing_request_and_a_clean_twin() {
         }
         covered.insert(twin.kind);
     }
-    // upstream_rejected needs an upstream's answer: its twin is in the proxy tests.
-    covered.insert(Kind::UpstreamRejected);
+    // These need an upstream's answers: their twins are in proxy.rs (upstream_rejected) and
+    // silent_clears.rs (silent_clear_risk, silent_clear).
+    covered.extend([
+        Kind::UpstreamRejected,
+        Kind::SilentClearRisk,
+        Kind::SilentClear,
+    ]);
     let all: BTreeSet<Kind> = Kind::ALL.into_iter().collect();
     assert_eq!(covered, all, "kinds without a twin");
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -1,0 +1,167 @@
+//! Response bodies stream to the client frame by frame as they arrive; where driftwatch needs
+//! to read one (a GET to remember, a write to confirm), a copy of up to `limit` bytes is kept
+//! on the side and handed to a task after the last frame: the client never waits on it. The
+//! copy is decoded (gzip, deflate, br) for reading; the client gets the bytes as sent.
+
+use std::io::Read;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+type OnEnd = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
+
+pub struct Tee {
+    inner: Incoming,
+    copy: Option<Copy>,
+}
+
+struct Copy {
+    buf: Vec<u8>,
+    limit: usize,
+    overflow: bool,
+    on_end: OnEnd,
+}
+
+impl Tee {
+    pub fn pass(inner: Incoming) -> Tee {
+        Tee { inner, copy: None }
+    }
+
+    /// Stream `inner`, and call `on_end` with a copy (or `None` when it grew past `limit`)
+    /// once the last frame has gone to the client.
+    pub fn copying(inner: Incoming, limit: usize, on_end: OnEnd) -> Tee {
+        if inner.is_end_stream() {
+            // An empty body (a 204) is never polled: it is complete already.
+            on_end(Some(Vec::new()));
+            return Tee::pass(inner);
+        }
+        Tee {
+            inner,
+            copy: Some(Copy {
+                buf: Vec::new(),
+                limit,
+                overflow: false,
+                on_end,
+            }),
+        }
+    }
+}
+
+impl Tee {
+    fn finish(&mut self) {
+        if let Some(copy) = self.copy.take() {
+            (copy.on_end)((!copy.overflow).then_some(copy.buf));
+        }
+    }
+}
+
+impl Body for Tee {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(copy), Some(data)) = (this.copy.as_mut(), frame.data_ref()) {
+                    if copy.buf.len() + data.len() > copy.limit {
+                        copy.overflow = true;
+                    } else if !copy.overflow {
+                        copy.buf.extend_from_slice(data);
+                    }
+                }
+                // hyper stops polling a body whose length is used up: finish here too.
+                if this.inner.is_end_stream() {
+                    this.finish();
+                }
+            }
+            Poll::Ready(None) => this.finish(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Decode a response copy by its `Content-Encoding`, reading at most `limit` decoded bytes
+/// (a compressed body cannot grow past the bound).
+pub fn decode(encoding: Option<&str>, bytes: &[u8], limit: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let cap = limit as u64 + 1;
+    let read = match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") | Some("identity") => return Some(bytes.to_vec()),
+        Some("gzip") | Some("x-gzip") => flate2::read::GzDecoder::new(bytes)
+            .take(cap)
+            .read_to_end(&mut out),
+        Some("deflate") => {
+            let zlib = flate2::read::ZlibDecoder::new(bytes)
+                .take(cap)
+                .read_to_end(&mut out);
+            if zlib.is_err() {
+                out.clear();
+                flate2::read::DeflateDecoder::new(bytes)
+                    .take(cap)
+                    .read_to_end(&mut out)
+            } else {
+                zlib
+            }
+        }
+        Some("br") => brotli::Decompressor::new(bytes, 4096)
+            .take(cap)
+            .read_to_end(&mut out),
+        Some(_) => return None,
+    };
+    (read.is_ok() && out.len() <= limit).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn gzip_deflate_and_brotli_copies_decode() {
+        let text = br#"{"graphicsElementIds":[3,7]}"#;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(text).unwrap();
+        assert_eq!(
+            decode(Some("gzip"), &gz.finish().unwrap(), 1024).unwrap(),
+            text
+        );
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zl.write_all(text).unwrap();
+        assert_eq!(
+            decode(Some("deflate"), &zl.finish().unwrap(), 1024).unwrap(),
+            text
+        );
+        let mut br = Vec::new();
+        brotli::CompressorWriter::new(&mut br, 4096, 5, 22)
+            .write_all(text)
+            .unwrap();
+        assert_eq!(decode(Some("br"), &br, 1024).unwrap(), text);
+        assert_eq!(decode(None, text, 1024).unwrap(), text);
+        assert_eq!(decode(Some("zstd"), text, 1024), None);
+        let big = vec![b'a'; 10_000];
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&big).unwrap();
+        assert_eq!(
+            decode(Some("gzip"), &gz.finish().unwrap(), 1024),
+            None,
+            "decoded size is bounded"
+        );
+    }
+}

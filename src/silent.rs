@@ -1,0 +1,156 @@
+//! Silent-clear detection, shared by the proxy and `driftwatch check` so that replaying an
+//! incident's traffic gives the verdict the live sidecar gave. Before a replace write:
+//! `omitted_on_replace` becomes `silent_clear_risk` where the last GET showed the field holding
+//! a value. After the write: its 2xx response, or the next GET, showing the field emptied
+//! confirms a `silent_clear`, linked to the write's request id. Times are passed in; nothing
+//! here reads a clock or a socket.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::contract::{Operation, WriteSemantics};
+use crate::finding::{Evidence, Finding, Kind, Severity};
+use crate::memory::{Key, Memory, Pending, is_empty};
+
+pub struct Tracker<'m> {
+    pub memory: &'m Memory,
+    /// Per operation id: write field name to read field name, where the models differ.
+    pub field_maps: &'m HashMap<String, HashMap<String, String>>,
+}
+
+/// Fields of one write found at risk: (read name, write name, evidence).
+pub type AtRisk = Vec<(String, String, Evidence)>;
+
+impl Tracker<'_> {
+    /// Before a replace write is forwarded: upgrade its `omitted_on_replace` findings whose
+    /// field was non-empty at the last GET of the same resource (same credential scope).
+    pub fn before_write(
+        &self,
+        op: &Operation,
+        key: &Key,
+        now: SystemTime,
+        findings: &mut [Finding],
+    ) -> AtRisk {
+        let mut at_risk = Vec::new();
+        if op.write != WriteSemantics::Replace {
+            return at_risk;
+        }
+        let Some(snapshot) = self.memory.recall(key, now) else {
+            return at_risk;
+        };
+        let map = self.field_maps.get(&op.id);
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.kind == Kind::OmittedOnReplace)
+        {
+            let write_name = f.field.trim_start_matches('/').to_string();
+            let read_name = map
+                .and_then(|m| m.get(&write_name))
+                .cloned()
+                .unwrap_or_else(|| write_name.clone());
+            let declared_in_read = op
+                .read_fields
+                .as_ref()
+                .is_none_or(|fields| fields.is_empty() || fields.contains(&read_name));
+            let write_only = op
+                .body_properties()
+                .iter()
+                .any(|p| p.name == write_name && p.write_only);
+            let Some(state) = snapshot.field(&read_name) else {
+                continue;
+            };
+            if state.empty || !declared_in_read || write_only {
+                continue;
+            }
+            let evidence = Evidence {
+                read_request_id: snapshot.request_id.clone(),
+                read_at: snapshot.at,
+                value_hash: format!("{:016x}", state.hash),
+                write_request_id: None,
+            };
+            f.kind = Kind::SilentClearRisk;
+            f.severity = Severity::Critical;
+            f.observed = Some("absent; held a value at the last GET".into());
+            f.message = format!(
+                "{} {} ({}) would erase `{write_name}`: the body omits it, and the GET {} at {} showed it holding a value; send its current value",
+                op.method,
+                op.template,
+                op.id,
+                snapshot.request_id,
+                humantime::format_rfc3339_seconds(snapshot.at)
+            );
+            f.evidence = Some(evidence.clone());
+            at_risk.push((read_name, write_name, evidence));
+        }
+        at_risk
+    }
+
+    /// After a response: remember a GET, and confirm clears a forwarded write left pending
+    /// (from the write's own response or the next GET). Returns confirmed `silent_clear`s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn after_response(
+        &self,
+        op: &Operation,
+        key: &Key,
+        request_id: &str,
+        at: SystemTime,
+        status: u16,
+        body: Option<&Value>,
+        at_risk: AtRisk,
+    ) -> Vec<Finding> {
+        if !(200..300).contains(&status) {
+            return Vec::new();
+        }
+        if op.write == WriteSemantics::Replace && !at_risk.is_empty() {
+            let pending = Pending {
+                operation: op.id.clone(),
+                write_request_id: request_id.to_string(),
+                fields: at_risk,
+            };
+            let confirmed = body.map(|b| confirm(&pending, b, op)).unwrap_or_default();
+            if confirmed.is_empty() {
+                self.memory.expect_clear(key.clone(), pending);
+            }
+            return confirmed;
+        }
+        if op.remembers && op.method == "GET" {
+            let Some(body) = body else { return Vec::new() };
+            let confirmed = match self.memory.take_pending(key) {
+                Some(pending) => confirm(&pending, body, op),
+                None => Vec::new(),
+            };
+            self.memory.remember(key.clone(), request_id, at, body);
+            return confirmed;
+        }
+        Vec::new()
+    }
+}
+
+/// `silent_clear` for each pending field the resource now shows empty.
+fn confirm(pending: &Pending, body: &Value, seen_by: &Operation) -> Vec<Finding> {
+    pending
+        .fields
+        .iter()
+        .filter(|(read, _, _)| body.get(read).is_some_and(is_empty))
+        .map(|(read, write, evidence)| {
+            let mut evidence = evidence.clone();
+            evidence.write_request_id = Some(pending.write_request_id.clone());
+            let shown_by = if seen_by.id == pending.operation {
+                "the write's own response".to_string()
+            } else {
+                format!("the next {} ({})", seen_by.id, seen_by.method)
+            };
+            let mut f = Finding::new(Kind::SilentClear, crate::finding::Location::Body, format!("/{write}"))
+                .observed("emptied")
+                .message(format!(
+                    "`{read}` was erased by the write {} ({}): it held a value at GET {}, the write omitted it, and {shown_by} shows it empty",
+                    pending.write_request_id, pending.operation, evidence.read_request_id
+                ));
+            f.operation = Some(pending.operation.clone());
+            f.evidence = Some(evidence);
+            f
+        })
+        .collect()
+}
