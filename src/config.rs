@@ -217,7 +217,7 @@ fn invalid(origin: impl Into<String>, reason: impl Into<String>) -> ConfigError 
 }
 
 /// Sections of the file, for mapping `DRIFTWATCH_SECTION_KEY` to `[section] key`.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "upstream_tls",
     "spec",
     "proxy",
@@ -225,6 +225,7 @@ const SECTIONS: [&str; 7] = [
     "audit",
     "enforce",
     "events",
+    "memory",
 ];
 
 impl Config {
@@ -396,6 +397,19 @@ mod tests {
         );
         let e = Config::load(Some(&file), &[], []).unwrap_err().to_string();
         assert!(e.contains("unknown variant `stop`"), "{e}");
+    }
+
+    #[test]
+    fn every_section_of_the_documented_config_is_reachable_from_the_environment() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/driftwatch.toml");
+        let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut sections: Vec<&str> = table.keys().map(String::as_str).collect();
+        sections.sort();
+        let mut known = SECTIONS.to_vec();
+        known.sort();
+        assert_eq!(sections, known);
+        let env = [("DRIFTWATCH_MEMORY_MAX_ENTRIES".to_string(), "5".to_string())];
+        assert_eq!(Config::load(None, &[], env).unwrap().memory.max_entries, 5);
     }
 
     #[test]
