@@ -26,40 +26,53 @@ fn temp(name: &str, contents: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
-#[test]
-fn check_reports_the_example_traffic_as_json_and_fails_on_errors() {
-    let spec = example("channels.openapi.yaml");
-    let traffic = example("channels.traffic.jsonl");
-    let (code, stdout, _) = driftwatch(&[
+/// `driftwatch check --format json` on `spec` and `traffic`: exit code and the parsed document.
+fn check_json(spec: &std::path::Path, traffic: &str) -> (i32, Value) {
+    let (code, stdout, stderr) = driftwatch(&[
         "check",
         "--spec",
         spec.to_str().unwrap(),
         "--traffic",
-        traffic.to_str().unwrap(),
+        traffic,
         "--format",
         "json",
     ]);
-    assert_eq!(code, 1);
-    let doc: Value = serde_json::from_str(&stdout).unwrap();
-    let got: Vec<(u64, &str, &str)> = doc["findings"]
+    let doc = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    (code, doc)
+}
+
+/// (exchange, kind, field) of every finding, in order.
+fn triples(doc: &Value) -> Vec<(u64, String, String)> {
+    doc["findings"]
         .as_array()
         .unwrap()
         .iter()
         .map(|f| {
             (
                 f["exchange"].as_u64().unwrap(),
-                f["kind"].as_str().unwrap(),
-                f["field"].as_str().unwrap(),
+                f["kind"].as_str().unwrap().to_string(),
+                f["field"].as_str().unwrap().to_string(),
             )
         })
-        .collect();
+        .collect()
+}
+
+fn t(exchange: u64, kind: &str, field: &str) -> (u64, String, String) {
+    (exchange, kind.to_string(), field.to_string())
+}
+
+#[test]
+fn check_reports_the_example_traffic_as_json_and_fails_on_errors() {
+    let traffic = example("channels.traffic.jsonl");
+    let (code, doc) = check_json(&example("channels.openapi.yaml"), traffic.to_str().unwrap());
+    assert_eq!(code, 1);
     assert_eq!(
-        got,
+        triples(&doc),
         [
-            (1, "unknown_query_param", "page_size"),
-            (2, "param_type_mismatch", "showFiller"),
-            (3, "body_type_mismatch", "/ffmpegProfileId"),
-            (3, "omitted_on_replace", "/graphicsElementIds"),
+            t(1, "unknown_query_param", "page_size"),
+            t(2, "param_type_mismatch", "showFiller"),
+            t(3, "body_type_mismatch", "/ffmpegProfileId"),
+            t(3, "omitted_on_replace", "/graphicsElementIds"),
         ]
     );
     let first = &doc["findings"][0];
@@ -209,26 +222,14 @@ fn har_traffic_is_checked_too() {
           {"request":{"method":"GET","url":"https://billing.example.com/v2/invoices?customer_id=c1","headers":[]},"response":{"status":400,"headers":[],"content":{"mimeType":"application/json","text":"{}"}}},
           {"request":{"method":"GET","url":"https://billing.example.com/v2/invoices?customerId=c1","headers":[]},"response":{"status":200,"headers":[],"content":{}}}]}}"#,
     );
-    let (code, stdout, _) = driftwatch(&[
-        "check",
-        "--spec",
-        spec.to_str().unwrap(),
-        "--traffic",
-        &har,
-        "--format",
-        "json",
-    ]);
+    let (code, doc) = check_json(&spec, &har);
     assert_eq!(code, 1);
-    let doc: Value = serde_json::from_str(&stdout).unwrap();
-    let kinds: Vec<(&str, u64)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["kind"].as_str().unwrap(), f["exchange"].as_u64().unwrap()))
-        .collect();
     assert_eq!(
-        kinds,
-        [("unknown_query_param", 0), ("missing_required_param", 0)]
+        triples(&doc),
+        [
+            t(0, "unknown_query_param", "customer_id"),
+            t(0, "missing_required_param", "customerId")
+        ]
     );
 }
 
@@ -254,34 +255,13 @@ fn check_keeps_the_silent_clear_memory_across_recorded_traffic() {
     ];
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let traffic = temp("incident.jsonl", &text);
-    let (code, stdout, _) = driftwatch(&[
-        "check",
-        "--spec",
-        spec.to_str().unwrap(),
-        "--traffic",
-        &traffic,
-        "--format",
-        "json",
-    ]);
+    let (code, doc) = check_json(&spec, &traffic);
     assert_eq!(code, 1);
-    let doc: Value = serde_json::from_str(&stdout).unwrap();
-    let got: Vec<(u64, &str, &str)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["exchange"].as_u64().unwrap(),
-                f["kind"].as_str().unwrap(),
-                f["field"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        got,
+        triples(&doc),
         [
-            (1, "silent_clear_risk", "/graphicsElementIds"),
-            (2, "silent_clear", "/graphicsElementIds")
+            t(1, "silent_clear_risk", "/graphicsElementIds"),
+            t(2, "silent_clear", "/graphicsElementIds")
         ]
     );
     let clear = &doc["findings"][1]["evidence"];

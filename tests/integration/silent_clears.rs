@@ -86,6 +86,24 @@ async fn kinds_of(admin: SocketAddr, rid: &str, until: Option<&str>) -> Vec<(Str
     panic!("no `{until:?}` for {rid}");
 }
 
+/// Alice GETs channel 7 (request `g1`); once driftwatch remembers it, `put_auth` PUTs it back
+/// through the stale tool (request `p1`).
+async fn read_then_stale_put(
+    dw: &super::sidecar::Running,
+    put_auth: &str,
+) -> (Value, super::sidecar::RawResponse) {
+    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
+        .await
+        .json();
+    armed(dw.admin, 1.0).await;
+    let resp = raw(
+        dw.addr,
+        &put("/api/v1/channels/7", put_auth, "p1", &stale_body(&read)),
+    )
+    .await;
+    (read, resp)
+}
+
 fn pair(kind: &str, field: &str) -> (String, String) {
     (kind.into(), field.into())
 }
@@ -94,21 +112,8 @@ fn pair(kind: &str, field: &str) -> (String, String) {
 async fn a_put_that_drops_a_held_field_is_at_risk_then_confirmed_by_its_own_response() {
     let api = demo_api().await;
     let dw = start(config(&format!("http://{api}"), |_| {})).await;
-    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
-        .await
-        .json();
+    let (read, resp) = read_then_stale_put(&dw, "Bearer alice").await;
     assert_eq!(read["graphicsElementIds"], json!([3, 7]));
-    armed(dw.admin, 1.0).await;
-    let resp = raw(
-        dw.addr,
-        &put(
-            "/api/v1/channels/7",
-            "Bearer alice",
-            "p1",
-            &stale_body(&read),
-        ),
-    )
-    .await;
     assert_eq!(resp.status, 200, "observe mode forwards it");
     let found = kinds_of(dw.admin, "p1", Some("silent_clear")).await;
     assert_eq!(
@@ -273,20 +278,7 @@ async fn enforce_refuses_the_erasing_put_with_409_and_the_api_keeps_the_list() {
         c.proxy.mode = Mode::Enforce
     }))
     .await;
-    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
-        .await
-        .json();
-    armed(dw.admin, 1.0).await;
-    let resp = raw(
-        dw.addr,
-        &put(
-            "/api/v1/channels/7",
-            "Bearer alice",
-            "p1",
-            &stale_body(&read),
-        ),
-    )
-    .await;
+    let (read, resp) = read_then_stale_put(&dw, "Bearer alice").await;
     assert_eq!(resp.status, 409);
     let problem = resp.json();
     assert_eq!(
