@@ -154,3 +154,83 @@ fn confirm(pending: &Pending, body: &Value, seen_by: &Operation) -> Vec<Finding>
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{Contract, ContractOptions};
+    use crate::finding::Location;
+    use crate::spec::Spec;
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// A read model that nests what the write model flattens, and a writeOnly secret that the
+    /// read model also lists.
+    fn contract() -> Contract {
+        let doc = json!({"openapi": "3.1.0", "paths": {"/c/{id}": {
+            "get": {"responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"name": {"type": "string"}, "graphicsElements": {"type": "array"},
+                "password": {"type": "string"}}}}}}}},
+            "put": {"operationId": "updateC", "requestBody": {"content": {"application/json": {"schema": {
+                "type": "object", "properties": {"name": {"type": "string"}, "graphicsElementIds": {"type": "array"},
+                "password": {"type": "string", "writeOnly": true}}}}}}, "responses": {"200": {"description": "ok"}}}}}});
+        Contract::compile(
+            &Spec::from_document(std::path::Path::new("c.json"), doc).unwrap(),
+            &ContractOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn omitted(field: &str) -> Finding {
+        Finding::new(Kind::OmittedOnReplace, Location::Body, format!("/{field}"))
+    }
+
+    #[test]
+    fn differently_named_fields_are_compared_only_when_mapped_and_write_only_never() {
+        let c = contract();
+        let put = c.operation("updateC").unwrap();
+        let memory = Memory::new(10, Duration::from_secs(60));
+        let key = Key {
+            path: "/c/1".into(),
+            scope: 1,
+        };
+        let t = SystemTime::now();
+        memory.remember(
+            key.clone(),
+            "g1",
+            t,
+            &json!({"name": "x", "graphicsElements": [{"id": 3}], "password": "p"}),
+        );
+        let unmapped = HashMap::new();
+        let tracker = Tracker {
+            memory: &memory,
+            field_maps: &unmapped,
+        };
+        let mut findings = vec![omitted("graphicsElementIds"), omitted("password")];
+        assert!(
+            tracker.before_write(put, &key, t, &mut findings).is_empty(),
+            "unmapped names are not guessed"
+        );
+        assert!(findings.iter().all(|f| f.kind == Kind::OmittedOnReplace));
+        let mapped: HashMap<String, HashMap<String, String>> = [(
+            "updateC".to_string(),
+            [(
+                "graphicsElementIds".to_string(),
+                "graphicsElements".to_string(),
+            )]
+            .into(),
+        )]
+        .into();
+        let tracker = Tracker {
+            memory: &memory,
+            field_maps: &mapped,
+        };
+        let at_risk = tracker.before_write(put, &key, t, &mut findings);
+        assert_eq!(at_risk.len(), 1);
+        assert_eq!(
+            (findings[0].kind, findings[1].kind),
+            (Kind::SilentClearRisk, Kind::OmittedOnReplace)
+        );
+        assert_eq!(findings[0].evidence.as_ref().unwrap().read_request_id, "g1");
+    }
+}
