@@ -133,6 +133,10 @@ pub struct MemoryConfig {
     /// Per operation id: write field name to read field name where the models differ,
     /// e.g. `updateChannel = { graphicsElementIds = "graphicsElements" }`.
     pub field_map: HashMap<String, HashMap<String, String>>,
+    /// The GET that shows a replace write's resource where their path templates differ:
+    /// write (id or `"PUT /path/{id}"`) to read (id or `"GET /path/{id}"`); path parameter
+    /// values are matched in order.
+    pub resources: HashMap<String, String>,
 }
 
 impl Default for MemoryConfig {
@@ -144,6 +148,7 @@ impl Default for MemoryConfig {
             scope_header: "authorization".into(),
             max_response_body: 1 << 20,
             field_map: HashMap::new(),
+            resources: HashMap::new(),
         }
     }
 }

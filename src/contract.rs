@@ -28,6 +28,9 @@ pub struct ContractOptions {
     pub base_path: Option<String>,
     /// Write semantics by operation id or `"PUT /path/{id}"`, over `x-driftwatch-write`.
     pub write_overrides: HashMap<String, WriteSemantics>,
+    /// The GET that shows a replace write's resource, where its path template differs: write
+    /// (id or `"PUT /path/{id}"`) to read (id or `"GET /path/{id}"`), over `x-driftwatch-read`.
+    pub read_for: HashMap<String, String>,
 }
 
 #[derive(Debug)]

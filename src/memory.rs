@@ -1,7 +1,7 @@
 //! What each resource looked like at its last GET, so a replace write can be told apart as
 //! "omitted a field" or "is about to erase data". Per top-level field only: present, empty,
-//! and a hash of the value, never the value. Keyed by the concrete path and a credential
-//! scope, so two users never share memory. Bounded: an LRU of at most `capacity` entries, each
+//! and a hash of the value, never the value. Keyed by the resource (its GET operation and path
+//! parameter values) and a credential scope, so two users never share memory. Bounded: an LRU of at most `capacity` entries, each
 //! with at most `MAX_FIELDS` fields, dropped after `ttl`.
 
 use std::hash::{Hash, Hasher};
@@ -20,7 +20,8 @@ pub const MAX_FIELDS: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
-    /// The concrete request path (`/api/v1/channels/7`).
+    /// The resource: the name of the GET that shows it and its path parameter values
+    /// (`getChannel:7`; see `silent::resource_key`).
     pub path: String,
     /// A hash of the credential (`Authorization` or a configured header); 0 for none.
     pub scope: u64,

@@ -10,9 +10,30 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::contract::{Operation, WriteSemantics};
+use crate::contract::{Contract, Operation, Route, WriteSemantics};
 use crate::finding::{Evidence, Finding, Kind, Severity};
 use crate::memory::{Key, Memory, Pending, is_empty};
+
+/// The memory key of a request to `op`: its resource's name, the path parameter values (so a
+/// GET and a write on different templates meet when mapped), and the credential scope.
+/// `None` when the operation has no remembered resource.
+pub fn resource_key(
+    contract: &Contract,
+    op: &Operation,
+    method: &str,
+    path: &str,
+    scope: u64,
+) -> Option<Key> {
+    let resource = op.resource.as_ref()?;
+    let values = match contract.route(method, path) {
+        Route::Found { path_values, .. } => path_values.join("/"),
+        _ => return None,
+    };
+    Some(Key {
+        path: format!("{resource}:{values}"),
+        scope,
+    })
+}
 
 pub struct Tracker<'m> {
     pub memory: &'m Memory,
@@ -232,5 +253,41 @@ mod tests {
             (Kind::SilentClearRisk, Kind::OmittedOnReplace)
         );
         assert_eq!(findings[0].evidence.as_ref().unwrap().read_request_id, "g1");
+    }
+
+    #[test]
+    fn the_config_links_a_write_to_a_get_on_another_template() {
+        let doc = json!({"openapi": "3.1.0", "paths": {
+            "/c/{id}/view": {"get": {"operationId": "viewC", "responses": {"200": {"description": "ok"}}}},
+            "/c/{cid}": {"put": {"operationId": "putC", "responses": {"200": {"description": "ok"}}}},
+            "/d/{id}": {"get": {"operationId": "getD", "responses": {}}, "put": {"operationId": "putD", "responses": {}}}}});
+        let spec = Spec::from_document(std::path::Path::new("c.json"), doc).unwrap();
+        let unlinked = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        assert_eq!(unlinked.operation("putC").unwrap().resource, None);
+        assert_eq!(
+            unlinked.operation("putD").unwrap().resource.as_deref(),
+            Some("getD"),
+            "same template links itself"
+        );
+        let options = ContractOptions {
+            read_for: [("PUT /c/{cid}".to_string(), "viewC".to_string())].into(),
+            ..Default::default()
+        };
+        let linked = Contract::compile(&spec, &options).unwrap();
+        let (put, view) = (
+            linked.operation("putC").unwrap(),
+            linked.operation("viewC").unwrap(),
+        );
+        assert_eq!(
+            (put.resource.as_deref(), view.remembers),
+            (Some("viewC"), true)
+        );
+        let a = resource_key(&linked, put, "PUT", "/c/7", 1).unwrap();
+        let b = resource_key(&linked, view, "GET", "/c/7/view", 1).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(
+            a,
+            resource_key(&linked, view, "GET", "/c/8/view", 1).unwrap()
+        );
     }
 }

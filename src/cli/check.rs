@@ -16,9 +16,9 @@ use std::time::{Duration, SystemTime};
 use crate::audit::audit;
 use crate::contract::{Contract, ContractOptions};
 use crate::finding::{Finding, Severity};
-use crate::memory::{Key, Memory, scope_of};
+use crate::memory::{Memory, scope_of};
 use crate::request::RequestView;
-use crate::silent::Tracker;
+use crate::silent::{Tracker, resource_key};
 use crate::spec::Spec;
 use crate::traffic::Traffic;
 
@@ -115,9 +115,17 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let at = exchange.at.unwrap_or_else(SystemTime::now);
             let credential =
                 crate::request::Headers::get(exchange.headers.as_slice(), &defaults.scope_header);
-            let key = Key {
-                path: request.path.to_string(),
-                scope: scope_of(credential),
+            let Some(key) = resource_key(
+                &contract,
+                op,
+                &exchange.method,
+                request.path,
+                scope_of(credential),
+            ) else {
+                for finding in findings {
+                    results.push((exchange, request.path.to_string(), finding));
+                }
+                continue;
             };
             let at_risk = tracker.before_write(op, &key, at, &mut findings);
             if let Some(response) = &exchange.response {

@@ -149,6 +149,7 @@ pub fn contract_options(config: &Config) -> ContractOptions {
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), WriteSemantics::parse(v)?)))
             .collect(),
+        read_for: config.memory.resources.clone(),
     }
 }
 

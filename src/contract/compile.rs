@@ -2,6 +2,7 @@
 //! operation-level parameters, compiling parameter and body schemas, deciding write semantics.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -55,7 +56,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
             operations.push(operation);
         }
     }
-    link_reads_and_replaces(&mut operations);
+    link_reads_and_replaces(&mut operations, &options.read_for);
     let base_paths = match &options.base_path {
         Some(base) => vec![trim_trailing_slash(base).to_string()],
         None => server_base_paths(doc),
@@ -143,27 +144,48 @@ fn compile_operation(
         pointer: op_ptr,
         remembers: false,
         read_fields: None,
+        resource: None,
+        read_hint: op
+            .get("x-driftwatch-read")
+            .and_then(Value::as_str)
+            .map(String::from),
     })
 }
 
-/// A GET and a replace write on the same path template are one resource: the GET's responses
-/// are remembered, and the write is compared against them.
-fn link_reads_and_replaces(operations: &mut [Operation]) {
+/// A GET and a replace write on the same path template are one resource, or on different
+/// templates where the config (`read_for`) or the write's `x-driftwatch-read` says so: the
+/// GET's responses are remembered, and the write is compared against them.
+fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<String, String>) {
     let shape = |t: &str| super::router::normalize_template(t);
+    let label = |op: &Operation| format!("{} {}", op.method, op.template);
     for i in 0..operations.len() {
         if operations[i].write != WriteSemantics::Replace {
             continue;
         }
-        let key = shape(&operations[i].template);
-        let read = operations
-            .iter()
-            .position(|op| op.method == "GET" && shape(&op.template) == key);
+        let named = read_for
+            .get(&operations[i].id)
+            .or_else(|| read_for.get(&label(&operations[i])))
+            .or(operations[i].read_hint.as_ref())
+            .cloned();
+        let read = match named {
+            Some(name) => operations
+                .iter()
+                .position(|op| op.method == "GET" && (op.id == name || label(op) == name)),
+            None => {
+                let key = shape(&operations[i].template);
+                operations
+                    .iter()
+                    .position(|op| op.method == "GET" && shape(&op.template) == key)
+            }
+        };
         if let Some(read) = read {
             operations[i].read_fields = operations[read]
                 .response_fields
                 .clone()
                 .or_else(|| Some(Vec::new()));
+            operations[i].resource = Some(operations[read].id.clone());
             operations[read].remembers = true;
+            operations[read].resource = Some(operations[read].id.clone());
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::finding::{Finding, Kind, Location};
 use crate::memory::{Key, scope_of};
 use crate::policy::Action;
 use crate::request::{Headers, RequestView};
-use crate::silent::{AtRisk, Tracker};
+use crate::silent::{AtRisk, Tracker, resource_key};
 use crate::sink::{Event, EventFinding, NO_OPERATION, Outcome, SECRET_HEADERS};
 
 pub type ResponseBody = Either<Tee, Full<Bytes>>;
@@ -204,15 +204,18 @@ pub async fn handle(
     // Silent-clear memory: a replace write is compared with the last GET of the resource.
     let mut audited = audited;
     let memory_key = match audited.operation {
-        Some(op) if s.config.memory.enabled && (op.remembers || op.read_fields.is_some()) => {
+        Some(op) if s.config.memory.enabled && op.resource.is_some() => {
             let credential = parts
                 .headers
                 .get(s.config.memory.scope_header.as_str())
                 .and_then(|v| v.to_str().ok());
-            Some(Key {
-                path: parts.uri.path().to_string(),
-                scope: scope_of(credential),
-            })
+            resource_key(
+                &s.contract,
+                op,
+                parts.method.as_str(),
+                parts.uri.path(),
+                scope_of(credential),
+            )
         }
         _ => None,
     };

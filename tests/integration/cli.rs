@@ -274,3 +274,51 @@ fn check_keeps_the_silent_clear_memory_across_recorded_traffic() {
     );
     assert_eq!(clear["read_at"], "2026-12-02T10:00:00.000Z");
 }
+
+#[test]
+fn a_write_linked_to_a_get_on_another_template_shares_its_memory_by_parameter_values() {
+    let spec = temp(
+        "linked.yaml",
+        r#"openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /api/v1/channels/{id}/details:
+    get:
+      operationId: getChannelDetails
+      parameters: [{name: id, in: path, required: true, schema: {type: integer}}]
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {type: object, properties: {name: {type: string}, graphicsElementIds: {type: array, items: {type: integer}}}}
+  /api/v1/channels/{channelId}:
+    put:
+      operationId: updateChannel
+      x-driftwatch-read: getChannelDetails
+      parameters: [{name: channelId, in: path, required: true, schema: {type: integer}}]
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {name: {type: string}, graphicsElementIds: {type: array, items: {type: integer}}}}
+      responses: {"200": {description: ok}}
+"#,
+    );
+    let lines = [
+        r#"{"method":"GET","url":"/api/v1/channels/7/details","headers":{"x-request-id":"g7"},"response":{"status":200,"body":{"name":"Retro","graphicsElementIds":[3,7]}}}"#,
+        r#"{"method":"PUT","url":"/api/v1/channels/8","headers":{"content-type":"application/json"},"body":{"name":"Other"}}"#,
+        r#"{"method":"PUT","url":"/api/v1/channels/7","headers":{"content-type":"application/json"},"body":{"name":"Retro HD"}}"#,
+    ];
+    let traffic = temp("linked.jsonl", &(lines.join("\n") + "\n"));
+    let (code, doc) = check_json(std::path::Path::new(&spec), &traffic);
+    assert_eq!(code, 1);
+    assert_eq!(
+        triples(&doc),
+        [
+            t(1, "omitted_on_replace", "/graphicsElementIds"),
+            t(2, "silent_clear_risk", "/graphicsElementIds")
+        ],
+        "channel 8 was never read; channel 7 was, through the linked GET"
+    );
+    assert_eq!(doc["findings"][1]["evidence"]["read_request_id"], "g7");
+}
