@@ -14,7 +14,8 @@ use serde_json::json;
 use std::time::{Duration, SystemTime};
 
 use crate::audit::audit;
-use crate::contract::{Contract, ContractOptions};
+use crate::config::Config;
+use crate::contract::Contract;
 use crate::finding::{Finding, Severity};
 use crate::memory::{Memory, scope_of};
 use crate::request::RequestView;
@@ -38,6 +39,10 @@ pub struct CheckArgs {
     /// Path prefix to strip before routing, instead of the spec's `servers` URLs.
     #[arg(long)]
     base_path: Option<String>,
+    /// The sidecar's TOML config, for the same [spec] and [memory] settings as live
+    /// (write semantics, base path, field maps, linked resources, credential header).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -78,11 +83,15 @@ struct Row<'a> {
 }
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let spec = Spec::load(&args.spec)?;
-    let options = ContractOptions {
-        base_path: args.base_path.clone(),
-        ..ContractOptions::default()
+    let config = match &args.config {
+        Some(path) => Config::load(Some(path), &[], std::iter::empty())?,
+        None => Config::default(),
     };
+    let spec = Spec::load(&args.spec)?;
+    let mut options = super::serve::contract_options(&config);
+    if args.base_path.is_some() {
+        options.base_path = args.base_path.clone();
+    }
     let contract = Contract::compile(&spec, &options)?;
     drop(spec);
     let traffic = Traffic::read(&args.traffic)?;
@@ -96,7 +105,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     // The same silent-clear memory the proxy keeps, across the recording: replaying an
     // incident's traffic gives the verdict the live sidecar gave.
-    let defaults = crate::config::MemoryConfig::default();
+    let defaults = &config.memory;
     let memory = Memory::new(defaults.max_entries, Duration::from_secs(defaults.ttl_secs));
     let tracker = Tracker {
         memory: &memory,

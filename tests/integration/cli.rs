@@ -322,3 +322,67 @@ paths:
     );
     assert_eq!(doc["findings"][1]["evidence"]["read_request_id"], "g7");
 }
+
+#[test]
+fn check_takes_the_sidecars_config_for_field_maps() {
+    let spec = temp(
+        "mapped.yaml",
+        r#"openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /channels/{id}:
+    parameters: [{name: id, in: path, required: true, schema: {type: integer}}]
+    get:
+      operationId: getChannel
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {type: object, properties: {name: {type: string}, graphicsElements: {type: array, items: {type: object}}}}
+    put:
+      operationId: updateChannel
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {name: {type: string}, graphicsElementIds: {type: array, items: {type: integer}}}}
+      responses: {"200": {description: ok}}
+"#,
+    );
+    let traffic = temp(
+        "mapped.jsonl",
+        concat!(
+            r#"{"method":"GET","url":"/channels/7","response":{"status":200,"body":{"name":"Retro","graphicsElements":[{"id":3}]}}}"#,
+            "\n",
+            r#"{"method":"PUT","url":"/channels/7","headers":{"content-type":"application/json"},"body":{"name":"Retro HD"}}"#,
+            "\n"
+        ),
+    );
+    let (_, unmapped) = check_json(std::path::Path::new(&spec), &traffic);
+    assert_eq!(
+        triples(&unmapped),
+        [t(1, "omitted_on_replace", "/graphicsElementIds")],
+        "names that differ are not guessed"
+    );
+    let config = temp(
+        "mapped.toml",
+        "[memory.field_map.updateChannel]\ngraphicsElementIds = \"graphicsElements\"\n",
+    );
+    let (code, stdout, stderr) = driftwatch(&[
+        "check",
+        "--spec",
+        &spec,
+        "--traffic",
+        &traffic,
+        "--format",
+        "json",
+        "--config",
+        &config,
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    let mapped: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        triples(&mapped),
+        [t(1, "silent_clear_risk", "/graphicsElementIds")]
+    );
+}
