@@ -12,15 +12,17 @@ use crate::contract::{Contract, Operation, Route};
 use crate::finding::{Finding, Kind, Location};
 use crate::request::RequestView;
 
-/// The result of auditing one request: the operation it matched (if any) and what was found.
+/// The result of auditing one request: the operation it matched (if any), the raw path
+/// parameter values it was routed with, and what was found.
 #[derive(Debug)]
-pub struct Audit<'c> {
+pub struct Audit<'c, 'p> {
     pub operation: Option<&'c Operation>,
+    pub path_values: Vec<&'p str>,
     pub findings: Vec<Finding>,
 }
 
 /// Audit `request` against `contract`; every finding carries the operation id.
-pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
+pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit<'c, 'p> {
     let mut findings = Vec::new();
     match contract.route(request.method, request.path) {
         Route::Found {
@@ -34,6 +36,7 @@ pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
             }
             Audit {
                 operation: Some(operation),
+                path_values,
                 findings,
             }
         }
@@ -51,6 +54,7 @@ pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
             );
             Audit {
                 operation: None,
+                path_values: Vec::new(),
                 findings,
             }
         }
@@ -70,6 +74,7 @@ pub fn audit<'c>(contract: &'c Contract, request: &RequestView) -> Audit<'c> {
             );
             Audit {
                 operation: None,
+                path_values: Vec::new(),
                 findings,
             }
         }

@@ -208,7 +208,11 @@ pub struct Evidence {
     pub write_request_id: Option<String>,
 }
 
-fn rfc3339<S: serde::Serializer>(at: &std::time::SystemTime, s: S) -> Result<S::Ok, S::Error> {
+/// Serialize a time as RFC 3339 with milliseconds, as every event and finding writes it.
+pub(crate) fn rfc3339<S: serde::Serializer>(
+    at: &std::time::SystemTime,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_str(&humantime::format_rfc3339_millis(*at))
 }
 

@@ -103,11 +103,7 @@ fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
     let response = match line.get("response") {
         None | Some(Value::Null) => None,
         Some(r) => Some(RecordedResponse {
-            status: r
-                .get("status")
-                .and_then(Value::as_u64)
-                .and_then(|s| u16::try_from(s).ok())
-                .ok_or("response needs a numeric `status`")?,
+            status: status_of(r).ok_or("response needs a numeric `status`")?,
             headers: header_map(r.get("headers"))?,
             body: body_of(r)?,
         }),
@@ -122,6 +118,13 @@ fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
         response,
         at,
     })
+}
+
+fn status_of(response: &Value) -> Option<u16> {
+    response
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
 }
 
 /// An RFC 3339 timestamp (`Z` form); anything else is treated as unknown.
@@ -210,6 +213,7 @@ fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
     let mut headers = header_map(request.get("headers"))?;
     let body = har_content(request.get("postData"), &mut headers)?;
     let response = match entry.get("response") {
+        // HAR writes status 0 for a request that got no response.
         Some(r)
             if r.get("status")
                 .and_then(Value::as_u64)
@@ -217,11 +221,7 @@ fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
         {
             let mut headers = header_map(r.get("headers"))?;
             let body = har_content(r.get("content"), &mut headers)?;
-            let status = r
-                .get("status")
-                .and_then(Value::as_u64)
-                .and_then(|s| u16::try_from(s).ok())
-                .ok_or("bad status")?;
+            let status = status_of(r).ok_or("bad status")?;
             Some(RecordedResponse {
                 status,
                 headers,

@@ -79,7 +79,8 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
         }
     }
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();
-    if !free_form {
+    if !free_form && used.contains(&false) {
+        // The names a misspelled key may have meant; gathered only when a key was not taken.
         let declared: Vec<&str> = op
             .params_in(Location::Query)
             .flat_map(|p| {

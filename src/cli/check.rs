@@ -120,22 +120,16 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         );
         let audited = audit(&contract, &request);
         let mut findings = audited.findings;
-        if let Some(op) = audited.operation {
-            let at = exchange.at.unwrap_or_else(SystemTime::now);
-            let credential =
-                crate::request::Headers::get(exchange.headers.as_slice(), &defaults.scope_header);
-            let Some(key) = resource_key(
-                &contract,
+        let credential =
+            crate::request::Headers::get(exchange.headers.as_slice(), &defaults.scope_header);
+        let remembered = audited.operation.and_then(|op| {
+            Some((
                 op,
-                &exchange.method,
-                request.path,
-                scope_of(credential),
-            ) else {
-                for finding in findings {
-                    results.push((exchange, request.path.to_string(), finding));
-                }
-                continue;
-            };
+                resource_key(op, &audited.path_values, scope_of(credential))?,
+            ))
+        });
+        if let Some((op, key)) = remembered {
+            let at = exchange.at.unwrap_or_else(SystemTime::now);
             let at_risk = tracker.before_write(op, &key, at, &mut findings);
             if let Some(response) = &exchange.response {
                 let request_id =

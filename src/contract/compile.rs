@@ -140,7 +140,7 @@ fn compile_operation(
         params,
         body,
         write,
-        response_fields: response_fields(schemas.doc, op, &op_ptr),
+        response_fields: response_fields(schemas.doc, op),
         pointer: op_ptr,
         remembers: false,
         read_fields: None,
@@ -191,7 +191,7 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
 }
 
 /// Property names of the first 2xx JSON response's object schema (refs and `allOf` followed).
-fn response_fields(doc: &Value, op: &Value, op_ptr: &str) -> Option<Vec<String>> {
+fn response_fields(doc: &Value, op: &Value) -> Option<Vec<String>> {
     let responses = op.get("responses")?.as_object()?;
     let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
     let response = super::resolve::deref(doc, response);
@@ -200,7 +200,6 @@ fn response_fields(doc: &Value, op: &Value, op_ptr: &str) -> Option<Vec<String>>
         .as_object()?
         .iter()
         .find(|(m, _)| is_json(m))?;
-    let _ = op_ptr;
     let mut names = Vec::new();
     object_names(doc, media.get("schema")?, &mut names, 0);
     (!names.is_empty()).then_some(names)

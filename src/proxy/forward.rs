@@ -128,6 +128,8 @@ impl Headers for HeaderView<'_> {
 struct Audited<'c> {
     operation: Option<&'c Operation>,
     findings: Vec<Finding>,
+    /// The resource's memory key, for an operation with a remembered resource.
+    memory_key: Option<Key>,
 }
 
 pub async fn handle(
@@ -166,6 +168,7 @@ pub async fn handle(
             Audited {
                 operation: None,
                 findings: Vec::new(),
+                memory_key: None,
             },
             UpstreamBody::Replay {
                 prefix: Default::default(),
@@ -203,22 +206,7 @@ pub async fn handle(
 
     // Silent-clear memory: a replace write is compared with the last GET of the resource.
     let mut audited = audited;
-    let memory_key = match audited.operation {
-        Some(op) if s.config.memory.enabled && op.resource.is_some() => {
-            let credential = parts
-                .headers
-                .get(s.config.memory.scope_header.as_str())
-                .and_then(|v| v.to_str().ok());
-            resource_key(
-                &s.contract,
-                op,
-                parts.method.as_str(),
-                parts.uri.path(),
-                scope_of(credential),
-            )
-        }
-        _ => None,
-    };
+    let memory_key = audited.memory_key.take();
     let tracker = Tracker {
         memory: &s.memory,
         field_maps: &s.config.memory.field_map,
@@ -403,11 +391,18 @@ fn run_audit<'c>(
     );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let a = audit(&s.contract, &view);
-        (a.operation, a.findings)
+        let key = a
+            .operation
+            .filter(|_| s.config.memory.enabled)
+            .and_then(|op| {
+                let credential = view.headers.get(&s.config.memory.scope_header);
+                resource_key(op, &a.path_values, scope_of(credential))
+            });
+        (a.operation, a.findings, key)
     }));
     s.metrics.audit_seconds(started.elapsed().as_secs_f64());
     match result {
-        Ok((operation, mut findings)) => {
+        Ok((operation, mut findings, memory_key)) => {
             if too_large {
                 findings.retain(|f| {
                     f.location != Location::Body && f.kind != Kind::UnsupportedMediaType
@@ -430,6 +425,7 @@ fn run_audit<'c>(
             Audited {
                 operation,
                 findings,
+                memory_key,
             }
         }
         Err(_) => {
@@ -438,6 +434,7 @@ fn run_audit<'c>(
             Audited {
                 operation: None,
                 findings: Vec::new(),
+                memory_key: None,
             }
         }
     }
@@ -492,18 +489,11 @@ impl Meta {
         path_and_query: &str,
         body: Option<&[u8]>,
     ) -> Meta {
-        let header = |name: &str| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(String::from)
-        };
         Meta {
             method: parts.method.to_string(),
             path: parts.uri.path().to_string(),
-            tool: header(&s.config.events.tool_header),
-            traceparent: header("traceparent"),
+            tool: header_text(&parts.headers, &s.config.events.tool_header),
+            traceparent: header_text(&parts.headers, "traceparent"),
             values: s
                 .config
                 .events

@@ -5,16 +5,14 @@
 
 use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue};
 
-const HOP_BY_HOP: [&str; 9] = [
+/// Besides these, every `Proxy-*` header (`Proxy-Connection`, `Proxy-Authorization`, ...).
+const HOP_BY_HOP: [&str; 6] = [
     "connection",
     "keep-alive",
     "te",
     "trailer",
     "transfer-encoding",
     "upgrade",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
 ];
 
 /// Remove hop-by-hop headers, including those the `Connection` header names.

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::finding::Finding;
 
 #[derive(Debug, Serialize)]
 pub struct Event {
-    #[serde(rename = "timestamp", serialize_with = "rfc3339")]
+    #[serde(rename = "timestamp", serialize_with = "crate::finding::rfc3339")]
     pub at: SystemTime,
     pub request_id: String,
     pub traceparent: Option<String>,
@@ -46,10 +46,6 @@ pub struct EventFinding {
     pub finding: Finding,
     /// `block` or `log`: what the policy decided for this finding.
     pub action: &'static str,
-}
-
-fn rfc3339<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&humantime::format_rfc3339_millis(*at))
 }
 
 /// Headers never logged whatever the configuration says.

@@ -174,43 +174,29 @@ fn load_errors_exit_2_naming_file_and_pointer() {
         "broken.yaml",
         "openapi: 3.1.0\npaths:\n  /a:\n    get:\n      parameters:\n        - $ref: '#/components/parameters/Gone'\n",
     );
-    let (code, _, stderr) = driftwatch(&[
-        "check",
-        "--spec",
-        &broken,
-        "--traffic",
-        traffic.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("broken.yaml: at /paths/~1a/get/parameters/0: $ref `#/components/parameters/Gone` does not resolve"),
-        "{stderr}"
-    );
     let swagger = temp("swagger.json", "{\"swagger\":\"2.0\"}");
-    let (code, _, stderr) = driftwatch(&[
-        "check",
-        "--spec",
-        &swagger,
-        "--traffic",
-        traffic.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("Swagger \"2.0\" is not supported"),
-        "{stderr}"
-    );
-    let (code, _, stderr) = driftwatch(&[
-        "check",
-        "--spec",
-        "/nonexistent/api.yaml",
-        "--traffic",
-        traffic.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("/nonexistent/api.yaml: cannot read"),
-        "{stderr}"
-    );
+    let cases = [
+        (
+            broken.as_str(),
+            "broken.yaml: at /paths/~1a/get/parameters/0: $ref `#/components/parameters/Gone` does not resolve",
+        ),
+        (swagger.as_str(), "Swagger \"2.0\" is not supported"),
+        (
+            "/nonexistent/api.yaml",
+            "/nonexistent/api.yaml: cannot read",
+        ),
+    ];
+    for (spec, message) in cases {
+        let (code, _, stderr) = driftwatch(&[
+            "check",
+            "--spec",
+            spec,
+            "--traffic",
+            traffic.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{spec}");
+        assert!(stderr.contains(message), "{stderr}");
+    }
 }
 
 #[test]

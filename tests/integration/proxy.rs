@@ -45,6 +45,21 @@ fn received(r: &Recorded) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A JSON PUT with a `Content-Length`.
+fn put_json(target: &str, body: &str) -> Vec<u8> {
+    let len = body.len().to_string();
+    request(
+        "PUT",
+        target,
+        &[
+            ("Host", "x"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", &len),
+        ],
+        body.as_bytes(),
+    )
+}
+
 fn request(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut out = format!("{method} {target} HTTP/1.1\r\n").into_bytes();
     for (k, v) in headers {
@@ -219,21 +234,7 @@ async fn enforce_refuses_with_problem_json_and_the_upstream_receives_nothing() {
     assert_eq!(problem["findings"][0]["suggestion"], "pageSize");
     // A warning (omitted field) is logged, not blocked, by default; a clean request passes.
     let body = channel_without("graphicsElementIds").to_string();
-    let len = body.len().to_string();
-    let put = raw(
-        dw.addr,
-        &request(
-            "PUT",
-            "/api/v1/channels/7",
-            &[
-                ("Host", "x"),
-                ("Content-Type", "application/json"),
-                ("Content-Length", &len),
-            ],
-            body.as_bytes(),
-        ),
-    )
-    .await;
+    let put = raw(dw.addr, &put_json("/api/v1/channels/7", &body)).await;
     assert_eq!(put.status, 200);
     let clean = raw(
         dw.addr,
@@ -380,21 +381,7 @@ async fn a_body_over_the_limit_streams_through_unaudited() {
     let body = channel_without("graphicsElementIds")
         .to_string()
         .replace("\"ffmpegProfileId\":1", "\"ffmpegProfileId\":\"1\"");
-    let len = body.len().to_string();
-    let resp = raw(
-        dw.addr,
-        &request(
-            "PUT",
-            "/api/v1/channels/7",
-            &[
-                ("Host", "x"),
-                ("Content-Type", "application/json"),
-                ("Content-Length", &len),
-            ],
-            body.as_bytes(),
-        ),
-    )
-    .await;
+    let resp = raw(dw.addr, &put_json("/api/v1/channels/7", &body)).await;
     assert_eq!(resp.status, 200);
     // Chunked and over the limit too.
     let chunked = format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len());

@@ -168,20 +168,7 @@ async fn the_next_get_confirms_when_the_write_response_does_not_show_it() {
     });
     let up = upstream::start(responder, Duration::ZERO, None).await;
     let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
-    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
-        .await
-        .json();
-    armed(dw.admin, 1.0).await;
-    raw(
-        dw.addr,
-        &put(
-            "/api/v1/channels/7",
-            "Bearer alice",
-            "p1",
-            &stale_body(&read),
-        ),
-    )
-    .await;
+    read_then_stale_put(&dw, "Bearer alice").await;
     assert_eq!(
         kinds_of(dw.admin, "p1", Some("silent_clear_risk")).await,
         [pair("silent_clear_risk", "/graphicsElementIds")]
@@ -256,15 +243,7 @@ async fn a_put_that_includes_the_field_is_clean_and_an_empty_list_is_only_omitte
 async fn another_users_get_does_not_arm_the_memory() {
     let api = demo_api().await;
     let dw = start(config(&format!("http://{api}"), |_| {})).await;
-    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
-        .await
-        .json();
-    armed(dw.admin, 1.0).await;
-    raw(
-        dw.addr,
-        &put("/api/v1/channels/7", "Bearer bob", "p1", &stale_body(&read)),
-    )
-    .await;
+    read_then_stale_put(&dw, "Bearer bob").await;
     assert_eq!(
         kinds_of(dw.admin, "p1", Some("omitted_on_replace")).await,
         [pair("omitted_on_replace", "/graphicsElementIds")]
