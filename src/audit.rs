@@ -1,11 +1,13 @@
-//! Checking one request against the contract. Pure: no I/O, no clock, no globals, so the proxy
+//! Checking one request, or its response, against the contract. Pure: no I/O, no clock, no globals, so the proxy
 //! and the offline checker share it and tests call it directly. One file per check family.
 
 mod body;
 mod coerce;
 mod params;
+mod response;
 mod suggest;
 
+pub use response::{ReportedOnce, audit_response};
 pub use suggest::did_you_mean;
 
 use crate::contract::{Contract, Operation, Route};

@@ -5,6 +5,7 @@
 mod compile;
 mod operation;
 mod resolve;
+mod response;
 mod router;
 mod schemas;
 mod types;
@@ -16,6 +17,7 @@ pub use operation::{
     WriteSemantics,
 };
 pub use resolve::deref;
+pub use response::{DeclaredResponse, Responses};
 pub use router::Routed;
 pub use types::{FieldType, TypeSummary, summarize};
 

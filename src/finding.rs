@@ -28,11 +28,22 @@ pub enum Kind {
     /// The API answered 4xx to a request that had findings: the drift that caused it.
     UpstreamRejected,
     Unaudited,
+    /// The API answered with a status the operation does not declare (and no `default`).
+    UndeclaredStatus,
+    /// The response's `Content-Type` is not declared for its status.
+    UndeclaredResponseMediaType,
+    /// The response body breaks its schema: a type, a required property, an enum.
+    ResponseSchemaViolation,
+    /// The response carries a property its schema does not declare: the spec is stale.
+    UndeclaredResponseField,
+    /// A GET returns a field the resource's replace body does not declare: clients built from
+    /// the spec will erase it on every update.
+    ReplaceWillDropField,
 }
 
 impl Kind {
     /// All kinds, so that tests and docs can pin the set by name.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 20] = [
         Kind::UnknownOperation,
         Kind::MethodNotAllowed,
         Kind::UnknownQueryParam,
@@ -48,6 +59,11 @@ impl Kind {
         Kind::SilentClear,
         Kind::UpstreamRejected,
         Kind::Unaudited,
+        Kind::UndeclaredStatus,
+        Kind::UndeclaredResponseMediaType,
+        Kind::ResponseSchemaViolation,
+        Kind::UndeclaredResponseField,
+        Kind::ReplaceWillDropField,
     ];
 
     /// The stable name used in metrics labels, events and JSON output.
@@ -68,6 +84,11 @@ impl Kind {
             Kind::SilentClear => "silent_clear",
             Kind::UpstreamRejected => "upstream_rejected",
             Kind::Unaudited => "unaudited",
+            Kind::UndeclaredStatus => "undeclared_status",
+            Kind::UndeclaredResponseMediaType => "undeclared_response_media_type",
+            Kind::ResponseSchemaViolation => "response_schema_violation",
+            Kind::UndeclaredResponseField => "undeclared_response_field",
+            Kind::ReplaceWillDropField => "replace_will_drop_field",
         }
     }
 
@@ -80,10 +101,47 @@ impl Kind {
     /// by the audit where the schema says `additionalProperties: false`.
     pub fn default_severity(self) -> Severity {
         match self {
-            Kind::SilentClearRisk | Kind::SilentClear => Severity::Critical,
-            Kind::UndeclaredBodyField | Kind::OmittedOnReplace => Severity::Warning,
+            Kind::SilentClearRisk | Kind::SilentClear | Kind::ReplaceWillDropField => {
+                Severity::Critical
+            }
+            Kind::UndeclaredBodyField
+            | Kind::OmittedOnReplace
+            | Kind::UndeclaredStatus
+            | Kind::UndeclaredResponseMediaType
+            | Kind::ResponseSchemaViolation
+            | Kind::UndeclaredResponseField => Severity::Warning,
             Kind::Unaudited => Severity::Info,
             _ => Severity::Error,
+        }
+    }
+
+    /// Who has to act: the client (request kinds) or the API and its spec (response kinds).
+    pub fn blame(self) -> Blame {
+        match self {
+            Kind::UndeclaredStatus
+            | Kind::UndeclaredResponseMediaType
+            | Kind::ResponseSchemaViolation
+            | Kind::UndeclaredResponseField
+            | Kind::ReplaceWillDropField => Blame::Server,
+            _ => Blame::Client,
+        }
+    }
+}
+
+/// Which side of the exchange a finding is about: the request the client sent, or the
+/// response the API gave (the spec or the server has drifted). A label on the findings metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blame {
+    Client,
+    Server,
+}
+
+impl Blame {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Blame::Client => "client",
+            Blame::Server => "server",
         }
     }
 }
@@ -140,6 +198,8 @@ pub enum Location {
     Header,
     Cookie,
     Body,
+    /// The upstream's response: its status, `Content-Type` or body (field is a JSON pointer).
+    Response,
 }
 
 impl Location {
@@ -150,6 +210,7 @@ impl Location {
             Location::Header => "header",
             Location::Cookie => "cookie",
             Location::Body => "body",
+            Location::Response => "response",
         }
     }
 
@@ -176,6 +237,8 @@ impl fmt::Display for Location {
 pub struct Finding {
     pub kind: Kind,
     pub severity: Severity,
+    /// Follows from the kind; carried so that events and JSON output say it.
+    pub blame: Blame,
     /// The operation id, or `None` when the request matched no operation.
     pub operation: Option<String>,
     pub location: Location,
@@ -192,6 +255,10 @@ pub struct Finding {
     /// For silent clears: the GET the write was compared with, and the write that erased.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// The other operation a finding ties together: for `replace_will_drop_field`, the GET
+    /// whose response carried the field (`operation` is the replace write that will drop it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub related_operation: Option<String>,
 }
 
 /// What a silent-clear finding was concluded from: enough for an incident responder to find
@@ -222,6 +289,7 @@ impl Finding {
         Finding {
             kind,
             severity: kind.default_severity(),
+            blame: kind.blame(),
             operation: None,
             location,
             field: field.into(),
@@ -230,6 +298,7 @@ impl Finding {
             suggestion: None,
             message: String::new(),
             evidence: None,
+            related_operation: None,
         }
     }
 

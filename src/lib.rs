@@ -4,8 +4,8 @@
 //! Data flows one way, and the modules are listed in that order:
 //! - [`spec`]: read a JSON/YAML OpenAPI 3.0/3.1 document, bundle its `$ref`s, normalize 3.0.
 //! - [`contract`]: compile the spec once into a router, operations and validators.
-//! - [`request`]: the view of an HTTP request that the audit reads.
-//! - [`audit`]: check one request against the contract and return findings.
+//! - [`request`], [`response`]: the views of an HTTP exchange that the audit reads.
+//! - [`audit`]: check one request, or its response, against the contract and return findings.
 //! - [`finding`]: what the audit reports, with stable kind names.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
 //! - [`cli`]: the subcommands of the `driftwatch` binary.
@@ -22,6 +22,7 @@ pub mod memory;
 pub mod policy;
 pub mod proxy;
 pub mod request;
+pub mod response;
 pub mod silent;
 pub mod sink;
 pub mod spec;

@@ -8,6 +8,7 @@ mod integration {
     pub mod operations;
     pub mod proxy;
     pub mod real_specs;
+    pub mod responses;
     pub mod sidecar;
     pub mod silent_clears;
     pub mod spec_loading;

@@ -141,7 +141,7 @@ pub(super) fn check_value(
 
 /// Pick the declared media type for a `Content-Type`: exact match first, then ranges
 /// (`application/*+json`, `application/*`, `*/*`).
-fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m MediaBody> {
+pub(super) fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m MediaBody> {
     let essence = content_type
         .split(';')
         .next()
@@ -161,7 +161,7 @@ fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m Med
 }
 
 /// For a `oneOf`/`anyOf` body, the shape of the branch the value validates against.
-fn chosen_shape<'s>(shape: &'s BodyShape, value: &Value) -> Option<&'s BodyShape> {
+pub(super) fn chosen_shape<'s>(shape: &'s BodyShape, value: &Value) -> Option<&'s BodyShape> {
     match shape {
         BodyShape::Variants(branches) => branches
             .iter()

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
+use super::response::{DeclaredResponse, Responses};
 use super::router::{Router, template_params, trim_trailing_slash};
 use super::schemas::Schemas;
 use super::types::{FieldType, summarize};
@@ -141,6 +142,8 @@ fn compile_operation(
         body,
         write,
         response_fields: response_fields(schemas.doc, op),
+        responses: compile_responses(schemas, op, &op_ptr)?,
+        replaced_by: Vec::new(),
         pointer: op_ptr,
         remembers: false,
         read_fields: None,
@@ -185,6 +188,8 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
                 .or_else(|| Some(Vec::new()));
             operations[i].resource = Some(operations[read].id.clone());
             operations[read].remembers = true;
+            let write_id = operations[i].id.clone();
+            operations[read].replaced_by.push(write_id);
             operations[read].resource = Some(operations[read].id.clone());
         }
     }
@@ -335,6 +340,32 @@ fn object_keys(doc: &Value, schema: &Value) -> (Vec<String>, bool) {
     (names, free)
 }
 
+/// Every entry of the operation's `responses`, with its media types compiled.
+fn compile_responses(
+    schemas: &mut Schemas,
+    op: &Value,
+    op_ptr: &str,
+) -> Result<Responses, SpecError> {
+    let mut declared = Vec::new();
+    for (status, raw) in op
+        .get("responses")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if status.starts_with("x-") {
+            continue;
+        }
+        let pointer = format!("{op_ptr}/responses{}", token(status));
+        let (pointer, response) = deref_at(schemas.doc, Cow::Owned(pointer), raw);
+        declared.push(DeclaredResponse {
+            status: status.clone(),
+            media: compile_media(schemas, response, &pointer)?,
+        });
+    }
+    Ok(Responses { declared })
+}
+
 fn compile_body(
     schemas: &mut Schemas,
     raw: &Value,
@@ -342,6 +373,22 @@ fn compile_body(
 ) -> Result<RequestBody, SpecError> {
     let doc = schemas.doc;
     let (pointer, body) = deref_at(doc, Cow::Owned(pointer), raw);
+    Ok(RequestBody {
+        required: body
+            .get("required")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        media: compile_media(schemas, body, &pointer)?,
+    })
+}
+
+/// The `content` map of a request body or a response: each media type with its validator and
+/// shape (JSON types only; others are matched by name alone).
+fn compile_media(
+    schemas: &mut Schemas,
+    body: &Value,
+    pointer: &str,
+) -> Result<Vec<MediaBody>, SpecError> {
     let mut media = Vec::new();
     for (media_type, m) in body
         .get("content")
@@ -364,13 +411,7 @@ fn compile_body(
             shape,
         });
     }
-    Ok(RequestBody {
-        required: body
-            .get("required")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        media,
-    })
+    Ok(media)
 }
 
 /// JSON media types: `application/json`, `text/json`, and any `+json` suffix

@@ -132,7 +132,9 @@ pub enum BodyShape {
     },
     /// `oneOf`/`anyOf`: the properties come from the branch the body validates against.
     Variants(Vec<(Arc<Validator>, BodyShape)>),
-    /// Not an object (an array, a string, no schema): only the validator applies.
+    /// An array whose items have a shape (a list response of objects).
+    Array(Arc<BodyShape>),
+    /// Not an object (a string, no schema): only the validator applies.
     Opaque,
 }
 
@@ -167,6 +169,11 @@ pub struct Operation {
     pub write: WriteSemantics,
     /// JSON pointer of the operation object, for error messages and diffs.
     pub pointer: String,
+    /// Every declared response, compiled, for the response audit.
+    pub responses: super::Responses,
+    /// The replace writes whose resource this GET shows (ids): a field its response carries
+    /// that their bodies lack will be dropped by clients built from the spec.
+    pub replaced_by: Vec<String>,
     /// Top-level properties of the 2xx JSON response, where the spec declares an object.
     pub response_fields: Option<Vec<String>>,
     /// A GET whose resource also has a replace write: its responses are remembered.

@@ -134,6 +134,13 @@ impl<'a> Schemas<'a> {
             }
             return Ok(BodyShape::Variants(variants));
         }
+        if is_array_schema(schema) && schema.get("items").is_some() {
+            let items = self.build_shape(&format!("{pointer}/items"), depth + 1)?;
+            return Ok(match items {
+                BodyShape::Opaque => BodyShape::Opaque,
+                items => BodyShape::Array(Arc::new(items)),
+            });
+        }
         let mut properties = Vec::new();
         let mut required = Vec::new();
         let mut is_object = false;
@@ -234,4 +241,13 @@ fn flag(doc: &Value, schema: &Value, name: &str) -> bool {
 fn is_null_schema(doc: &Value, schema: &Value) -> bool {
     let schema = super::resolve::deref(doc, schema);
     schema.get("type") == Some(&json!("null")) || schema.get("enum") == Some(&json!([null]))
+}
+
+/// `type: array`, or a type list naming it (`["array", "null"]`, a normalized 3.0 nullable).
+fn is_array_schema(schema: &Value) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "array",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "array"),
+        _ => false,
+    }
 }

@@ -1,0 +1,73 @@
+//! What an operation says it answers with: per status (exact, `2XX` range, or `default`), the
+//! media types and their compiled schemas. The response audit picks one by status and
+//! `Content-Type`; nothing is parsed from the spec per response.
+
+use super::operation::MediaBody;
+
+/// One entry of an operation's `responses`.
+#[derive(Debug)]
+pub struct DeclaredResponse {
+    /// As the spec writes it: `200`, `2XX` or `default`.
+    pub status: String,
+    /// Empty when the response declares no body (`204`, or a description alone).
+    pub media: Vec<MediaBody>,
+}
+
+/// An operation's declared responses.
+#[derive(Debug, Default)]
+pub struct Responses {
+    pub declared: Vec<DeclaredResponse>,
+}
+
+impl Responses {
+    /// The declared response for `status`: an exact code first, then its range (`4XX`), then
+    /// `default` (OpenAPI's precedence).
+    pub fn for_status(&self, status: u16) -> Option<&DeclaredResponse> {
+        let code = status.to_string();
+        let range = format!("{}XX", status / 100);
+        let find = |key: &str| {
+            self.declared
+                .iter()
+                .find(|r| r.status.eq_ignore_ascii_case(key))
+        };
+        find(&code)
+            .or_else(|| find(&range))
+            .or_else(|| find("default"))
+    }
+
+    /// The declared statuses, for a finding's `expected`.
+    pub fn statuses(&self) -> String {
+        let names: Vec<&str> = self.declared.iter().map(|r| r.status.as_str()).collect();
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(statuses: &[&str]) -> Responses {
+        Responses {
+            declared: statuses
+                .iter()
+                .map(|s| DeclaredResponse {
+                    status: s.to_string(),
+                    media: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn exact_code_then_range_then_default() {
+        let r = declared(&["default", "4xx", "404", "200"]);
+        let pick = |s| r.for_status(s).map(|d| d.status.as_str());
+        assert_eq!(pick(404), Some("404"));
+        assert_eq!(pick(409), Some("4xx"));
+        assert_eq!(pick(200), Some("200"));
+        assert_eq!(pick(500), Some("default"));
+        let r = declared(&["200", "2XX"]);
+        assert_eq!(r.for_status(201).map(|d| d.status.as_str()), Some("2XX"));
+        assert!(r.for_status(500).is_none());
+    }
+}
