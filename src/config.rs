@@ -92,6 +92,13 @@ pub struct AuditConfig {
     /// Unknown query parameter names get their own metric label for the first N per
     /// operation, then `_other`; the full name is always in the event log.
     pub unknown_param_labels: usize,
+    /// Response bodies up to this many bytes (decoded) are copied and read, after the last
+    /// byte went to the client: for the response audit and for silent-clear memory.
+    pub max_response_body: usize,
+    /// Share of responses whose body is audited (0.0 to 1.0), to bound the cost on hot
+    /// endpoints; status and media type are checked on every response. Memory reads are
+    /// never sampled.
+    pub response_sample_rate: f64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -128,8 +135,6 @@ pub struct MemoryConfig {
     pub ttl_secs: u64,
     /// The header whose value scopes memory per credential, so two users never share it.
     pub scope_header: String,
-    /// Response bodies up to this many bytes (decoded) are read for memory.
-    pub max_response_body: usize,
     /// Per operation id: write field name to read field name where the models differ,
     /// e.g. `updateChannel = { graphicsElementIds = "graphicsElements" }`.
     pub field_map: HashMap<String, HashMap<String, String>>,
@@ -146,7 +151,6 @@ impl Default for MemoryConfig {
             max_entries: 10_000,
             ttl_secs: 3_600,
             scope_header: "authorization".into(),
-            max_response_body: 1 << 20,
             field_map: HashMap::new(),
             resources: HashMap::new(),
         }
@@ -187,6 +191,8 @@ impl Default for AuditConfig {
             enabled: true,
             max_body: 1 << 20,
             unknown_param_labels: 20,
+            max_response_body: 1 << 20,
+            response_sample_rate: 1.0,
         }
     }
 }
@@ -292,14 +298,23 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
-        for name in self
+        for (name, action) in self
             .enforce
             .kinds
-            .keys()
-            .chain(self.enforce.operations.values().flat_map(|m| m.keys()))
+            .iter()
+            .chain(self.enforce.operations.values().flatten())
         {
-            if Kind::parse(name).is_none() {
-                return Err(format!("enforce: unknown finding kind `{name}`"));
+            match Kind::parse(name) {
+                None => return Err(format!("enforce: unknown finding kind `{name}`")),
+                Some(kind)
+                    if kind.blame() == crate::finding::Blame::Server
+                        && *action == Action::Block =>
+                {
+                    return Err(format!(
+                        "enforce: `{name}` is found on responses, which have already gone to the client: response findings never block"
+                    ));
+                }
+                Some(_) => {}
             }
         }
         for (op, semantics) in &self.spec.write {
@@ -317,6 +332,9 @@ impl Config {
         }
         if self.audit.max_body == 0 {
             return Err("audit.max_body must be positive".into());
+        }
+        if !(0.0..=1.0).contains(&self.audit.response_sample_rate) {
+            return Err("audit.response_sample_rate must be between 0.0 and 1.0".into());
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 mod body;
 mod forward;
 mod headers;
+mod late;
 mod problem;
 mod server;
 mod tee;
@@ -46,6 +47,10 @@ pub struct Sidecar {
     pub recent: Recent,
     /// The last GET of each resource, for silent-clear detection.
     pub memory: crate::memory::Memory,
+    /// `replace_will_drop_field` reported so far: each write and field once.
+    pub reported: crate::audit::ReportedOnce,
+    /// Response audits still running after their response went out; shutdown waits for them.
+    pub late: late::LateTasks,
     /// Set once the listener is serving; `/readyz` reports it.
     pub ready: AtomicBool,
 }
@@ -76,6 +81,8 @@ impl Sidecar {
                 config.memory.max_entries,
                 std::time::Duration::from_secs(config.memory.ttl_secs),
             ),
+            reported: Default::default(),
+            late: Default::default(),
             contract,
             spec,
             upstream,

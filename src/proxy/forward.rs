@@ -16,8 +16,9 @@ use serde_json::json;
 use super::Sidecar;
 use super::body::{Captured, UpstreamBody, capture};
 use super::headers::{add_forwarded, new_request_id, strip_hop_by_hop};
+use super::late::{Late, LateMeta, LateTasks, Remember};
 use super::problem;
-use super::tee::{Tee, decode};
+use super::tee::Tee;
 use super::upstream::{cause, root_cause};
 use crate::audit::audit;
 use crate::contract::Operation;
@@ -25,7 +26,7 @@ use crate::finding::{Finding, Kind, Location};
 use crate::memory::{Key, scope_of};
 use crate::policy::Action;
 use crate::request::{Headers, RequestView};
-use crate::silent::{AtRisk, Tracker, resource_key};
+use crate::silent::{Tracker, resource_key};
 use crate::sink::{Event, EventFinding, NO_OPERATION, Outcome, SECRET_HEADERS};
 
 pub type ResponseBody = Either<Tee, Full<Bytes>>;
@@ -35,84 +36,6 @@ fn header_text(headers: &http::HeaderMap, name: &str) -> Option<String> {
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(String::from)
-}
-
-/// The request's tool and traceparent, kept for findings that arrive after the response.
-struct LateMeta {
-    tool: Option<String>,
-    traceparent: Option<String>,
-}
-
-/// Work on a response copy, after its last byte went to the client: remember a GET, confirm
-/// a silent clear, record what was confirmed.
-struct Late {
-    s: Arc<Sidecar>,
-    op_id: String,
-    key: Key,
-    request_id: String,
-    meta: LateMeta,
-    status: u16,
-    encoding: Option<String>,
-    at_risk: AtRisk,
-}
-
-impl Late {
-    fn run(self, copy: Option<Vec<u8>>) {
-        let s = &self.s;
-        let Some(op) = s.contract.operation(&self.op_id) else {
-            return;
-        };
-        let limit = s.config.memory.max_response_body;
-        let body: Option<serde_json::Value> = copy
-            .and_then(|bytes| decode(self.encoding.as_deref(), &bytes, limit))
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        let tracker = Tracker {
-            memory: &s.memory,
-            field_maps: &s.config.memory.field_map,
-        };
-        let confirmed = tracker.after_response(
-            op,
-            &self.key,
-            &self.request_id,
-            SystemTime::now(),
-            self.status,
-            body.as_ref(),
-            self.at_risk,
-        );
-        s.metrics.memory(s.memory.len(), s.memory.evictions());
-        if confirmed.is_empty() {
-            return;
-        }
-        for f in &confirmed {
-            s.metrics.finding(&op.id, f);
-        }
-        let event = Arc::new(Event {
-            at: SystemTime::now(),
-            request_id: self.request_id.clone(),
-            traceparent: self.meta.traceparent,
-            tool: self.meta.tool,
-            operation: Some(op.id.clone()),
-            method: op.method.clone(),
-            path_template: Some(op.template.clone()),
-            path: self.key.path.clone(),
-            status: Some(self.status),
-            action: "observed",
-            mode: s.policy.mode.as_str(),
-            spec_revision: s.spec.revision.clone(),
-            findings: confirmed
-                .into_iter()
-                .map(|finding| EventFinding {
-                    finding,
-                    action: "log",
-                })
-                .collect(),
-            values: None,
-        });
-        if !s.events.log(event.clone()) {
-            s.metrics.event_dropped();
-        }
-        s.recent.push(event);
-    }
 }
 
 /// Header lookup for the audit over hyper's header map.
@@ -217,9 +140,10 @@ pub async fn handle(
         }
         _ => Vec::new(),
     };
-    let late_meta = memory_key.as_ref().map(|_| LateMeta {
+    let late_meta = audited.operation.map(|_| LateMeta {
         tool: header_text(&parts.headers, &s.config.events.tool_header),
         traceparent: header_text(&parts.headers, "traceparent"),
+        path: parts.uri.path().to_string(),
     });
     let audited = audited;
     let op_id = audited.operation.map(|op| op.id.as_str());
@@ -312,32 +236,33 @@ pub async fn handle(
                     .insert(HeaderName::from_static("driftwatch-findings"), v);
             }
             record.finish(Outcome::Forwarded, Some(status.as_u16()), extra);
-            let copy = match (audited.operation, memory_key, late_meta) {
-                (Some(op), Some(key), Some(meta))
-                    if status.is_success() && (op.remembers || !at_risk.is_empty()) =>
-                {
-                    Some((op.id.clone(), key, meta))
+            let (Some(op), Some(meta)) = (audited.operation, late_meta) else {
+                return Ok(resp.map(|b| Either::Left(Tee::pass(b))));
+            };
+            let remember = match memory_key {
+                Some(key) if status.is_success() && (op.remembers || !at_risk.is_empty()) => {
+                    Some(Remember { key, at_risk })
                 }
                 _ => None,
             };
-            let Some((op_id, key, meta)) = copy else {
-                return Ok(resp.map(|b| Either::Left(Tee::pass(b))));
-            };
-            let encoding = header_text(resp.headers(), "content-encoding");
-            let limit = s.config.memory.max_response_body;
+            let rate = s.config.audit.response_sample_rate;
             let late = Late {
                 s: s.clone(),
-                op_id,
-                key,
+                op_id: op.id.clone(),
                 request_id: request_id.clone(),
                 meta,
                 status: status.as_u16(),
-                encoding,
-                at_risk,
+                content_type: header_text(resp.headers(), "content-type"),
+                encoding: header_text(resp.headers(), "content-encoding"),
+                audit_body: rate >= 1.0 || (rate > 0.0 && fastrand::f64() < rate),
+                remember,
             };
-            let on_end = Box::new(move |copy: Option<Vec<u8>>| {
-                tokio::spawn(async move { late.run(copy) });
-            });
+            if !late.wants_body() {
+                late.run(None);
+                return Ok(resp.map(|b| Either::Left(Tee::pass(b))));
+            }
+            let limit = s.config.audit.max_response_body;
+            let on_end = Box::new(move |copy| LateTasks::spawn(late, copy));
             return Ok(resp.map(|b| Either::Left(Tee::copying(b, limit, on_end))));
         }
         Ok(Err(e)) => {

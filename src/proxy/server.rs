@@ -83,10 +83,11 @@ pub async fn run(
     s.ready.store(false, Ordering::SeqCst);
     drop(proxy);
     let drain = Duration::from_millis(s.config.proxy.drain_timeout_ms);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let drained = async {
+        graceful.shutdown().await;
+        s.late.idle().await;
+    };
+    if tokio::time::timeout(drain, drained).await.is_err() {
         tracing::warn!("drain deadline of {drain:?} reached with requests still in flight");
     }
     admin_task.abort();

@@ -12,7 +12,12 @@ use super::upstream::{self, ok};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_endpoints() {
     let up = upstream::start(ok(), Duration::ZERO, None).await;
-    let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
+    // The upstream answers `{"ok":true}` to everything: its bodies are not audited here, so
+    // that the events are the requests' (responses.rs covers the response audit).
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.audit.response_sample_rate = 0.0
+    }))
+    .await;
     assert_eq!(admin_get(dw.admin, "/healthz").await.status, 200);
     assert_eq!(admin_get(dw.admin, "/readyz").await.status, 200);
     let spec = admin_get(dw.admin, "/spec").await.json();
@@ -94,8 +99,36 @@ async fn events_name_request_tool_operation_and_field_and_never_secrets_or_value
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("SECRET-VALUE"), "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1);
+    // One event for the request, one for the response (`{"ok":true}` is no channel).
+    assert_eq!(lines.len(), 2, "{text}");
     let event: Value = serde_json::from_str(lines[0]).unwrap();
+    let answer: Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(
+        (&answer["request_id"], &answer["tool"], &answer["action"]),
+        (
+            &"rid-42".into(),
+            &"update_channel".into(),
+            &"observed".into()
+        )
+    );
+    let blames = |e: &Value| -> Vec<String> {
+        e["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["blame"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(blames(&event).iter().all(|b| b == "client"), "{event}");
+    assert!(blames(&answer).iter().all(|b| b == "server"), "{answer}");
+    assert!(
+        answer["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "undeclared_response_field" && f["field"] == "/ok"),
+        "{answer}"
+    );
     assert_eq!(event["request_id"], "rid-42");
     assert_eq!(event["tool"], "update_channel");
     assert_eq!(

@@ -1,16 +1,17 @@
 //! The response audit: every response kind with an answer that must produce it and a twin that
 //! must not, and the real specs' own example responses auditing clean (no false positives).
 
-use driftwatch::audit::audit_response;
+use driftwatch::audit::{ReportedOnce, audit, audit_response};
 use driftwatch::contract::{Contract, ContractOptions, deref};
 use std::collections::BTreeMap;
 
-use driftwatch::finding::{Finding, Kind};
+use driftwatch::finding::{Blame, Finding, Kind, Severity};
+use driftwatch::request::RequestView;
 use driftwatch::response::ResponseView;
 use driftwatch::spec::Spec;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::util::shared_spec;
+use super::util::{contract, example, shared_spec};
 
 /// Every example a response declares (`example`, or `examples.*.value`, refs followed), as
 /// (status, media type, JSON text). Statuses like `2XX`/`default` get a code in their range.
@@ -200,4 +201,267 @@ fn declared_anywhere(doc: &Value, operation: &Value, status: u16, field: &str) -
         .into_iter()
         .flatten()
         .any(|(_, m)| m.get("schema").is_some_and(|s| names(doc, s, name, 0)))
+}
+
+/// One response that must produce `kind` on `field`, and a twin that must be clean.
+pub struct ResponseTwin {
+    pub kind: Kind,
+    pub field: &'static str,
+    pub method: &'static str,
+    pub target: &'static str,
+    pub bad: Answer,
+    pub good: Answer,
+}
+
+/// An upstream answer: status, content type, body.
+#[derive(Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+pub fn answer(status: u16, content_type: &'static str, body: &Value) -> Answer {
+    Answer {
+        status,
+        content_type,
+        body: if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        },
+    }
+}
+
+/// The channel as GET returns it: the PUT body plus its read-only id.
+pub fn stored_channel() -> Value {
+    let mut c = super::kinds::channel();
+    c["id"] = json!(7);
+    c
+}
+
+fn stored_with(key: &str, value: Value) -> Value {
+    let mut c = stored_channel();
+    c[key] = value;
+    c
+}
+
+/// Twins on the bundled Channels spec, for the offline audit here and for the sidecar.
+pub fn response_twins() -> Vec<ResponseTwin> {
+    let json = "application/json";
+    let ok = answer(200, json, &stored_channel());
+    vec![
+        ResponseTwin {
+            kind: Kind::UndeclaredStatus,
+            field: "500",
+            method: "GET",
+            target: "/api/v1/channels/7",
+            bad: answer(500, json, &json!({"error": "boom"})),
+            good: answer(404, "", &Value::Null),
+        },
+        ResponseTwin {
+            kind: Kind::UndeclaredResponseMediaType,
+            field: "content-type",
+            method: "GET",
+            target: "/api/v1/channels/7",
+            bad: Answer {
+                status: 200,
+                content_type: "text/html",
+                body: "<p>channel 7</p>".into(),
+            },
+            good: ok.clone(),
+        },
+        ResponseTwin {
+            kind: Kind::ResponseSchemaViolation,
+            field: "/ffmpegProfileId",
+            method: "GET",
+            target: "/api/v1/channels/7",
+            bad: answer(200, json, &stored_with("ffmpegProfileId", json!("1"))),
+            good: ok.clone(),
+        },
+        ResponseTwin {
+            kind: Kind::UndeclaredResponseField,
+            field: "/*/legacyFlag",
+            method: "GET",
+            target: "/api/v1/channels",
+            bad: answer(200, json, &json!([stored_with("legacyFlag", json!(true))])),
+            good: answer(200, json, &json!([stored_channel()])),
+        },
+        ResponseTwin {
+            kind: Kind::ReplaceWillDropField,
+            field: "/legacyFlag",
+            method: "GET",
+            target: "/api/v1/channels/7",
+            bad: answer(200, json, &stored_with("legacyFlag", json!(true))),
+            good: ok,
+        },
+    ]
+}
+
+pub fn audit_answer(contract: &Contract, method: &str, target: &str, a: &Answer) -> Vec<Finding> {
+    let none: Vec<(String, String)> = Vec::new();
+    let request = RequestView::new(method, target, &none, None);
+    let op = audit(contract, &request).operation.expect("routed");
+    let headers = vec![("content-type".to_string(), a.content_type.to_string())];
+    let view = ResponseView {
+        status: a.status,
+        headers: &headers,
+        body: Some(a.body.as_bytes()),
+    };
+    audit_response(contract, op, &view)
+}
+
+#[test]
+fn every_response_kind_has_a_producing_answer_and_a_clean_twin() {
+    let contract = contract(&example("channels.openapi.yaml"));
+    let mut problems = Vec::new();
+    for t in response_twins() {
+        let bad = audit_answer(&contract, t.method, t.target, &t.bad);
+        match bad.iter().find(|f| f.kind == t.kind && f.field == t.field) {
+            Some(f) if f.blame == Blame::Server => {}
+            _ => problems.push(format!(
+                "{}: expected on `{}` (blame server), got {bad:#?}",
+                t.kind, t.field
+            )),
+        }
+        let good = audit_answer(&contract, t.method, t.target, &t.good);
+        if !good.is_empty() {
+            problems.push(format!("twin of {} must be clean, got {good:#?}", t.kind));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_replace_hazard_names_both_operations_and_is_reported_once() {
+    let contract = contract(&example("channels.openapi.yaml"));
+    let hazard = answer(
+        200,
+        "application/json",
+        &stored_with("legacyFlag", json!(true)),
+    );
+    let once = ReportedOnce::default();
+    let mut reported = Vec::new();
+    for _ in 0..3 {
+        let mut findings = audit_answer(&contract, "GET", "/api/v1/channels/7", &hazard);
+        once.retain_new(&mut findings);
+        reported.extend(
+            findings
+                .into_iter()
+                .filter(|f| f.kind == Kind::ReplaceWillDropField),
+        );
+    }
+    assert_eq!(reported.len(), 1, "{reported:#?}");
+    let f = &reported[0];
+    assert_eq!(f.operation.as_deref(), Some("updateChannel"));
+    assert_eq!(f.related_operation.as_deref(), Some("getChannel"));
+    assert_eq!(f.severity, Severity::Critical);
+    assert!(
+        f.message.contains("GET /api/v1/channels/{id}")
+            && f.message.contains("PUT /api/v1/channels/{id}"),
+        "{}",
+        f.message
+    );
+    // The undeclared field itself is reported on every response; only the hazard is once.
+    let again = audit_answer(&contract, "GET", "/api/v1/channels/7", &hazard);
+    assert!(
+        again
+            .iter()
+            .any(|f| f.kind == Kind::UndeclaredResponseField && f.field == "/legacyFlag")
+    );
+}
+
+const WRITE_ONLY: &str = r##"
+openapi: 3.1.0
+info: { title: accounts, version: "1" }
+paths:
+  /accounts/{id}:
+    parameters: [{ name: id, in: path, required: true, schema: { type: integer } }]
+    get:
+      operationId: getAccount
+      responses:
+        "200":
+          description: The account.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Account" }
+    put:
+      operationId: putAccount
+      requestBody:
+        content:
+          application/json:
+            schema:
+              allOf:
+                - $ref: "#/components/schemas/Account"
+                - properties: { nickname: { type: string } }
+      responses:
+        "200": { description: Stored. }
+        default:
+          description: An error.
+          content:
+            application/problem+json:
+              schema: { type: object, properties: { title: { type: string } } }
+components:
+  schemas:
+    Account:
+      type: object
+      required: [name, password]
+      properties:
+        name: { type: string }
+        password: { type: string, writeOnly: true }
+"##;
+
+#[test]
+fn write_only_fields_are_never_expected_in_a_response_and_never_returned() {
+    let spec = Spec::parse(std::path::Path::new("accounts.yaml"), WRITE_ONLY.as_bytes()).unwrap();
+    let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+    let json = "application/json";
+    let clean = audit_answer(
+        &contract,
+        "GET",
+        "/accounts/1",
+        &answer(200, json, &json!({"name": "a"})),
+    );
+    assert!(
+        clean.is_empty(),
+        "a required writeOnly field is not expected: {clean:#?}"
+    );
+    let leak = audit_answer(
+        &contract,
+        "GET",
+        "/accounts/1",
+        &answer(200, json, &json!({"name": "a", "password": "x"})),
+    );
+    let kinds: Vec<(Kind, &str)> = leak.iter().map(|f| (f.kind, f.field.as_str())).collect();
+    assert_eq!(kinds, [(Kind::UndeclaredResponseField, "/password")]);
+    assert!(leak[0].message.contains("writeOnly"));
+    // `nickname` is undeclared on the GET but the PUT body declares it: no hazard.
+    let extra = audit_answer(
+        &contract,
+        "GET",
+        "/accounts/1",
+        &answer(200, json, &json!({"name": "a", "nickname": "b"})),
+    );
+    let kinds: Vec<Kind> = extra.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [Kind::UndeclaredResponseField]);
+    // `default` covers any status, with its own media type.
+    let problem = answer(
+        409,
+        "application/problem+json",
+        &json!({"title": "conflict"}),
+    );
+    assert!(audit_answer(&contract, "PUT", "/accounts/1", &problem).is_empty());
+    // A response declared without content that carries a body.
+    let body = audit_answer(
+        &contract,
+        "PUT",
+        "/accounts/1",
+        &answer(200, json, &json!({"name": "a"})),
+    );
+    assert_eq!(
+        body.iter()
+            .map(|f| (f.kind, f.expected.as_deref()))
+            .collect::<Vec<_>>(),
+        [(Kind::UndeclaredResponseMediaType, Some("no body"))]
+    );
 }

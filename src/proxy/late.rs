@@ -1,0 +1,179 @@
+//! Work on a response after its last byte went to the client, so no response waits on it:
+//! the response audit (status, media type, and the sampled body), remembering a GET for
+//! silent-clear memory, and confirming a silent clear a write left pending. Response findings
+//! are recorded, never acted on: the answer has already gone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+use tokio::sync::Notify;
+
+use super::Sidecar;
+use super::tee::decode;
+use crate::audit::audit_response;
+use crate::finding::Finding;
+use crate::memory::Key;
+use crate::response::ResponseView;
+use crate::silent::{AtRisk, Tracker};
+use crate::sink::{Event, EventFinding};
+
+/// Late work in flight, so that shutdown waits for it: a drained connection has handed its
+/// last response copy over, but the audit of that copy may still be running.
+#[derive(Default)]
+pub struct LateTasks {
+    pending: AtomicUsize,
+    idle: Notify,
+}
+
+impl LateTasks {
+    /// Run `late` on the runtime, counted until it finishes.
+    pub(super) fn spawn(late: Late, copy: Option<Vec<u8>>) {
+        let s = late.s.clone();
+        s.late.pending.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            late.run(copy);
+            if s.late.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                s.late.idle.notify_waiters();
+            }
+        });
+    }
+
+    /// Resolve once no late work is running.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.pending.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The request's side of an event raised after the response.
+pub(super) struct LateMeta {
+    pub tool: Option<String>,
+    pub traceparent: Option<String>,
+    /// The request path without its query.
+    pub path: String,
+}
+
+/// A resource's silent-clear state, carried from the request to its response.
+pub(super) struct Remember {
+    pub key: Key,
+    pub at_risk: AtRisk,
+}
+
+pub(super) struct Late {
+    pub s: Arc<Sidecar>,
+    pub op_id: String,
+    pub request_id: String,
+    pub meta: LateMeta,
+    pub status: u16,
+    /// `Content-Type` and `Content-Encoding` of the response.
+    pub content_type: Option<String>,
+    pub encoding: Option<String>,
+    /// Whether this response's body is audited (the sample drew it).
+    pub audit_body: bool,
+    pub remember: Option<Remember>,
+}
+
+impl Late {
+    /// Whether the body must be copied for this work (otherwise only the status is audited).
+    pub fn wants_body(&self) -> bool {
+        self.audit_body || self.remember.is_some()
+    }
+
+    /// Run with the body copy (`None`: not copied, or larger than `audit.max_response_body`).
+    pub fn run(self, copy: Option<Vec<u8>>) {
+        let s = &self.s;
+        let Some(op) = s.contract.operation(&self.op_id) else {
+            return;
+        };
+        let limit = s.config.audit.max_response_body;
+        let decoded = copy.and_then(|bytes| decode(self.encoding.as_deref(), &bytes, limit));
+        if self.wants_body() && decoded.is_none() {
+            s.metrics.unaudited("response_too_large");
+        }
+        let mut findings = Vec::new();
+        if s.config.audit.enabled {
+            let headers: Vec<(String, String)> = self
+                .content_type
+                .iter()
+                .map(|ct| ("content-type".to_string(), ct.clone()))
+                .collect();
+            let view = ResponseView {
+                status: self.status,
+                headers: &headers,
+                body: decoded.as_deref().filter(|_| self.audit_body),
+            };
+            findings = audit_response(&s.contract, op, &view);
+            s.reported.retain_new(&mut findings);
+        }
+        if let Some(remember) = self.remember {
+            let body: Option<serde_json::Value> = decoded
+                .as_deref()
+                .and_then(|bytes| serde_json::from_slice(bytes).ok());
+            let tracker = Tracker {
+                memory: &s.memory,
+                field_maps: &s.config.memory.field_map,
+            };
+            findings.extend(tracker.after_response(
+                op,
+                &remember.key,
+                &self.request_id,
+                SystemTime::now(),
+                self.status,
+                body.as_ref(),
+                remember.at_risk,
+            ));
+            s.metrics.memory(s.memory.len(), s.memory.evictions());
+        }
+        if findings.is_empty() {
+            return;
+        }
+        record(s, op, self.request_id, self.meta, self.status, findings);
+    }
+}
+
+/// Count the findings and write one event for them.
+fn record(
+    s: &Sidecar,
+    op: &crate::contract::Operation,
+    request_id: String,
+    meta: LateMeta,
+    status: u16,
+    findings: Vec<Finding>,
+) {
+    for f in &findings {
+        s.metrics
+            .finding(f.operation.as_deref().unwrap_or(&op.id), f);
+    }
+    let event = Arc::new(Event {
+        at: SystemTime::now(),
+        request_id,
+        traceparent: meta.traceparent,
+        tool: meta.tool,
+        operation: Some(op.id.clone()),
+        method: op.method.clone(),
+        path_template: Some(op.template.clone()),
+        path: meta.path,
+        status: Some(status),
+        action: "observed",
+        mode: s.policy.mode.as_str(),
+        spec_revision: s.spec.revision.clone(),
+        findings: findings
+            .into_iter()
+            .map(|finding| EventFinding {
+                finding,
+                action: "log",
+            })
+            .collect(),
+        values: None,
+    });
+    if !s.events.log(event.clone()) {
+        s.metrics.event_dropped();
+    }
+    s.recent.push(event);
+}
