@@ -1,5 +1,6 @@
 //! Recorded traffic for offline checks: HAR 1.2 files and JSON Lines, one exchange a line
-//! (`{"method","url","headers","body"|"body_text","response"}`). A malformed line or entry is
+//! (`{"method","url","headers","body"|"body_text","response"}`; a response `body` recorded as
+//! JSON implies `content-type: application/json`). A malformed line or entry is
 //! kept as a problem with its position and the rest is still read: one bad line must not hide
 //! the drift in a thousand good ones.
 
@@ -102,11 +103,23 @@ fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
     let body = body_of(line)?;
     let response = match line.get("response") {
         None | Some(Value::Null) => None,
-        Some(r) => Some(RecordedResponse {
-            status: status_of(r).ok_or("response needs a numeric `status`")?,
-            headers: header_map(r.get("headers"))?,
-            body: body_of(r)?,
-        }),
+        Some(r) => {
+            let mut headers = header_map(r.get("headers"))?;
+            // A response body recorded as JSON is JSON, whether or not its headers were kept.
+            let json_body = r.get("body").is_some() && r.get("body_text").is_none();
+            if json_body
+                && !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                headers.push(("content-type".into(), "application/json".into()));
+            }
+            Some(RecordedResponse {
+                status: status_of(r).ok_or("response needs a numeric `status`")?,
+                headers,
+                body: body_of(r)?,
+            })
+        }
     };
     let at = time(line.get("time"));
     Ok(Exchange {

@@ -5,6 +5,7 @@ mod integration {
     pub mod demo;
     pub mod generated;
     pub mod kinds;
+    pub mod live_responses;
     pub mod operations;
     pub mod proxy;
     pub mod real_specs;

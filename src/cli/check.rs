@@ -13,12 +13,13 @@ use serde_json::json;
 
 use std::time::{Duration, SystemTime};
 
-use crate::audit::audit;
+use crate::audit::{ReportedOnce, audit, audit_response};
 use crate::config::Config;
 use crate::contract::Contract;
 use crate::finding::{Finding, Severity};
 use crate::memory::{Memory, scope_of};
 use crate::request::RequestView;
+use crate::response::ResponseView;
 use crate::silent::{Tracker, resource_key};
 use crate::spec::Spec;
 use crate::traffic::Traffic;
@@ -111,6 +112,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         memory: &memory,
         field_maps: &defaults.field_map,
     };
+    let reported = ReportedOnce::default();
     for exchange in &traffic.exchanges {
         let request = RequestView::new(
             &exchange.method,
@@ -149,6 +151,16 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     at_risk,
                 ));
             }
+        }
+        if let (Some(op), Some(response)) = (audited.operation, &exchange.response) {
+            let view = ResponseView {
+                status: response.status,
+                headers: &response.headers,
+                body: response.body.as_deref(),
+            };
+            let mut answered = audit_response(&contract, op, &view);
+            reported.retain_new(&mut answered);
+            findings.extend(answered);
         }
         for finding in findings {
             results.push((exchange, request.path.to_string(), finding));

@@ -43,6 +43,8 @@ struct FindingLabels {
     kind: String,
     operation: String,
     severity: String,
+    /// `client` (request kinds) or `server` (response kinds).
+    blame: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -134,7 +136,7 @@ impl Metrics {
         );
         r.register(
             "findings",
-            "Findings, by kind, operation and severity",
+            "Findings, by kind, operation, severity and blame (client: the request drifted; server: the response did)",
             m.findings.clone(),
         );
         r.register("unknown_query_params", "Unknown query parameters, by operation and name (first N names per operation, then _other)", m.unknown_params.clone());
@@ -150,7 +152,7 @@ impl Metrics {
         );
         r.register(
             "unaudited",
-            "Requests forwarded without a body audit, by reason",
+            "Requests forwarded without a body audit, and responses whose body was not read, by reason",
             m.unaudited.clone(),
         );
         r.register(
@@ -214,6 +216,7 @@ impl Metrics {
             kind: finding.kind.as_str().into(),
             operation: operation.into(),
             severity: finding.severity.as_str().into(),
+            blame: finding.blame.as_str().into(),
         };
         self.findings.get_or_create(&labels).inc();
         let stage = match finding.kind {

@@ -214,7 +214,9 @@ fn har_traffic_is_checked_too() {
         triples(&doc),
         [
             t(0, "unknown_query_param", "customer_id"),
-            t(0, "missing_required_param", "customerId")
+            t(0, "missing_required_param", "customerId"),
+            // Responses are audited too: listInvoices declares no 400.
+            t(0, "undeclared_status", "400")
         ]
     );
 }

@@ -296,13 +296,13 @@ async fn metrics_move_by_the_right_amounts() {
     let delta = |series: &str| sample(&after, series) - sample(&before, series);
     assert_eq!(
         delta(
-            "driftwatch_findings_total{kind=\"unknown_query_param\",operation=\"listPlayouts\",severity=\"error\"}"
+            "driftwatch_findings_total{kind=\"unknown_query_param\",operation=\"listPlayouts\",severity=\"error\",blame=\"client\"}"
         ),
         3.0
     );
     assert_eq!(
         delta(
-            "driftwatch_findings_total{kind=\"param_type_mismatch\",operation=\"listPlayouts\",severity=\"error\"}"
+            "driftwatch_findings_total{kind=\"param_type_mismatch\",operation=\"listPlayouts\",severity=\"error\",blame=\"client\"}"
         ),
         3.0
     );
@@ -314,7 +314,7 @@ async fn metrics_move_by_the_right_amounts() {
     );
     assert_eq!(
         delta(
-            "driftwatch_findings_total{kind=\"unknown_operation\",operation=\"_unknown\",severity=\"error\"}"
+            "driftwatch_findings_total{kind=\"unknown_operation\",operation=\"_unknown\",severity=\"error\",blame=\"client\"}"
         ),
         1.0
     );
@@ -411,14 +411,14 @@ async fn a_body_over_the_limit_streams_through_unaudited() {
     assert_eq!(
         sample(
             &m,
-            "driftwatch_findings_total{kind=\"body_type_mismatch\",operation=\"updateChannel\",severity=\"error\"}"
+            "driftwatch_findings_total{kind=\"body_type_mismatch\",operation=\"updateChannel\",severity=\"error\",blame=\"client\"}"
         ),
         0.0
     );
     assert_eq!(
         sample(
             &m,
-            "driftwatch_findings_total{kind=\"unaudited\",operation=\"updateChannel\",severity=\"info\"}"
+            "driftwatch_findings_total{kind=\"unaudited\",operation=\"updateChannel\",severity=\"info\",blame=\"client\"}"
         ),
         2.0
     );
@@ -454,7 +454,7 @@ async fn upstream_rejected_links_a_4xx_to_the_drift_and_not_to_clean_requests() 
     assert_eq!(
         sample(
             &m,
-            "driftwatch_findings_total{kind=\"upstream_rejected\",operation=\"listPlayouts\",severity=\"error\"}"
+            "driftwatch_findings_total{kind=\"upstream_rejected\",operation=\"listPlayouts\",severity=\"error\",blame=\"client\"}"
         ),
         1.0
     );

@@ -146,7 +146,7 @@ async fn a_put_that_drops_a_held_field_is_at_risk_then_confirmed_by_its_own_resp
     assert_eq!(
         sample(
             &m,
-            "driftwatch_findings_total{kind=\"silent_clear_risk\",operation=\"updateChannel\",severity=\"critical\"}"
+            "driftwatch_findings_total{kind=\"silent_clear_risk\",operation=\"updateChannel\",severity=\"critical\",blame=\"client\"}"
         ),
         1.0
     );

@@ -34,6 +34,9 @@ impl Recorded {
 
 pub type Responder = Arc<dyn Fn(&Recorded) -> (u16, String) + Send + Sync>;
 
+/// A responder that also picks the `content-type` of its answer.
+pub type TypedResponder = Arc<dyn Fn(&Recorded) -> (u16, &'static str, String) + Send + Sync>;
+
 pub struct Upstream {
     pub addr: std::net::SocketAddr,
     pub requests: Arc<Mutex<Vec<Recorded>>>,
@@ -50,8 +53,21 @@ pub fn ok() -> Responder {
     Arc::new(|_| (200, "{\"ok\":true}".into()))
 }
 
+/// Answer every request with `responder`'s status and body, as `application/json`.
 pub async fn start(
     responder: Responder,
+    delay: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Upstream {
+    let typed: TypedResponder = Arc::new(move |r| {
+        let (status, body) = responder(r);
+        (status, "application/json", body)
+    });
+    start_typed(typed, delay, tls).await
+}
+
+pub async fn start_typed(
+    responder: TypedResponder,
     delay: Duration,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> Upstream {
@@ -83,7 +99,7 @@ pub async fn start(
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     store: Arc<Mutex<Vec<Recorded>>>,
-    responder: Responder,
+    responder: TypedResponder,
     delay: Duration,
 ) {
     let mut buf = Vec::new();
@@ -95,9 +111,9 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let (status, body) = responder(&request);
+        let (status, content_type, body) = responder(&request);
         let head = format!(
-            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-upstream: yes\r\n\r\n",
+            "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nx-upstream: yes\r\n\r\n",
             body.len()
         );
         if stream.write_all(head.as_bytes()).await.is_err()
