@@ -6,9 +6,10 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use driftwatch::audit::audit_request;
+use driftwatch::audit::{audit_request, audit_response};
 use driftwatch::contract::{Contract, ContractOptions};
 use driftwatch::request::RequestView;
+use driftwatch::response::ResponseView;
 use driftwatch::spec::Spec;
 
 fn shared(rel: &str) -> PathBuf {
@@ -59,6 +60,21 @@ fn audit(c: &mut Criterion) {
     assert_eq!(audit_request(&channels, &bad).len(), 2);
     c.bench_function("audit PUT channels, 30-property body, 2 findings", |b| {
         b.iter(|| audit_request(&channels, black_box(&bad)))
+    });
+
+    // The response side: the channel as GET returns it (31 properties), parsed and audited.
+    let stored = format!("{{\"id\":7,{}", &CHANNEL[1..]);
+    let get = RequestView::new("GET", "/api/v1/channels/7", &json, None);
+    let op = driftwatch::audit::audit(&channels, &get).operation.unwrap();
+    let response = ResponseView {
+        status: 200,
+        headers: &json,
+        body: Some(stored.as_bytes()),
+        parsed: None,
+    };
+    assert!(audit_response(&channels, op, &response).is_empty());
+    c.bench_function("audit GET channels response, 31-property body", |b| {
+        b.iter(|| audit_response(&channels, op, black_box(&response)))
     });
 }
 

@@ -7,8 +7,11 @@
 //! - [`request`], [`response`]: the views of an HTTP exchange that the audit reads.
 //! - [`audit`]: check one request, or its response, against the contract and return findings.
 //! - [`finding`]: what the audit reports, with stable kind names.
+//! - [`memory`], [`silent`]: the last GET of each resource, and silent-clear detection on it.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
-//! - [`cli`]: the subcommands of the `driftwatch` binary.
+//! - [`config`], [`policy`]: the validated settings, and observe/enforce decisions per finding.
+//! - [`proxy`], [`admin`], [`sink`]: the live sidecar, its admin listener, metrics and events.
+//! - [`cli`], [`demo`]: the subcommands of the `driftwatch` binary, and the embedded demo.
 #![forbid(unsafe_code)]
 
 pub mod admin;

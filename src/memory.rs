@@ -159,9 +159,24 @@ pub fn is_empty(value: &Value) -> bool {
 
 /// A hash of a value (its canonical JSON text), to compare without keeping the value.
 pub fn hash_value(value: &Value) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    value.to_string().hash(&mut h);
-    h.finish()
+    let mut h = HashWriter(std::collections::hash_map::DefaultHasher::new());
+    // Serialized straight into the hasher: no string per field. Writing to it cannot fail.
+    let _ = serde_json::to_writer(&mut h, value);
+    h.0.finish()
+}
+
+/// Feeds serialized bytes to a hasher.
+struct HashWriter(std::collections::hash_map::DefaultHasher);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The credential scope of a request: a hash of the credential header's value, 0 without one.

@@ -11,6 +11,9 @@ pub struct ResponseView<'a> {
     /// The decoded body; `None` when no copy was taken (too large, not sampled, HEAD), so
     /// only the status and `Content-Type` are checked.
     pub body: Option<&'a [u8]>,
+    /// The body already parsed as JSON, where the caller has it (the proxy parses a copy once
+    /// for the audit and the silent-clear memory); `None` and the audit parses `body` itself.
+    pub parsed: Option<&'a serde_json::Value>,
 }
 
 impl<'a> ResponseView<'a> {

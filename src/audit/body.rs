@@ -101,7 +101,8 @@ pub(super) fn check_value(
     // A merge write (PATCH) sends only what changes: `required` in a schema it shares with the
     // full model does not apply to it.
     let partial = op.write == WriteSemantics::Merge;
-    if let Some(validator) = &media.validator {
+    // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
+    if let Some(validator) = media.validator.as_ref().filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
             if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
                 continue;

@@ -157,6 +157,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 status: response.status,
                 headers: &response.headers,
                 body: response.body.as_deref(),
+                parsed: None,
             };
             let mut answered = audit_response(&contract, op, &view);
             reported.retain_new(&mut answered);

@@ -23,16 +23,12 @@ impl Responses {
     /// The declared response for `status`: an exact code first, then its range (`4XX`), then
     /// `default` (OpenAPI's precedence).
     pub fn for_status(&self, status: u16) -> Option<&DeclaredResponse> {
-        let code = status.to_string();
-        let range = format!("{}XX", status / 100);
-        let find = |key: &str| {
-            self.declared
-                .iter()
-                .find(|r| r.status.eq_ignore_ascii_case(key))
+        let find = |wanted: fn(&str, u16) -> bool| {
+            self.declared.iter().find(|r| wanted(&r.status, status))
         };
-        find(&code)
-            .or_else(|| find(&range))
-            .or_else(|| find("default"))
+        find(|s, status| s.parse() == Ok(status))
+            .or_else(|| find(is_range_of))
+            .or_else(|| find(|s, _| s.eq_ignore_ascii_case("default")))
     }
 
     /// The declared statuses, for a finding's `expected`.
@@ -40,6 +36,14 @@ impl Responses {
         let names: Vec<&str> = self.declared.iter().map(|r| r.status.as_str()).collect();
         names.join(", ")
     }
+}
+
+/// `4XX` (any case) for a 4xx status.
+fn is_range_of(key: &str, status: u16) -> bool {
+    let key = key.as_bytes();
+    key.len() == 3
+        && u16::from(key[0]) == u16::from(b'0') + status / 100
+        && key[1..].eq_ignore_ascii_case(b"XX")
 }
 
 #[cfg(test)]

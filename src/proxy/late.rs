@@ -92,29 +92,27 @@ impl Late {
             return;
         };
         let limit = s.config.audit.max_response_body;
-        let decoded = copy.and_then(|bytes| decode(self.encoding.as_deref(), &bytes, limit));
+        let decoded = copy.and_then(|bytes| decode(self.encoding.as_deref(), bytes, limit));
         if self.wants_body() && decoded.is_none() {
             s.metrics.unaudited("response_too_large");
         }
+        // Parsed once, for the audit and the memory alike.
+        let json = decoded
+            .as_deref()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok());
         let mut findings = Vec::new();
         if s.config.audit.enabled {
-            let headers: Vec<(String, String)> = self
-                .content_type
-                .iter()
-                .map(|ct| ("content-type".to_string(), ct.clone()))
-                .collect();
+            let headers = ContentType(self.content_type.as_deref());
             let view = ResponseView {
                 status: self.status,
                 headers: &headers,
                 body: decoded.as_deref().filter(|_| self.audit_body),
+                parsed: json.as_ref(),
             };
             findings = audit_response(&s.contract, op, &view);
             s.reported.retain_new(&mut findings);
         }
         if let Some(remember) = self.remember {
-            let body: Option<serde_json::Value> = decoded
-                .as_deref()
-                .and_then(|bytes| serde_json::from_slice(bytes).ok());
             let tracker = Tracker {
                 memory: &s.memory,
                 field_maps: &s.config.memory.field_map,
@@ -125,7 +123,7 @@ impl Late {
                 &self.request_id,
                 SystemTime::now(),
                 self.status,
-                body.as_ref(),
+                json.as_ref(),
                 remember.at_risk,
             ));
             s.metrics.memory(s.memory.len(), s.memory.evictions());
@@ -176,4 +174,13 @@ fn record(
         s.metrics.event_dropped();
     }
     s.recent.push(event);
+}
+
+/// The one response header the audit reads, without building a header list.
+struct ContentType<'a>(Option<&'a str>);
+
+impl crate::request::Headers for ContentType<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.filter(|_| name == "content-type")
+    }
 }

@@ -38,10 +38,12 @@ impl Tee {
             on_end(Some(Vec::new()));
             return Tee::pass(inner);
         }
+        // One allocation where the length is known (Content-Length), within the bound.
+        let expected = inner.size_hint().lower().min(limit as u64) as usize;
         Tee {
             inner,
             copy: Some(Copy {
-                buf: Vec::new(),
+                buf: Vec::with_capacity(expected),
                 limit,
                 overflow: false,
                 on_end,
@@ -99,28 +101,28 @@ impl Body for Tee {
 
 /// Decode a response copy by its `Content-Encoding`, reading at most `limit` decoded bytes
 /// (a compressed body cannot grow past the bound).
-pub fn decode(encoding: Option<&str>, bytes: &[u8], limit: usize) -> Option<Vec<u8>> {
+pub fn decode(encoding: Option<&str>, bytes: Vec<u8>, limit: usize) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let cap = limit as u64 + 1;
     let read = match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("") | Some("identity") => return Some(bytes.to_vec()),
-        Some("gzip") | Some("x-gzip") => flate2::read::GzDecoder::new(bytes)
+        None | Some("") | Some("identity") => return Some(bytes),
+        Some("gzip") | Some("x-gzip") => flate2::read::GzDecoder::new(&bytes[..])
             .take(cap)
             .read_to_end(&mut out),
         Some("deflate") => {
-            let zlib = flate2::read::ZlibDecoder::new(bytes)
+            let zlib = flate2::read::ZlibDecoder::new(&bytes[..])
                 .take(cap)
                 .read_to_end(&mut out);
             if zlib.is_err() {
                 out.clear();
-                flate2::read::DeflateDecoder::new(bytes)
+                flate2::read::DeflateDecoder::new(&bytes[..])
                     .take(cap)
                     .read_to_end(&mut out)
             } else {
                 zlib
             }
         }
-        Some("br") => brotli::Decompressor::new(bytes, 4096)
+        Some("br") => brotli::Decompressor::new(&bytes[..], 4096)
             .take(cap)
             .read_to_end(&mut out),
         Some(_) => return None,
@@ -139,27 +141,27 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(text).unwrap();
         assert_eq!(
-            decode(Some("gzip"), &gz.finish().unwrap(), 1024).unwrap(),
+            decode(Some("gzip"), gz.finish().unwrap(), 1024).unwrap(),
             text
         );
         let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         zl.write_all(text).unwrap();
         assert_eq!(
-            decode(Some("deflate"), &zl.finish().unwrap(), 1024).unwrap(),
+            decode(Some("deflate"), zl.finish().unwrap(), 1024).unwrap(),
             text
         );
         let mut br = Vec::new();
         brotli::CompressorWriter::new(&mut br, 4096, 5, 22)
             .write_all(text)
             .unwrap();
-        assert_eq!(decode(Some("br"), &br, 1024).unwrap(), text);
-        assert_eq!(decode(None, text, 1024).unwrap(), text);
-        assert_eq!(decode(Some("zstd"), text, 1024), None);
+        assert_eq!(decode(Some("br"), br, 1024).unwrap(), text);
+        assert_eq!(decode(None, text.to_vec(), 1024).unwrap(), text);
+        assert_eq!(decode(Some("zstd"), text.to_vec(), 1024), None);
         let big = vec![b'a'; 10_000];
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&big).unwrap();
         assert_eq!(
-            decode(Some("gzip"), &gz.finish().unwrap(), 1024),
+            decode(Some("gzip"), gz.finish().unwrap(), 1024),
             None,
             "decoded size is bounded"
         );

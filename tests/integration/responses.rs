@@ -129,6 +129,7 @@ fn the_real_specs_example_responses_audit_as_pinned() {
                     status,
                     headers: &headers,
                     body: Some(body.as_bytes()),
+                    parsed: None,
                 };
                 let findings: Vec<Finding> = audit_response(&contract, op, &view);
                 count += 1;
@@ -310,6 +311,7 @@ pub fn audit_answer(contract: &Contract, method: &str, target: &str, a: &Answer)
         status: a.status,
         headers: &headers,
         body: Some(a.body.as_bytes()),
+        parsed: None,
     };
     audit_response(contract, op, &view)
 }
