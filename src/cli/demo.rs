@@ -1,6 +1,7 @@
 //! `driftwatch demo`: runs the embedded Channels API, driftwatch in front of it and the stale
 //! agent, and narrates what happens: first in observe mode (the silent clear happens, and is
-//! reported), then in enforce mode (the harmful requests are refused). Loopback only.
+//! reported), then in enforce mode (the harmful requests are refused), then with a stale spec
+//! (the API's answers carry a field the spec lacks: the next silent clear). Loopback only.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -58,6 +59,10 @@ impl Drop for Stage {
 }
 
 async fn stage(mode: Mode) -> anyhow::Result<Stage> {
+    stage_with(mode, SPEC).await
+}
+
+async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
     let api_listener = TcpListener::bind("127.0.0.1:0").await?;
     let api = api_listener.local_addr()?;
     let api_task = tokio::spawn(api::serve(api_listener));
@@ -67,7 +72,7 @@ async fn stage(mode: Mode) -> anyhow::Result<Stage> {
     config.events.output = "none".into();
     let sidecar = Arc::new(super::serve::build(
         config,
-        Some((Path::new(SPEC_NAME), SPEC.as_bytes())),
+        Some((Path::new(SPEC_NAME), spec.as_bytes())),
     )?);
     let proxy_listener = TcpListener::bind("127.0.0.1:0").await?;
     let admin_listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -218,6 +223,9 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     )?;
     n.metrics().await?;
     drop(n);
+    drop(enforce);
+
+    ok &= stale_spec_act(out).await?;
 
     writeln!(
         out,
@@ -228,7 +236,6 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
         "and one JSON audit event per drifted request naming request id, tool, operation and field."
     )?;
     if keep_running {
-        drop(enforce);
         let live = stage(Mode::Observe).await?;
         writeln!(out, "\nStill running (observe mode). Try:")?;
         writeln!(
@@ -252,6 +259,40 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
         tokio::signal::ctrl_c().await?;
     }
     Ok(ok)
+}
+
+/// The third act: the API moved on and the spec did not. The agent's requests are fine; the
+/// API's answers carry a field the spec has never heard of, on a resource with a full replace.
+async fn stale_spec_act(out: &mut (dyn Write + Send)) -> anyhow::Result<bool> {
+    let Some(spec) = crate::demo::stale_spec() else {
+        return expect(out, false, "the embedded spec declares graphicsElementIds");
+    };
+    let stale = stage_with(Mode::Observe, &spec).await?;
+    writeln!(
+        out,
+        "\n== A stale spec: generated before the API grew graphicsElementIds (revision {}) ==\n",
+        stale.sidecar.spec.revision
+    )?;
+    let mut agent = Agent::new(format!("http://{}", stale.proxy));
+    let mut n = Narrator {
+        out,
+        stage: &stale,
+        before: scrape(stale.admin).await?,
+    };
+    n.title("1. get_channel: a clean request; the answer carries a field the spec does not know")?;
+    let call = agent.get_channel().await?;
+    n.call(
+        &call,
+        &format!(
+            "graphicsElementIds {}  (every client built from this spec drops it)",
+            call.body["graphicsElementIds"]
+        ),
+    )?;
+    n.findings(
+        &call,
+        &["undeclared_response_field", "replace_will_drop_field"],
+    )
+    .await
 }
 
 struct Narrator<'a> {

@@ -1,5 +1,6 @@
 //! `driftwatch demo` tells the story it promises: the binary exits 0, and the transcript shows
-//! the drift reported in observe mode, the silent clear happening, and enforce mode refusing it.
+//! the drift reported in observe mode, the silent clear happening, enforce mode refusing it, and
+//! a stale spec's next silent clear found in the API's answers.
 
 use std::process::Command;
 
@@ -35,6 +36,10 @@ fn the_demo_binary_prints_the_story_and_exits_0() {
         "detail: This PUT replaces the whole resource and would erase `graphicsElementIds`: include it",
         "API         200 graphicsElementIds [3,7]  <- intact",
         "driftwatch_blocked_total{operation=\"updateChannel\",kind=\"silent_clear_risk\"} 0 -> 1",
+        "== A stale spec",
+        "warning  undeclared_response_field response /graphicsElementIds",
+        "critical replace_will_drop_field body /graphicsElementIds: GET /api/v1/channels/{id} returns `graphicsElementIds`",
+        "driftwatch_findings_total{kind=\"replace_will_drop_field\",operation=\"updateChannel\",severity=\"critical\",blame=\"server\"} 0 -> 1",
     ];
     let mut rest = &text[..];
     for line in expected_in_order {

@@ -104,14 +104,12 @@ async fn every_response_kind_is_reported_live_and_its_twin_is_not() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The Channels spec as if regenerated before the API grew `graphicsElementIds`: neither the
-/// GET's model nor the PUT's body declares it.
+/// The Channels spec as if regenerated before the API grew `graphicsElementIds`.
 fn stale_spec() -> std::path::PathBuf {
-    let text = std::fs::read_to_string(super::util::example("channels.openapi.yaml")).unwrap();
-    let cut = "        graphicsElementIds:\n          type: array\n          items: { type: integer, format: int32 }\n";
-    assert!(text.contains(cut), "the example spec changed shape");
+    let text =
+        driftwatch::demo::stale_spec().expect("the example spec declares graphicsElementIds");
     let path = std::env::temp_dir().join(format!("driftwatch-stale-{}.yaml", std::process::id()));
-    std::fs::write(&path, text.replace(cut, "")).unwrap();
+    std::fs::write(&path, text).unwrap();
     path
 }
 
