@@ -17,7 +17,7 @@ pub use operation::{
     WriteSemantics,
 };
 pub use resolve::deref;
-pub use response::{DeclaredResponse, Responses};
+pub use response::{CompiledSchema, DeclaredResponse, ResponseMedia, Responses};
 pub use router::Routed;
 pub use types::{FieldType, TypeSummary, summarize};
 
@@ -45,6 +45,8 @@ pub struct Contract {
     router: router::Router,
     /// Prefixes stripped from request paths before routing, longest first.
     base_paths: Vec<String>,
+    /// The compiler, kept for response schemas, which are compiled on first use.
+    schemas: std::sync::Mutex<schemas::Schemas>,
 }
 
 /// A request's operation, once routed.
@@ -65,6 +67,22 @@ impl Contract {
     /// used (a parameter without `in`, a schema JSON Schema refuses, two operations on one route).
     pub fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
         compile::compile(spec, options)
+    }
+
+    /// The compiled schema of a declared response media type, compiled on first use and kept
+    /// (`None`: no schema, or one that cannot be compiled; then only the media type is checked).
+    pub fn response_schema<'m>(&self, media: &'m ResponseMedia) -> Option<&'m CompiledSchema> {
+        media
+            .compiled
+            .get_or_init(|| {
+                let pointer = media.schema.as_deref()?;
+                let mut schemas = self.schemas.lock().unwrap_or_else(|e| e.into_inner());
+                Some(CompiledSchema {
+                    validator: schemas.validator(pointer).ok()?,
+                    shape: schemas.shape(pointer).ok()?,
+                })
+            })
+            .as_ref()
     }
 
     pub fn operations(&self) -> &[Operation] {

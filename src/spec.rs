@@ -31,8 +31,9 @@ pub struct Spec {
     /// The `openapi` field as written (`3.0.3`).
     pub openapi: String,
     pub version: OpenApiVersion,
-    /// The whole document. Every `$ref` in it is local (`#/...`) and resolves.
-    pub doc: Value,
+    /// The whole document. Every `$ref` in it is local (`#/...`) and resolves. Shared: the
+    /// compiled contract keeps it to compile response schemas when first needed.
+    pub doc: std::sync::Arc<Value>,
     /// A short hash of the document (12 hex digits of its SHA-256), carried by every finding
     /// event and metric so a finding can be tied to the spec revision that produced it.
     pub revision: String,
@@ -69,7 +70,7 @@ impl Spec {
             source: source.to_path_buf(),
             openapi,
             version,
-            doc,
+            doc: std::sync::Arc::new(doc),
             revision,
         })
     }

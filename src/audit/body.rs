@@ -142,7 +142,7 @@ pub(super) fn check_value(
 
 /// Pick the declared media type for a `Content-Type`: exact match first, then ranges
 /// (`application/*+json`, `application/*`, `*/*`).
-pub(super) fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Option<&'m MediaBody> {
+pub(super) fn match_media<'m, M: Named>(media: &'m [M], content_type: &str) -> Option<&'m M> {
     let essence = content_type
         .split(';')
         .next()
@@ -150,15 +150,32 @@ pub(super) fn match_media<'m>(media: &'m [MediaBody], content_type: &str) -> Opt
         .trim()
         .to_ascii_lowercase();
     let (kind, sub) = essence.split_once('/')?;
-    media.iter().find(|m| m.media_type == essence).or_else(|| {
+    media.iter().find(|m| m.name() == essence).or_else(|| {
         media.iter().find(|m| {
-            let Some((mk, ms)) = m.media_type.split_once('/') else {
+            let Some((mk, ms)) = m.name().split_once('/') else {
                 return false;
             };
             (mk == "*" || mk == kind)
                 && (ms == "*" || ms == sub || (ms.starts_with("*+") && sub.ends_with(&ms[1..])))
         })
     })
+}
+
+/// A declared media type, request or response side.
+pub(super) trait Named {
+    fn name(&self) -> &str;
+}
+
+impl Named for MediaBody {
+    fn name(&self) -> &str {
+        &self.media_type
+    }
+}
+
+impl Named for crate::contract::ResponseMedia {
+    fn name(&self) -> &str {
+        &self.media_type
+    }
 }
 
 /// For a `oneOf`/`anyOf` body, the shape of the branch the value validates against.

@@ -86,6 +86,8 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     if !media.json {
         return;
     }
+    let compiled = contract.response_schema(media);
+    let shape = compiled.map_or(&BodyShape::Opaque, |c| &*c.shape);
     let owned;
     let value = match response.parsed {
         Some(v) => v,
@@ -107,14 +109,15 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
         }
     };
     // `is_valid` first: it stops at the first error and builds none; most answers are valid.
-    if let Some(validator) = media.validator.as_ref().filter(|v| !v.is_valid(value)) {
+    let validator = compiled.map(|c| &c.validator);
+    if let Some(validator) = validator.filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
-            for f in schema_findings(&error, &media.shape, value) {
+            for f in schema_findings(&error, shape, value) {
                 push(f, out);
             }
         }
     }
-    undeclared_fields(&media.shape, value, String::new(), &mut |f| push(f, out), 0);
+    undeclared_fields(shape, value, String::new(), &mut |f| push(f, out), 0);
     if op.method == "GET" && (200..300).contains(&status) {
         drop_hazards(contract, op, out);
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
-use super::response::{DeclaredResponse, Responses};
+use super::response::{DeclaredResponse, ResponseMedia, Responses};
 use super::router::{Router, template_params, trim_trailing_slash};
 use super::schemas::Schemas;
 use super::types::{FieldType, summarize};
@@ -22,8 +22,8 @@ const METHODS: [&str; 8] = [
 ];
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
-    let doc = &spec.doc;
-    let mut schemas = Schemas::new(doc, &spec.source)?;
+    let doc: &Value = &spec.doc;
+    let mut schemas = Schemas::new(spec.doc.clone(), &spec.source)?;
     let mut operations = Vec::new();
     let mut router = Router::default();
     let paths = doc
@@ -72,6 +72,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         by_id,
         router,
         base_paths,
+        schemas: std::sync::Mutex::new(schemas),
     })
 }
 
@@ -141,8 +142,8 @@ fn compile_operation(
         params,
         body,
         write,
-        response_fields: response_fields(schemas.doc, op),
-        responses: compile_responses(schemas, op, &op_ptr)?,
+        response_fields: response_fields(&schemas.doc, op),
+        responses: compile_responses(&schemas.doc, op, &op_ptr),
         replaced_by: Vec::new(),
         pointer: op_ptr,
         remembers: false,
@@ -243,7 +244,8 @@ fn compile_param(
     raw: &Value,
     pointer: String,
 ) -> Result<Option<Param>, SpecError> {
-    let doc = schemas.doc;
+    let shared = schemas.doc.clone();
+    let doc: &Value = &shared;
     let (pointer, param) = deref_at(doc, Cow::Owned(pointer), raw);
     let invalid = |reason: &str| SpecError::at(&spec.source, &pointer, reason.to_string());
     let name = param
@@ -340,12 +342,10 @@ fn object_keys(doc: &Value, schema: &Value) -> (Vec<String>, bool) {
     (names, free)
 }
 
-/// Every entry of the operation's `responses`, with its media types compiled.
-fn compile_responses(
-    schemas: &mut Schemas,
-    op: &Value,
-    op_ptr: &str,
-) -> Result<Responses, SpecError> {
+/// Every entry of the operation's `responses`, with the pointer of each media type's schema:
+/// compiled when a response first needs it (GitHub's responses, compiled all at load, would
+/// double its load time and peak memory for schemas most deployments never see).
+fn compile_responses(doc: &Value, op: &Value, op_ptr: &str) -> Responses {
     let mut declared = Vec::new();
     for (status, raw) in op
         .get("responses")
@@ -357,13 +357,27 @@ fn compile_responses(
             continue;
         }
         let pointer = format!("{op_ptr}/responses{}", token(status));
-        let (pointer, response) = deref_at(schemas.doc, Cow::Owned(pointer), raw);
+        let (pointer, response) = deref_at(doc, Cow::Owned(pointer), raw);
+        let media = response
+            .get("content")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(media_type, m)| ResponseMedia {
+                media_type: media_type.to_ascii_lowercase(),
+                json: is_json(media_type),
+                schema: m
+                    .get("schema")
+                    .map(|_| format!("{pointer}/content{}/schema", token(media_type))),
+                compiled: Default::default(),
+            })
+            .collect();
         declared.push(DeclaredResponse {
             status: status.clone(),
-            media: compile_media(schemas, response, &pointer)?,
+            media,
         });
     }
-    Ok(Responses { declared })
+    Responses { declared }
 }
 
 fn compile_body(
@@ -371,8 +385,8 @@ fn compile_body(
     raw: &Value,
     pointer: String,
 ) -> Result<RequestBody, SpecError> {
-    let doc = schemas.doc;
-    let (pointer, body) = deref_at(doc, Cow::Owned(pointer), raw);
+    let shared = schemas.doc.clone();
+    let (pointer, body) = deref_at(&shared, Cow::Owned(pointer), raw);
     Ok(RequestBody {
         required: body
             .get("required")
@@ -382,8 +396,8 @@ fn compile_body(
     })
 }
 
-/// The `content` map of a request body or a response: each media type with its validator and
-/// shape (JSON types only; others are matched by name alone).
+/// The `content` map of a request body: each media type with its validator and shape (JSON
+/// types only; others are matched by name alone).
 fn compile_media(
     schemas: &mut Schemas,
     body: &Value,

@@ -2,7 +2,11 @@
 //! media types and their compiled schemas. The response audit picks one by status and
 //! `Content-Type`; nothing is parsed from the spec per response.
 
-use super::operation::MediaBody;
+use std::sync::{Arc, OnceLock};
+
+use jsonschema::Validator;
+
+use super::operation::BodyShape;
 
 /// One entry of an operation's `responses`.
 #[derive(Debug)]
@@ -10,7 +14,26 @@ pub struct DeclaredResponse {
     /// As the spec writes it: `200`, `2XX` or `default`.
     pub status: String,
     /// Empty when the response declares no body (`204`, or a description alone).
-    pub media: Vec<MediaBody>,
+    pub media: Vec<ResponseMedia>,
+}
+
+/// A response media type. Its schema is compiled on first use
+/// ([`super::Contract::response_schema`]), not at load.
+#[derive(Debug)]
+pub struct ResponseMedia {
+    /// As declared, lowercase; may be a range such as `application/*`.
+    pub media_type: String,
+    /// A JSON media type, so the body is parsed and validated.
+    pub json: bool,
+    /// JSON pointer of the schema, if the media type declares one.
+    pub schema: Option<String>,
+    pub(super) compiled: OnceLock<Option<CompiledSchema>>,
+}
+
+#[derive(Debug)]
+pub struct CompiledSchema {
+    pub validator: Arc<Validator>,
+    pub shape: Arc<BodyShape>,
 }
 
 /// An operation's declared responses.

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jsonschema::{Draft, Registry, Validator};
@@ -39,19 +39,30 @@ const FRAGMENT: &AsciiSet = &CONTROLS
 
 const MAX_DEPTH: usize = 8;
 
-pub(super) struct Schemas<'a> {
-    pub doc: &'a Value,
-    file: &'a Path,
-    registry: Registry<'a>,
+/// Validators and shapes by schema pointer, compiled on demand against one registry. Owns its
+/// document, so the contract keeps it after the load to compile response schemas lazily.
+pub(super) struct Schemas {
+    pub doc: Arc<Value>,
+    file: PathBuf,
+    registry: Registry<'static>,
     validators: HashMap<String, Arc<Validator>>,
     shapes: HashMap<String, Arc<BodyShape>>,
 }
 
-impl<'a> Schemas<'a> {
-    pub fn new(doc: &'a Value, file: &'a Path) -> Result<Schemas<'a>, SpecError> {
+impl std::fmt::Debug for Schemas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schemas")
+            .field("validators", &self.validators.len())
+            .field("shapes", &self.shapes.len())
+            .finish()
+    }
+}
+
+impl Schemas {
+    pub fn new(doc: Arc<Value>, file: &Path) -> Result<Schemas, SpecError> {
         let registry = Registry::new()
             .draft(Draft::Draft202012)
-            .add(URN, doc)
+            .add(URN, doc.clone())
             .and_then(|b| b.prepare())
             .map_err(|e| {
                 SpecError::at(
@@ -62,7 +73,7 @@ impl<'a> Schemas<'a> {
             })?;
         Ok(Schemas {
             doc,
-            file,
+            file: file.to_path_buf(),
             registry,
             validators: HashMap::new(),
             shapes: HashMap::new(),
@@ -71,8 +82,9 @@ impl<'a> Schemas<'a> {
 
     /// The validator for the schema at `pointer` (refs followed first, so aliases share one).
     pub fn validator(&mut self, pointer: &str) -> Result<Arc<Validator>, SpecError> {
-        let value = self.doc.pointer(pointer).unwrap_or(&Value::Null);
-        let (pointer, _) = deref_at(self.doc, Cow::Borrowed(pointer), value);
+        let doc = self.doc.clone();
+        let value = doc.pointer(pointer).unwrap_or(&Value::Null);
+        let (pointer, _) = deref_at(&doc, Cow::Borrowed(pointer), value);
         if let Some(v) = self.validators.get(pointer.as_ref()) {
             return Ok(v.clone());
         }
@@ -84,7 +96,7 @@ impl<'a> Schemas<'a> {
             .build(&json!({ "$ref": reference }))
             .map_err(|e| {
                 SpecError::at(
-                    self.file,
+                    &self.file,
                     &pointer,
                     format!("the schema cannot be compiled: {e}"),
                 )
@@ -97,8 +109,9 @@ impl<'a> Schemas<'a> {
 
     /// The top-level shape of the body schema at `pointer`.
     pub fn shape(&mut self, pointer: &str) -> Result<Arc<BodyShape>, SpecError> {
-        let value = self.doc.pointer(pointer).unwrap_or(&Value::Null);
-        let (pointer, _) = deref_at(self.doc, Cow::Borrowed(pointer), value);
+        let doc = self.doc.clone();
+        let value = doc.pointer(pointer).unwrap_or(&Value::Null);
+        let (pointer, _) = deref_at(&doc, Cow::Borrowed(pointer), value);
         if let Some(shape) = self.shapes.get(pointer.as_ref()) {
             return Ok(shape.clone());
         }
@@ -108,7 +121,8 @@ impl<'a> Schemas<'a> {
     }
 
     fn build_shape(&mut self, pointer: &str, depth: usize) -> Result<BodyShape, SpecError> {
-        let doc = self.doc;
+        let shared = self.doc.clone();
+        let doc: &Value = &shared;
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
         let (pointer, schema) = deref_at(doc, Cow::Borrowed(pointer), value);
         if depth > MAX_DEPTH {
