@@ -72,6 +72,8 @@ impl Sidecar {
         let client = upstream::client(&config)?;
         let metrics = Metrics::new(&mut registry, config.audit.unknown_param_labels);
         metrics.spec(&spec.revision, &spec.openapi, spec.operations);
+        metrics.spec_loaded(true);
+        metrics.prepare(&contract);
         let events = EventLog::open(&config.events.output)
             .map_err(|e| anyhow::anyhow!("events.output `{}`: {e}", config.events.output))?;
         Ok(Sidecar {

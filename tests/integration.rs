@@ -7,6 +7,7 @@ mod integration {
     pub mod kinds;
     pub mod live_responses;
     pub mod operations;
+    pub mod ops_kit;
     pub mod proxy;
     pub mod real_specs;
     pub mod responses;

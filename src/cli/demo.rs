@@ -25,12 +25,27 @@ pub struct DemoArgs {
     /// Leave the API and driftwatch running afterwards, and print curl commands to try.
     #[arg(long)]
     keep_running: bool,
+    /// Serve only the embedded Channels API on this address (for `driftwatch serve
+    /// --upstream`, and for the Prometheus end-to-end test), until interrupted.
+    #[arg(long, value_name = "ADDR", conflicts_with = "keep_running")]
+    api: Option<std::net::SocketAddr>,
 }
 
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    if let Some(addr) = args.api {
+        return runtime.block_on(async {
+            let listener = TcpListener::bind(addr).await?;
+            println!("Channels API on http://{}", listener.local_addr()?);
+            tokio::select! {
+                () = api::serve(listener) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            Ok(ExitCode::SUCCESS)
+        });
+    }
     let ok = runtime.block_on(story(&mut std::io::stdout(), args.keep_running))?;
     Ok(if ok {
         ExitCode::SUCCESS

@@ -77,6 +77,11 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoadResult {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SpecLabels {
     revision: String,
     openapi: String,
@@ -98,6 +103,7 @@ pub struct Metrics {
     upstream_duration: Histogram,
     spec_info: Family<SpecLabels, Gauge>,
     spec_operations: Gauge,
+    spec_reloads: Family<LoadResult, Counter>,
     silent_clears: Family<SilentLabels, Counter>,
     memory_entries: Gauge,
     memory_evictions: Gauge,
@@ -122,6 +128,7 @@ impl Metrics {
             upstream_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 10)),
             spec_info: Family::default(),
             spec_operations: Gauge::default(),
+            spec_reloads: Family::default(),
             silent_clears: Family::default(),
             memory_entries: Gauge::default(),
             memory_evictions: Gauge::default(),
@@ -184,6 +191,11 @@ impl Metrics {
             "spec_operations",
             "Operations in the spec in force",
             m.spec_operations.clone(),
+        );
+        r.register(
+            "spec_reloads",
+            "Spec loads since start, by result (success, error); the load at start is the first",
+            m.spec_reloads.clone(),
         );
         r.register(
             "silent_clears",
@@ -302,6 +314,48 @@ impl Metrics {
     pub fn memory(&self, entries: usize, evictions: u64) {
         self.memory_entries.set(entries as i64);
         self.memory_evictions.set(evictions as i64);
+    }
+
+    /// Create, at zero, the series the paging alerts watch, for every replace write and each
+    /// of its declared body fields: Prometheus's `increase()` cannot see a counter's first
+    /// increment if the series is born at 1, and a first silent clear must page.
+    pub fn prepare(&self, contract: &crate::contract::Contract) {
+        use crate::contract::WriteSemantics;
+        for op in contract
+            .operations()
+            .iter()
+            .filter(|op| op.write == WriteSemantics::Replace)
+        {
+            for p in op.body_properties().iter().filter(|p| !p.read_only) {
+                for stage in ["omitted", "at_risk", "confirmed"] {
+                    let _ = self.silent_clears.get_or_create(&SilentLabels {
+                        operation: op.id.clone(),
+                        field: p.name.clone(),
+                        stage: stage.into(),
+                    });
+                }
+            }
+            let hazard = crate::finding::Kind::ReplaceWillDropField;
+            let _ = self.findings.get_or_create(&FindingLabels {
+                kind: hazard.as_str().into(),
+                operation: op.id.clone(),
+                severity: hazard.default_severity().as_str().into(),
+                blame: hazard.blame().as_str().into(),
+            });
+        }
+    }
+
+    /// Count a load of the spec (at start, or a reload); both results are exported from the
+    /// start so that `increase()` sees the first error.
+    pub fn spec_loaded(&self, ok: bool) {
+        for result in ["success", "error"] {
+            let counter = self.spec_reloads.get_or_create(&LoadResult {
+                result: result.into(),
+            });
+            if (result == "success") == ok {
+                counter.inc();
+            }
+        }
     }
 
     pub fn spec(&self, revision: &str, openapi: &str, operations: usize) {

@@ -1,0 +1,31 @@
+# driftwatch as a sidecar image. Build: docker build -t driftwatch .
+# Run:  docker run -v $PWD/openapi.yaml:/etc/driftwatch/openapi.yaml:ro \
+#         -e DRIFTWATCH_PROXY_UPSTREAM=http://api:5000 -p 8080:8080 -p 9090:9090 driftwatch
+# Config: DRIFTWATCH_* environment variables, and optionally a mounted file passed as
+# `serve --config /etc/driftwatch/driftwatch.toml` (config/driftwatch.toml documents every key).
+
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src src
+COPY benches benches
+COPY examples examples
+# The same build command CI runs (.ci/run): a locked, release build of the binary alone.
+RUN cargo build --release --locked --bin driftwatch
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --no-create-home driftwatch \
+ && mkdir -p /etc/driftwatch
+COPY --from=build /src/target/release/driftwatch /usr/local/bin/driftwatch
+COPY config/driftwatch.toml /etc/driftwatch/driftwatch.example.toml
+USER 10001
+# The proxy listener (agents) and the admin listener (metrics, probes).
+EXPOSE 8080 9090
+ENV DRIFTWATCH_PROXY_LISTEN=0.0.0.0:8080 \
+    DRIFTWATCH_ADMIN_LISTEN=0.0.0.0:9090 \
+    DRIFTWATCH_SPEC_PATH=/etc/driftwatch/openapi.yaml
+ENTRYPOINT ["/usr/local/bin/driftwatch"]
+CMD ["serve"]

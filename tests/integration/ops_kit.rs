@@ -1,0 +1,286 @@
+//! The operations kit against what driftwatch really exports: every metric the alert rules
+//! and the dashboard use is one the registry emits, every metric the registry emits is alerted
+//! on or shown, and the dashboard has Grafana's shape. (`promtool` and a real Prometheus check
+//! the rules themselves: `.ci/run`, `scripts/prometheus-e2e`.)
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::sidecar::{config, raw, scrape, start};
+use super::upstream::{self, ok};
+
+fn repo_file(rel: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `driftwatch_*` names in a text (PromQL in rules or panels).
+fn names_in(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("driftwatch_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        out.insert(name);
+    }
+    out
+}
+
+/// (family, sample names) from a scrape: `# TYPE` lines (counters are typed under their
+/// `_total` name), with `_bucket`, `_sum`, `_count` for histograms.
+fn exported(scrape: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut families = BTreeSet::new();
+    let mut samples = BTreeSet::new();
+    for line in scrape.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = rest.split_once(' ').unwrap();
+        families.insert(name.to_string());
+        match kind {
+            "histogram" => {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    samples.insert(format!("{name}{suffix}"));
+                }
+            }
+            _ => {
+                samples.insert(name.to_string());
+            }
+        }
+    }
+    (families, samples)
+}
+
+fn family_of(sample: &str, families: &BTreeSet<String>) -> Option<String> {
+    families
+        .iter()
+        .filter(|f| sample.starts_with(f.as_str()))
+        .max_by_key(|f| f.len())
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
+    // A family shows in a scrape once it has a series: drive one of each. Enforce mode, an
+    // upstream that refuses connections, and a tiny body limit.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused = closed.local_addr().unwrap();
+    drop(closed);
+    let dw = start(config(&format!("http://{refused}"), |c| {
+        c.proxy.mode = driftwatch::policy::Mode::Enforce;
+        c.audit.max_body = 16;
+    }))
+    .await;
+    for request in [
+        "GET /api/v1/playouts?page_size=1 HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
+        "GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
+        format!(
+            "PUT /api/v1/schedules/1 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{:<40}",
+            "{\"name\":\"a\"}"
+        ),
+    ] {
+        raw(dw.addr, request.as_bytes()).await;
+    }
+    let (families, samples) = exported(&scrape(dw.admin).await);
+    dw.stop().await;
+    assert_eq!(
+        families.len(),
+        16,
+        "every metric driftwatch registers: {families:?}"
+    );
+
+    let rules = repo_file("config/alerts.yml");
+    let rules_doc: yaml_serde::Value = yaml_serde::from_str(&rules).unwrap();
+    let exprs: Vec<String> = rules_doc["groups"][0]["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| r["expr"].as_str().unwrap().to_string())
+        .collect();
+    let dashboard: Value = serde_json::from_str(&repo_file("dashboards/driftwatch.json")).unwrap();
+    let panel_exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().clone())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+
+    let mut problems = Vec::new();
+    let mut used_families = BTreeSet::new();
+    for (what, exprs) in [("alerts.yml", &exprs), ("driftwatch.json", &panel_exprs)] {
+        for name in exprs.iter().flat_map(|e| names_in(e)) {
+            if !samples.contains(&name) {
+                problems.push(format!(
+                    "{what} uses {name}, which driftwatch does not export"
+                ));
+            }
+            used_families.extend(family_of(&name, &families));
+        }
+    }
+    for family in families.difference(&used_families) {
+        problems.push(format!(
+            "driftwatch exports {family}, which no alert rule and no dashboard panel uses"
+        ));
+    }
+    // The rules page on these by name: a rename on either side must fail here.
+    let paging = [
+        "driftwatch_silent_clears_total",
+        "driftwatch_findings_total",
+        "driftwatch_unknown_query_params_total",
+        "driftwatch_blocked_total",
+        "driftwatch_spec_reloads_total",
+        "driftwatch_unaudited_total",
+        "driftwatch_requests_total",
+    ];
+    let in_rules: BTreeSet<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
+    assert_eq!(
+        in_rules,
+        paging.iter().map(|s| s.to_string()).collect(),
+        "the metrics the alert rules watch"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
+    let d: Value = serde_json::from_str(&repo_file("dashboards/driftwatch.json")).unwrap();
+    let mut problems = Vec::new();
+    for key in [
+        "title",
+        "uid",
+        "schemaVersion",
+        "panels",
+        "templating",
+        "time",
+    ] {
+        if d.get(key).is_none() {
+            problems.push(format!("no `{key}`"));
+        }
+    }
+    let vars = d["templating"]["list"].as_array().unwrap();
+    assert!(
+        vars.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
+        "a Prometheus datasource variable"
+    );
+    let mut ids = BTreeSet::new();
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap_or("?");
+        if !ids.insert(p["id"].as_u64().unwrap()) {
+            problems.push(format!("{title}: duplicate id"));
+        }
+        if p["datasource"]["uid"] != "${datasource}" {
+            problems.push(format!("{title}: datasource is not the variable"));
+        }
+        for key in ["h", "w", "x", "y"] {
+            if !p["gridPos"][key].is_u64() {
+                problems.push(format!("{title}: gridPos.{key}"));
+            }
+        }
+        let targets = p["targets"].as_array().unwrap();
+        if targets.is_empty()
+            || targets
+                .iter()
+                .any(|t| !t["expr"].is_string() || !t["refId"].is_string())
+        {
+            problems.push(format!("{title}: targets need expr and refId"));
+        }
+    }
+    let titles: Vec<&str> = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "Traffic by operation",
+        "Findings by kind",
+        "Silent clears by operation and field",
+        "Top unknown query parameters",
+        "Blocked requests (enforce mode)",
+        "Upstream rejections after drift",
+        "Audit overhead",
+        "Spec revision in force",
+        "Spec operations and reloads",
+    ] {
+        if !titles.contains(&wanted) {
+            problems.push(format!("no panel `{wanted}`"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_series_exist_at_zero_before_the_first_event() {
+    let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
+    let text = scrape(dw.admin).await;
+    dw.stop().await;
+    for series in [
+        "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"confirmed\"} 0",
+        "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"at_risk\"} 0",
+        "driftwatch_findings_total{kind=\"replace_will_drop_field\",operation=\"updateChannel\",severity=\"critical\",blame=\"server\"} 0",
+        "driftwatch_spec_reloads_total{result=\"success\"} 1",
+        "driftwatch_spec_reloads_total{result=\"error\"} 0",
+    ] {
+        assert!(text.contains(series), "missing `{series}`:\n{text}");
+    }
+}
+
+#[test]
+fn the_kubernetes_manifests_run_driftwatch_as_a_probed_sidecar_with_a_valid_config() {
+    let docs: Vec<yaml_serde::Value> = ["deployment.yaml", "configmap.yaml", "servicemonitor.yaml"]
+        .iter()
+        .flat_map(|f| {
+            repo_file(&format!("config/k8s/{f}"))
+                .split("\n---\n")
+                .map(|d| yaml_serde::from_str(d).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let kind = |k: &str| {
+        docs.iter()
+            .find(|d| d["kind"].as_str() == Some(k))
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    let pod = &kind("Deployment")["spec"]["template"]["spec"];
+    let containers = pod["containers"].as_sequence().unwrap();
+    assert_eq!(containers.len(), 2, "the MCP server and its sidecar");
+    let dw = containers
+        .iter()
+        .find(|c| c["name"].as_str() == Some("driftwatch"))
+        .unwrap();
+    assert_eq!(
+        dw["livenessProbe"]["httpGet"]["path"].as_str(),
+        Some("/healthz")
+    );
+    assert_eq!(
+        dw["readinessProbe"]["httpGet"]["path"].as_str(),
+        Some("/readyz")
+    );
+    assert_eq!(dw["ports"][0]["containerPort"].as_u64(), Some(9090));
+    let mcp_env = containers[0]["env"][0]["value"].as_str().unwrap();
+    assert_eq!(
+        mcp_env, "http://127.0.0.1:8080",
+        "the MCP server calls the sidecar"
+    );
+    assert!(kind("ServiceMonitor")["spec"]["endpoints"][0]["port"].as_str() == Some("admin"));
+    // The ConfigMap's config is one driftwatch accepts (unknown keys would be refused).
+    let toml = kind("ConfigMap")["data"]["driftwatch.toml"]
+        .as_str()
+        .unwrap();
+    let path = std::env::temp_dir().join(format!("driftwatch-k8s-{}.toml", std::process::id()));
+    std::fs::write(&path, toml).unwrap();
+    let config = driftwatch::config::Config::load(Some(&path), &[], std::iter::empty())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.spec.path.as_deref(),
+        Some(std::path::Path::new("/etc/driftwatch/openapi.yaml"))
+    );
+}
