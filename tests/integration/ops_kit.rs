@@ -122,6 +122,12 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
             used_families.extend(family_of(&name, &families));
         }
     }
+    let documented = repo_file("docs/metrics.md");
+    for family in &families {
+        if !documented.contains(&format!("`{family}`")) {
+            problems.push(format!("docs/metrics.md does not list {family}"));
+        }
+    }
     for family in families.difference(&used_families) {
         problems.push(format!(
             "driftwatch exports {family}, which no alert rule and no dashboard panel uses"
