@@ -233,14 +233,7 @@ fn schema_finding(
             )
         }
         ValidationErrorKind::Type { kind } => {
-            let expected = match kind {
-                TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(set) => set
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            };
+            let expected = type_names(kind);
             let observed = FieldType::of_value(error.instance());
             Some(
                 Finding::new(Kind::BodyTypeMismatch, Location::Body, &path)
@@ -256,6 +249,18 @@ fn schema_finding(
                 .expected(error.kind().keyword().to_string())
                 .message(format!("body field `{path}`: {}", error.masked())),
         ),
+    }
+}
+
+/// `integer`, or `null|string` for a type list, as a finding's `expected`.
+pub(super) fn type_names(kind: &TypeKind) -> String {
+    match kind {
+        TypeKind::Single(t) => t.to_string(),
+        TypeKind::Multiple(set) => set
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join("|"),
     }
 }
 

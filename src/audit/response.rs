@@ -7,10 +7,10 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use jsonschema::ValidationError;
-use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
-use super::body::{chosen_shape, match_media};
+use super::body::{chosen_shape, match_media, type_names};
 use crate::contract::{Additional, BodyShape, Contract, FieldType, Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::response::ResponseView;
@@ -166,14 +166,7 @@ fn schema_findings(error: &ValidationError, shape: &BodyShape, value: &Value) ->
             ]
         }
         ValidationErrorKind::Type { kind } => {
-            let expected = match kind {
-                TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(set) => set
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            };
+            let expected = type_names(kind);
             let observed = FieldType::of_value(error.instance());
             vec![
                 Finding::new(Kind::ResponseSchemaViolation, Location::Response, &path)
