@@ -7,6 +7,7 @@
 //! - [`request`], [`response`]: the views of an HTTP exchange that the audit reads.
 //! - [`audit`]: check one request, or its response, against the contract and return findings.
 //! - [`finding`]: what the audit reports, with stable kind names.
+//! - [`diff`]: what changed between two revisions of a spec, and what it does to clients.
 //! - [`memory`], [`silent`]: the last GET of each resource, and silent-clear detection on it.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
 //! - [`config`], [`policy`]: the validated settings, and observe/enforce decisions per finding.
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod demo;
+pub mod diff;
 pub mod finding;
 pub mod memory;
 pub mod policy;

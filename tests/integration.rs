@@ -3,6 +3,7 @@
 mod integration {
     pub mod cli;
     pub mod demo;
+    pub mod diffs;
     pub mod generated;
     pub mod kinds;
     pub mod live_responses;

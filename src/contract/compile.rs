@@ -323,6 +323,7 @@ fn compile_param(
         properties,
         free_form,
         json_content,
+        enum_values: schema.and_then(|s| super::types::enum_values(doc, s)),
         validator,
     }))
 }
@@ -423,6 +424,7 @@ fn compile_media(
             json,
             validator,
             shape,
+            summary: summarize(&schemas.doc, m.get("schema").unwrap_or(&Value::Null)),
         });
     }
     Ok(media)

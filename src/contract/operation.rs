@@ -99,6 +99,8 @@ pub struct Param {
     pub free_form: bool,
     /// Declared with `content: application/json` instead of `schema`: the value is JSON text.
     pub json_content: bool,
+    /// The allowed values, where the schema is an enum (for spec diffs).
+    pub enum_values: Option<Vec<serde_json::Value>>,
     pub validator: Option<Arc<Validator>>,
 }
 
@@ -109,6 +111,8 @@ pub struct Property {
     pub required: bool,
     pub read_only: bool,
     pub write_only: bool,
+    /// The allowed values, where the property is an enum (for spec diffs).
+    pub enum_values: Option<Vec<serde_json::Value>>,
 }
 
 /// `additionalProperties` on an object body.
@@ -146,6 +150,8 @@ pub struct MediaBody {
     pub json: bool,
     pub validator: Option<Arc<Validator>>,
     pub shape: Arc<BodyShape>,
+    /// The schema's type in the small vocabulary (for spec diffs).
+    pub summary: TypeSummary,
 }
 
 #[derive(Debug)]

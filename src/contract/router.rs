@@ -134,7 +134,7 @@ pub(crate) fn trim_trailing_slash(path: &str) -> &str {
 /// `/a/{id}/b/{name}.json/` to `/a/{p0}/b/{p1}.json`. matchit allows one parameter per
 /// segment, so a compound segment (`{base}...{head}`) becomes one parameter, split afterwards
 /// by [`split_compound`].
-pub(crate) fn normalize_template(template: &str) -> String {
+pub fn normalize_template(template: &str) -> String {
     let mut out = String::with_capacity(template.len());
     for (n, segment) in trim_trailing_slash(template).split('/').enumerate() {
         if n > 0 {

@@ -215,6 +215,7 @@ fn collect_object(
                 required: false,
                 read_only: flag(doc, prop, "readOnly"),
                 write_only: flag(doc, prop, "writeOnly"),
+                enum_values: super::types::enum_values(doc, prop),
             });
         }
     }

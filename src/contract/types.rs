@@ -80,6 +80,38 @@ impl FieldType {
 
 const DEPTH: usize = 16;
 
+/// The non-null values of a schema's `enum` (or `const`), also through a `$ref` or a nullable
+/// wrapper (`oneOf: [{type: null}, {$ref: Enum}]`); `None` when the schema is not an enum.
+pub fn enum_values(doc: &Value, schema: &Value) -> Option<Vec<Value>> {
+    enum_at(doc, schema, 0)
+}
+
+fn enum_at(doc: &Value, schema: &Value, depth: usize) -> Option<Vec<Value>> {
+    let schema = deref(doc, schema);
+    if depth > DEPTH {
+        return None;
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return Some(values.iter().filter(|v| !v.is_null()).cloned().collect());
+    }
+    if let Some(value) = schema.get("const") {
+        return Some(vec![value.clone()]);
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        let Some(branches) = schema.get(key).and_then(Value::as_array) else {
+            continue;
+        };
+        let concrete: Vec<&Value> = branches
+            .iter()
+            .filter(|b| summarize(doc, b).ty != FieldType::Any || !summarize(doc, b).nullable)
+            .collect();
+        if let [one] = concrete.as_slice() {
+            return enum_at(doc, one, depth + 1);
+        }
+    }
+    None
+}
+
 /// Summarize `schema` (which may be or contain `$ref`s into `doc`).
 pub fn summarize(doc: &Value, schema: &Value) -> TypeSummary {
     summarize_at(doc, schema, 0)
