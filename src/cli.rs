@@ -3,6 +3,7 @@
 
 mod check;
 pub mod demo;
+mod diff;
 pub mod serve;
 
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The whole story in one command: an embedded API, driftwatch, and a stale agent.
     Demo(demo::DemoArgs),
+    /// What changed between two revisions of a spec, classed breaking / hazard / info.
+    Diff(diff::DiffArgs),
 }
 
 /// Parse the arguments, run the subcommand, map the outcome to an exit code.
@@ -37,6 +40,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(&args, &mut std::io::stdout().lock()),
         Command::Serve(args) => serve::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Diff(args) => diff::run(&args, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(code) => code,

@@ -259,3 +259,85 @@ fn a_property_added_to_a_replace_body_is_a_hazard_and_a_renamed_parameter_is_nam
         ]
     );
 }
+
+fn driftwatch(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn the_diff_command_prints_json_text_and_markdown_and_exits_by_fail_on() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/specs/ersatztv/history");
+    let three = dir.join(HISTORY[2]).display().to_string();
+    let four = dir.join(HISTORY[3]).display().to_string();
+    let (code, stdout, stderr) = driftwatch(&["diff", &three, &four, "--format", "json"]);
+    assert_eq!(code, 1, "a breaking change fails by default: {stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        doc["changes"][0],
+        serde_json::json!({"class": "breaking", "kind": "response_retyped", "operation": "GetResolutionByName",
+            "location": "response", "field": "200", "from": "integer", "to": "object"})
+    );
+    assert_eq!(
+        driftwatch(&["diff", &three, &four, "--fail-on", "never"]).0,
+        0
+    );
+    let (code, text, _) = driftwatch(&["diff", &four, &four]);
+    assert_eq!(
+        (code, text.trim()),
+        (0, "0 changes (0 breaking, 0 hazard, 0 info)")
+    );
+    let (_, md, _) = driftwatch(&["diff", &three, &four, "--format", "markdown"]);
+    assert!(md.contains("| breaking | `response_retyped` | `GetResolutionByName` | response | `200` | integer -> object |"), "{md}");
+    // A hazard fails only when asked to.
+    let v1 = std::env::temp_dir().join(format!("driftwatch-diff-v1-{}.yaml", std::process::id()));
+    let v2 = std::env::temp_dir().join(format!("driftwatch-diff-v2-{}.yaml", std::process::id()));
+    std::fs::write(&v1, BILLING_V1).unwrap();
+    std::fs::write(
+        &v2,
+        BILLING_V1.replace("name: customer_id", "name: customerId"),
+    )
+    .unwrap();
+    let (v1, v2) = (v1.display().to_string(), v2.display().to_string());
+    assert_eq!(driftwatch(&["diff", &v1, &v2]).0, 0);
+    let (code, text, _) = driftwatch(&["diff", &v1, &v2, "--fail-on", "hazard"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("param_renamed") && text.contains("customer_id -> customerId"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_diff_command_reads_git_revisions_and_exits_2_on_a_load_error() {
+    // The committed bundled spec (HEAD) against the working copy: the same revision.
+    let (code, text, stderr) = driftwatch(&[
+        "diff",
+        "git:HEAD:examples/channels.openapi.yaml",
+        "examples/channels.openapi.yaml",
+    ]);
+    assert_eq!(
+        (code, text.lines().last()),
+        (0, Some("0 changes (0 breaking, 0 hazard, 0 info)")),
+        "{stderr}"
+    );
+    let (code, _, stderr) = driftwatch(&[
+        "diff",
+        "git:no-such-rev:x.yaml",
+        "examples/channels.openapi.yaml",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("git:no-such-rev:x.yaml"), "{stderr}");
+    let (code, _, stderr) = driftwatch(&["diff", "missing.yaml", "examples/channels.openapi.yaml"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("missing.yaml"), "{stderr}");
+}
