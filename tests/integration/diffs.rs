@@ -70,7 +70,10 @@ fn the_ersatztv_history_diffs_pairwise_as_pinned() {
 
 /// Each oasdiff fixture pair (`*_base`, `*_revision`) with the changes its name describes:
 /// (class, kind, field).
-const FIXTURES: &[(&str, &[(Class, &str, &str)])] = &[
+/// (class, kind, field) of one expected change.
+type Expected = (Class, &'static str, &'static str);
+
+const FIXTURES: &[(&str, &[Expected])] = &[
     // A 3.1 type array loses its null: the parameter accepts less.
     (
         "nullable_type_array_param",
