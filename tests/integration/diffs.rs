@@ -218,47 +218,22 @@ fn a_property_added_to_a_replace_body_is_a_hazard_and_a_renamed_parameter_is_nam
             "properties: { name: { type: string }, note: { type: string } }",
         );
     let changes = diff(&parse(BILLING_V1), &parse(&v2));
-    let got: Vec<(Class, &str, &str, &str, Option<&str>, Option<&str>)> = changes
+    let got: Vec<String> = changes
         .iter()
         .map(|c| {
-            (
-                c.class,
-                c.kind,
-                c.operation.as_str(),
-                c.field.as_str(),
-                c.from.as_deref(),
-                c.to.as_deref(),
+            format!(
+                "{} {} {} {} {:?} -> {:?}",
+                c.class, c.kind, c.operation, c.field, c.from, c.to
             )
         })
         .collect();
     assert_eq!(
         got,
         [
-            (
-                Class::Hazard,
-                "param_renamed",
-                "listInvoices",
-                "customerId",
-                Some("customer_id"),
-                Some("customerId")
-            ),
-            (
-                Class::Hazard,
-                "body_property_added",
-                "replaceCustomer",
-                "taxId",
-                None,
-                Some("string")
-            ),
+            r#"hazard param_renamed listInvoices customerId Some("customer_id") -> Some("customerId")"#,
+            r#"hazard body_property_added replaceCustomer taxId None -> Some("string")"#,
             // On a merge write an unsent property keeps its value: nothing is lost.
-            (
-                Class::Info,
-                "body_property_added",
-                "patchCustomer",
-                "note",
-                None,
-                Some("string")
-            ),
+            r#"info body_property_added patchCustomer note None -> Some("string")"#,
         ]
     );
 }
