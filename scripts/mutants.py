@@ -24,6 +24,9 @@ muts = [
  ("replace_will_drop_field", "src/audit/response.rs", "if op.method == \"GET\" && (200..300).contains(&status) {", "if false {"),
  ("replace_will_drop_field_once", "src/audit/response.rs", "seen.len() < REPORTED_LIMIT && seen.insert(key)", "seen.len() < REPORTED_LIMIT && (seen.insert(key) || true)"),
  ("response_write_only", "src/audit/response.rs", "Some(p) if p.write_only => push", "Some(p) if false && p.write_only => push"),
+ ("diff_replace_hazard", "src/diff/compare.rs", "        } else if b.write == WriteSemantics::Replace {", "        } else if false {"),
+ ("diff_rename", "src/diff/compare.rs", "&& similar(&p.name, &gone.name)", "&& false"),
+ ("diff_nullable_widening", "src/diff/compare.rs", "if to.nullable || !from.nullable || to.ty == FieldType::Any {", "if to.ty == FieldType::Any {"),
  ("response_blame", "src/finding.rs", "            | Kind::ReplaceWillDropField => Blame::Server,", "            | Kind::ReplaceWillDropField => Blame::Client,"),
 ]
 which = sys.argv[1:]
