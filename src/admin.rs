@@ -60,8 +60,10 @@ async fn answer(
             "not ready\n".into(),
         ),
         "/spec" => {
-            let body = json!({"revision": s.spec.revision, "openapi": s.spec.openapi, "operations": s.spec.operations,
-                              "source": s.spec.source, "mode": s.policy.mode.as_str()});
+            let rev = s.revision();
+            let spec = &rev.spec;
+            let body = json!({"revision": spec.revision, "openapi": spec.openapi, "operations": spec.operations,
+                              "source": spec.source, "mode": s.policy.mode.as_str()});
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         "/findings" => match parse_query(query) {

@@ -240,6 +240,20 @@ const SECTIONS: [&str; 8] = [
 ];
 
 impl Config {
+    /// The choices the contract takes from the config: base path, write semantics, linked reads.
+    pub fn contract_options(&self) -> crate::contract::ContractOptions {
+        crate::contract::ContractOptions {
+            base_path: self.spec.base_path.clone(),
+            write_overrides: self
+                .spec
+                .write
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), crate::contract::WriteSemantics::parse(v)?)))
+                .collect(),
+            read_for: self.memory.resources.clone(),
+        }
+    }
+
     /// Build the config: `file` (if any), then `flags` (`("proxy.listen", "127.0.0.1:8080")`),
     /// then `env` (`DRIFTWATCH_PROXY_LISTEN=...`), then validate.
     pub fn load(

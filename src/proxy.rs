@@ -7,6 +7,7 @@ mod forward;
 mod headers;
 mod late;
 mod problem;
+mod revision;
 mod server;
 mod tee;
 mod upstream;
@@ -16,27 +17,18 @@ use std::sync::atomic::AtomicBool;
 
 use prometheus_client::registry::Registry;
 
+pub use revision::{Revision, SpecInfo};
 pub use server::run;
 pub use upstream::{Upstream, read_certs, read_key};
 
 use crate::config::Config;
-use crate::contract::Contract;
 use crate::policy::Policy;
 use crate::sink::{EventLog, Metrics, Recent};
 
-/// What the spec in force is, for `/spec`, events and `driftwatch_spec_info`.
-#[derive(Debug, Clone)]
-pub struct SpecInfo {
-    pub revision: String,
-    pub openapi: String,
-    pub operations: usize,
-    pub source: String,
-}
-
 /// Everything a request needs, shared by all connections.
 pub struct Sidecar {
-    pub contract: Arc<Contract>,
-    pub spec: SpecInfo,
+    /// The spec in force; a reload swaps it whole (see [`Sidecar::revision`]).
+    current: arc_swap::ArcSwap<Revision>,
     pub policy: Policy,
     pub config: Config,
     pub upstream: Upstream,
@@ -60,8 +52,7 @@ impl Sidecar {
     /// the caller's (tests pass a fresh one); metrics are registered in it here.
     pub fn new(
         config: Config,
-        contract: Arc<Contract>,
-        spec: SpecInfo,
+        revision: Revision,
         mut registry: Registry,
     ) -> anyhow::Result<Sidecar> {
         let upstream_url =
@@ -71,9 +62,10 @@ impl Sidecar {
         let upstream = Upstream::parse(upstream_url)?;
         let client = upstream::client(&config)?;
         let metrics = Metrics::new(&mut registry, config.audit.unknown_param_labels);
+        let spec = &revision.spec;
         metrics.spec(&spec.revision, &spec.openapi, spec.operations);
         metrics.spec_loaded(true);
-        metrics.prepare(&contract);
+        metrics.prepare(&revision.contract);
         let events = EventLog::open(&config.events.output)
             .map_err(|e| anyhow::anyhow!("events.output `{}`: {e}", config.events.output))?;
         Ok(Sidecar {
@@ -85,8 +77,7 @@ impl Sidecar {
             ),
             reported: Default::default(),
             late: Default::default(),
-            contract,
-            spec,
+            current: arc_swap::ArcSwap::from_pointee(revision),
             upstream,
             client,
             registry,
@@ -95,5 +86,15 @@ impl Sidecar {
             config,
             ready: AtomicBool::new(false),
         })
+    }
+
+    /// The spec in force. A request takes it once and keeps it to its end.
+    pub fn revision(&self) -> Arc<Revision> {
+        self.current.load_full()
+    }
+
+    /// Put `next` in force; requests already running keep the revision they started with.
+    pub fn swap(&self, next: Revision) {
+        self.current.store(Arc::new(next));
     }
 }

@@ -89,7 +89,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         None => Config::default(),
     };
     let spec = Spec::load(&args.spec)?;
-    let mut options = super::serve::contract_options(&config);
+    let mut options = config.contract_options();
     if args.base_path.is_some() {
         options.base_path = args.base_path.clone();
     }

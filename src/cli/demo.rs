@@ -115,7 +115,8 @@ async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
 pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::Result<bool> {
     let mut ok = true;
     let observe = stage(Mode::Observe).await?;
-    let spec = &observe.sidecar.spec;
+    let revision = observe.sidecar.revision();
+    let spec = &revision.spec;
     writeln!(
         out,
         "driftwatch demo: a stale agent, its API, and driftwatch between them (all on 127.0.0.1)"
@@ -286,7 +287,7 @@ async fn stale_spec_act(out: &mut (dyn Write + Send)) -> anyhow::Result<bool> {
     writeln!(
         out,
         "\n== A stale spec: generated before the API grew graphicsElementIds (revision {}) ==\n",
-        stale.sidecar.spec.revision
+        stale.sidecar.revision().spec.revision
     )?;
     let mut agent = Agent::new(format!("http://{}", stale.proxy));
     let mut n = Narrator {

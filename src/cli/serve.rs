@@ -10,8 +10,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
-use crate::contract::{Contract, ContractOptions, WriteSemantics};
-use crate::proxy::{Sidecar, SpecInfo};
+use crate::proxy::{Revision, Sidecar};
 use crate::spec::Spec;
 
 #[derive(Args, Debug, Default)]
@@ -106,8 +105,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let admin = TcpListener::bind(sidecar.config.admin.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.admin.listen))?;
         tracing::info!(
             listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.upstream.authority,
-            mode = sidecar.policy.mode.as_str(), spec = %sidecar.spec.source, revision = %sidecar.spec.revision,
-            operations = sidecar.spec.operations, "driftwatch serving"
+            mode = sidecar.policy.mode.as_str(), spec = %sidecar.revision().spec.source, revision = %sidecar.revision().spec.revision,
+            operations = sidecar.revision().spec.operations, "driftwatch serving"
         );
         crate::proxy::run(proxy, admin, Arc::new(sidecar), shutdown_signal()).await?;
         tracing::info!("drained, exiting");
@@ -129,28 +128,9 @@ pub fn build(config: Config, embedded: Option<(&Path, &[u8])>) -> anyhow::Result
             Spec::load(path)?
         }
     };
-    let contract = Contract::compile(&spec, &contract_options(&config))?;
-    let info = SpecInfo {
-        revision: spec.revision.clone(),
-        openapi: spec.openapi.clone(),
-        operations: contract.operations().len(),
-        source: spec.source.display().to_string(),
-    };
+    let revision = Revision::compile(&spec, &config)?;
     drop(spec);
-    Sidecar::new(config, Arc::new(contract), info, Registry::default())
-}
-
-pub fn contract_options(config: &Config) -> ContractOptions {
-    ContractOptions {
-        base_path: config.spec.base_path.clone(),
-        write_overrides: config
-            .spec
-            .write
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), WriteSemantics::parse(v)?)))
-            .collect(),
-        read_for: config.memory.resources.clone(),
-    }
+    Sidecar::new(config, revision, Registry::default())
 }
 
 fn init_logging() {

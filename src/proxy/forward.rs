@@ -13,13 +13,13 @@ use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::Sidecar;
 use super::body::{Captured, UpstreamBody, capture};
 use super::headers::{add_forwarded, new_request_id, strip_hop_by_hop};
 use super::late::{Late, LateMeta, LateTasks, Remember};
 use super::problem;
 use super::tee::Tee;
 use super::upstream::{cause, root_cause};
+use super::{Revision, Sidecar};
 use crate::audit::audit;
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind, Location};
@@ -62,6 +62,8 @@ pub async fn handle(
     tls: bool,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let (mut parts, body) = req.into_parts();
+    // The spec in force when the request arrived; it stays with the request to its end.
+    let rev = s.revision();
     let rid_header = HeaderName::from_bytes(s.config.events.request_id_header.as_bytes())
         .unwrap_or(HeaderName::from_static("x-request-id"));
     let request_id = match parts.headers.get(&rid_header).and_then(|v| v.to_str().ok()) {
@@ -113,13 +115,13 @@ pub async fn handle(
                 return Ok(resp.map(|b| Either::Right(Full::new(b))));
             }
             Ok(Captured::Complete(bytes, forward)) => {
-                let audited = run_audit(&s, &parts, &path_and_query, Some(&bytes), false);
+                let audited = run_audit(&s, &rev, &parts, &path_and_query, Some(&bytes), false);
                 (audited, forward, Some(bytes))
             }
             Ok(Captured::TooLarge(forward)) => {
                 s.metrics.unaudited("body_too_large");
                 (
-                    run_audit(&s, &parts, &path_and_query, None, true),
+                    run_audit(&s, &rev, &parts, &path_and_query, None, true),
                     forward,
                     None,
                 )
@@ -154,6 +156,7 @@ pub async fn handle(
         .then(|| Meta::new(&s, &parts, &path_and_query, captured.as_deref()));
     let record = Record {
         s: &s,
+        revision: &rev.spec.revision,
         request_id: &request_id,
         audited: &audited,
         meta,
@@ -248,6 +251,7 @@ pub async fn handle(
             let rate = s.config.audit.response_sample_rate;
             let late = Late {
                 s: s.clone(),
+                rev: rev.clone(),
                 op_id: op.id.clone(),
                 request_id: request_id.clone(),
                 meta,
@@ -300,7 +304,8 @@ pub async fn handle(
 
 /// Audit the request; an internal failure is counted and the request goes on unaudited.
 fn run_audit<'c>(
-    s: &'c Sidecar,
+    s: &Sidecar,
+    rev: &'c Revision,
     parts: &http::request::Parts,
     path_and_query: &str,
     body: Option<&[u8]>,
@@ -315,7 +320,7 @@ fn run_audit<'c>(
         body.filter(|b| !b.is_empty()),
     );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let a = audit(&s.contract, &view);
+        let a = audit(&rev.contract, &view);
         let key = a
             .operation
             .filter(|_| s.config.memory.enabled)
@@ -458,6 +463,8 @@ fn values(
 /// event in the log and the recent ring.
 struct Record<'a> {
     s: &'a Sidecar,
+    /// The spec revision the request was audited with.
+    revision: &'a str,
     request_id: &'a str,
     audited: &'a Audited<'a>,
     meta: Option<Meta>,
@@ -506,7 +513,7 @@ impl Record<'_> {
                 Outcome::UpstreamError => "upstream_error",
             },
             mode: s.policy.mode.as_str(),
-            spec_revision: s.spec.revision.clone(),
+            spec_revision: self.revision.to_string(),
             findings,
             values: meta.values,
         });

@@ -67,6 +67,8 @@ pub(super) struct Remember {
 
 pub(super) struct Late {
     pub s: Arc<Sidecar>,
+    /// The spec revision the request was audited with.
+    pub rev: Arc<super::Revision>,
     pub op_id: String,
     pub request_id: String,
     pub meta: LateMeta,
@@ -88,7 +90,8 @@ impl Late {
     /// Run with the body copy (`None`: not copied, or larger than `audit.max_response_body`).
     pub fn run(self, copy: Option<Vec<u8>>) {
         let s = &self.s;
-        let Some(op) = s.contract.operation(&self.op_id) else {
+        let rev = self.rev.clone();
+        let Some(op) = rev.contract.operation(&self.op_id) else {
             return;
         };
         let limit = s.config.audit.max_response_body;
@@ -109,7 +112,7 @@ impl Late {
                 body: decoded.as_deref().filter(|_| self.audit_body),
                 parsed: json.as_ref(),
             };
-            findings = audit_response(&s.contract, op, &view);
+            findings = audit_response(&rev.contract, op, &view);
             s.reported.retain_new(&mut findings);
         }
         if let Some(remember) = self.remember {
@@ -131,7 +134,16 @@ impl Late {
         if findings.is_empty() {
             return;
         }
-        record(s, op, self.request_id, self.meta, self.status, findings);
+        let revision = rev.spec.revision.clone();
+        record(
+            s,
+            op,
+            revision,
+            self.request_id,
+            self.meta,
+            self.status,
+            findings,
+        );
     }
 }
 
@@ -139,6 +151,7 @@ impl Late {
 fn record(
     s: &Sidecar,
     op: &crate::contract::Operation,
+    revision: String,
     request_id: String,
     meta: LateMeta,
     status: u16,
@@ -160,7 +173,7 @@ fn record(
         status: Some(status),
         action: "observed",
         mode: s.policy.mode.as_str(),
-        spec_revision: s.spec.revision.clone(),
+        spec_revision: revision,
         findings: findings
             .into_iter()
             .map(|finding| EventFinding {
