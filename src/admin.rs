@@ -1,6 +1,6 @@
 //! The admin listener, separate from the proxy port: `/metrics` for Prometheus, `/healthz` and
-//! `/readyz` for the orchestrator, `/findings` and `/spec` for the operator. Nothing here can
-//! change what the proxy does.
+//! `/readyz` for the orchestrator, `/findings`, `/spec` and `/spec/diff` for the operator, and
+//! `POST /spec/reload`, the one request here that changes what the proxy does.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -66,6 +66,30 @@ async fn answer(
                               "source": spec.source, "mode": s.policy.mode.as_str()});
             respond(StatusCode::OK, "application/json", body.to_string())
         }
+        "/spec/reload" if req.method() == http::Method::POST => {
+            match crate::proxy::reload(&s, "POST /spec/reload").await {
+                Ok(rev) => {
+                    let body = json!({"result": "success", "revision": rev.spec.revision,
+                                      "previous": rev.previous, "changes": rev.changes.len()});
+                    respond(StatusCode::OK, "application/json", body.to_string())
+                }
+                Err(error) => {
+                    let body = json!({"result": "error", "error": error,
+                                      "revision": s.revision().spec.revision});
+                    respond(StatusCode::UNPROCESSABLE_ENTITY, "application/json", body.to_string())
+                }
+            }
+        }
+        "/spec/reload" => respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "POST /spec/reload reloads the spec file\n".into(),
+        ),
+        "/spec/diff" => {
+            let rev = s.revision();
+            let body = json!({"from": rev.previous, "to": rev.spec.revision, "changes": rev.changes});
+            respond(StatusCode::OK, "application/json", body.to_string())
+        }
         "/findings" => match parse_query(query) {
             Ok(q) => {
                 let events = s.recent.query(&q);
@@ -80,7 +104,7 @@ async fn answer(
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: try /metrics, /healthz, /readyz, /findings, /spec\n".into(),
+            "not found: try /metrics, /healthz, /readyz, /findings, /spec, /spec/diff, POST /spec/reload\n".into(),
         ),
     };
     Ok(reply)

@@ -25,7 +25,7 @@ pub struct Config {
     pub memory: MemoryConfig,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SpecConfig {
     /// The OpenAPI document the traffic is audited against.
@@ -34,6 +34,20 @@ pub struct SpecConfig {
     pub base_path: Option<String>,
     /// Write semantics by operation id or `"PUT /path/{id}"`: replace, merge, create, additive.
     pub write: HashMap<String, String>,
+    /// How often the spec file is checked for a change to reload (0: never; SIGHUP and
+    /// `POST /spec/reload` still reload).
+    pub watch_interval_ms: u64,
+}
+
+impl Default for SpecConfig {
+    fn default() -> SpecConfig {
+        SpecConfig {
+            path: None,
+            base_path: None,
+            write: HashMap::new(),
+            watch_interval_ms: 2_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

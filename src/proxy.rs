@@ -7,6 +7,7 @@ mod forward;
 mod headers;
 mod late;
 mod problem;
+mod reload;
 mod revision;
 mod server;
 mod tee;
@@ -17,6 +18,7 @@ use std::sync::atomic::AtomicBool;
 
 use prometheus_client::registry::Registry;
 
+pub use reload::reload;
 pub use revision::{Revision, SpecInfo};
 pub use server::run;
 pub use upstream::{Upstream, read_certs, read_key};
@@ -41,6 +43,8 @@ pub struct Sidecar {
     pub memory: crate::memory::Memory,
     /// `replace_will_drop_field` reported so far: each write and field once.
     pub reported: crate::audit::ReportedOnce,
+    /// Held while a reload runs, so that two never race.
+    reloading: tokio::sync::Mutex<()>,
     /// Response audits still running after their response went out; shutdown waits for them.
     pub late: late::LateTasks,
     /// Set once the listener is serving; `/readyz` reports it.
@@ -65,6 +69,7 @@ impl Sidecar {
         let spec = &revision.spec;
         metrics.spec(&spec.revision, &spec.openapi, spec.operations);
         metrics.spec_loaded(true);
+        metrics.spec_changes(0, 0, 0);
         metrics.prepare(&revision.contract);
         let events = EventLog::open(&config.events.output)
             .map_err(|e| anyhow::anyhow!("events.output `{}`: {e}", config.events.output))?;
@@ -77,6 +82,7 @@ impl Sidecar {
             ),
             reported: Default::default(),
             late: Default::default(),
+            reloading: Default::default(),
             current: arc_swap::ArcSwap::from_pointee(revision),
             upstream,
             client,

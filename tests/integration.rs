@@ -11,6 +11,7 @@ mod integration {
     pub mod ops_kit;
     pub mod proxy;
     pub mod real_specs;
+    pub mod reload;
     pub mod responses;
     pub mod sidecar;
     pub mod silent_clears;

@@ -39,7 +39,10 @@ pub async fn run(
         }
         _ => None,
     };
+    // SIGHUP's handler first: once anything answers, a SIGHUP must reload, not end the process.
+    let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
     let admin_task = tokio::spawn(crate::admin::serve(admin, s.clone()));
+    let watch_task = tokio::spawn(super::reload::watch(s.clone()));
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     s.ready.store(true, Ordering::SeqCst);
@@ -91,6 +94,8 @@ pub async fn run(
         tracing::warn!("drain deadline of {drain:?} reached with requests still in flight");
     }
     admin_task.abort();
+    watch_task.abort();
+    hup_task.abort();
     s.events.close();
     Ok(())
 }

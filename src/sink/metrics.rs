@@ -77,6 +77,11 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChangeClass {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LoadResult {
     result: String,
 }
@@ -104,6 +109,7 @@ pub struct Metrics {
     spec_info: Family<SpecLabels, Gauge>,
     spec_operations: Gauge,
     spec_reloads: Family<LoadResult, Counter>,
+    spec_changes: Family<ChangeClass, Gauge>,
     silent_clears: Family<SilentLabels, Counter>,
     memory_entries: Gauge,
     memory_evictions: Gauge,
@@ -129,6 +135,7 @@ impl Metrics {
             spec_info: Family::default(),
             spec_operations: Gauge::default(),
             spec_reloads: Family::default(),
+            spec_changes: Family::default(),
             silent_clears: Family::default(),
             memory_entries: Gauge::default(),
             memory_evictions: Gauge::default(),
@@ -196,6 +203,11 @@ impl Metrics {
             "spec_reloads",
             "Spec loads since start, by result (success, error); the load at start is the first",
             m.spec_reloads.clone(),
+        );
+        r.register(
+            "spec_changes",
+            "Changes the last reload brought, by class (breaking, hazard, info)",
+            m.spec_changes.clone(),
         );
         r.register(
             "silent_clears",
@@ -342,6 +354,17 @@ impl Metrics {
                 severity: hazard.default_severity().as_str().into(),
                 blame: hazard.blame().as_str().into(),
             });
+        }
+    }
+
+    /// The changes of the last reload, by class.
+    pub fn spec_changes(&self, breaking: usize, hazard: usize, info: usize) {
+        for (class, n) in [("breaking", breaking), ("hazard", hazard), ("info", info)] {
+            self.spec_changes
+                .get_or_create(&ChangeClass {
+                    class: class.into(),
+                })
+                .set(n as i64);
         }
     }
 

@@ -1,0 +1,254 @@
+//! Reloading the spec in a running sidecar: on request, on a file change and on SIGHUP; a
+//! broken revision never takes over; a request in flight finishes on the revision it started
+//! with; `/spec/diff` and the metrics say what changed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::sidecar::{admin_get, config, raw, sample, scrape, start};
+use super::upstream::{self, ok};
+use super::util::example;
+
+/// A private copy of the Channels spec that the test rewrites.
+fn spec_copy(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "driftwatch-reload-{name}-{}.yaml",
+        std::process::id()
+    ));
+    std::fs::copy(example("channels.openapi.yaml"), &path).unwrap();
+    path
+}
+
+/// The spec with `pageSize` renamed `page_size` (the agent's name becomes the right one).
+fn renamed(path: &PathBuf) {
+    let text = std::fs::read_to_string(example("channels.openapi.yaml")).unwrap();
+    let cut = "        - name: pageSize\n";
+    assert!(text.contains(cut));
+    std::fs::write(path, text.replace(cut, "        - name: page_size\n")).unwrap();
+}
+
+async fn post_reload(admin: std::net::SocketAddr) -> (u16, Value) {
+    let resp = raw(
+        admin,
+        b"POST /spec/reload HTTP/1.1\r\nhost: admin\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    (resp.status, resp.json())
+}
+
+const STALE_QUERY: &[u8] = b"GET /api/v1/playouts?page_size=2 HTTP/1.1\r\nhost: x\r\n\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_swaps_the_spec_diffs_it_and_a_broken_one_never_takes_over() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let spec = spec_copy("post");
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(spec.clone());
+        c.spec.watch_interval_ms = 0;
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    let unknown = "driftwatch_findings_total{kind=\"unknown_query_param\",operation=\"listPlayouts\",severity=\"error\",blame=\"client\"}";
+    raw(dw.addr, STALE_QUERY).await;
+    assert_eq!(sample(&scrape(dw.admin).await, unknown), 1.0);
+
+    // The spec now names the parameter as the agent does.
+    renamed(&spec);
+    let (status, body) = post_reload(dw.admin).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["previous"], first);
+    let second = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    assert_ne!(second, first);
+    assert_eq!(body["revision"], second);
+    raw(dw.addr, STALE_QUERY).await;
+    let text = scrape(dw.admin).await;
+    assert_eq!(
+        sample(&text, unknown),
+        1.0,
+        "the new revision accepts page_size"
+    );
+    assert_eq!(
+        sample(&text, "driftwatch_spec_changes{class=\"hazard\"}"),
+        1.0,
+        "{text}"
+    );
+    let diff = admin_get(dw.admin, "/spec/diff").await.json();
+    assert_eq!((&diff["from"], &diff["to"]), (&first, &second));
+    assert_eq!(diff["changes"][0]["kind"], "param_renamed", "{diff}");
+    assert_eq!(diff["changes"][0]["from"], "pageSize");
+
+    // A broken revision: the old one stays in force, the failure is counted, readiness holds.
+    std::fs::write(&spec, "openapi: 3.1.0\npaths: [not, a, map\n").unwrap();
+    let (status, body) = post_reload(dw.admin).await;
+    assert_eq!(status, 422, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains(&spec.display().to_string()),
+        "names the file: {error}"
+    );
+    assert_eq!(body["revision"], second);
+    assert_eq!(
+        admin_get(dw.admin, "/spec").await.json()["revision"],
+        second
+    );
+    assert_eq!(admin_get(dw.admin, "/readyz").await.status, 200);
+    raw(dw.addr, STALE_QUERY).await;
+    let text = scrape(dw.admin).await;
+    assert_eq!(
+        sample(&text, unknown),
+        1.0,
+        "still audited with the second revision"
+    );
+    assert_eq!(
+        sample(&text, "driftwatch_spec_reloads_total{result=\"error\"}"),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "driftwatch_spec_reloads_total{result=\"success\"}"),
+        2.0
+    );
+    assert!(
+        text.contains(&format!(
+            "driftwatch_spec_info{{revision={second},openapi=\"3.1.0\"}} 1"
+        )),
+        "{text}"
+    );
+    dw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_finishes_on_the_revision_it_started_with() {
+    // The upstream holds each request for 400 ms; the reload lands in between.
+    let up = upstream::start(ok(), Duration::from_millis(400), None).await;
+    let spec = spec_copy("inflight");
+    let log = std::env::temp_dir().join(format!(
+        "driftwatch-reload-events-{}.jsonl",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let path = log.display().to_string();
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(spec.clone());
+        c.spec.watch_interval_ms = 0;
+        c.events.output = path;
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    let addr = dw.addr;
+    let in_flight = tokio::spawn(async move { raw(addr, STALE_QUERY).await });
+    // Wait until the upstream has the request, then reload under it.
+    for _ in 0..200 {
+        if !up.recorded().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    renamed(&spec);
+    assert_eq!(post_reload(dw.admin).await.0, 200);
+    assert_eq!(in_flight.await.unwrap().status, 200);
+    dw.stop().await;
+    let events: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["spec_revision"], first,
+        "audited and recorded on the old revision"
+    );
+    assert_eq!(events[0]["findings"][0]["kind"], "unknown_query_param");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_spec_file_is_reloaded_without_being_asked() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let spec = spec_copy("watch");
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(spec.clone());
+        c.spec.watch_interval_ms = 20;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    renamed(&spec);
+    let mut now = first.clone();
+    for _ in 0..250 {
+        now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+        if now != first {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(now, first, "the watcher reloaded the changed file");
+    assert_eq!(
+        admin_get(dw.admin, "/spec/diff").await.json()["changes"][0]["kind"],
+        "param_renamed"
+    );
+    dw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_spec_of_the_running_binary() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let spec = spec_copy("sighup");
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (proxy, admin) = (port(), port());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["serve", "--spec", spec.to_str().unwrap()])
+        .args(["--upstream", &format!("http://{}", up.addr)])
+        .args([
+            "--listen",
+            &proxy.to_string(),
+            "--admin-listen",
+            &admin.to_string(),
+        ])
+        .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+        .env("DRIFTWATCH_SPEC_WATCH_INTERVAL_MS", "0")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let revision = || async move {
+        match tokio::net::TcpStream::connect(admin).await {
+            Ok(_) => Some(admin_get(admin, "/spec").await.json()["revision"].clone()),
+            Err(_) => None,
+        }
+    };
+    let mut first = None;
+    for _ in 0..200 {
+        first = revision().await;
+        if first.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let first = first.expect("driftwatch serves");
+    renamed(&spec);
+    let pid = child.id().unwrap().to_string();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let mut now = first.clone();
+    for _ in 0..200 {
+        now = revision().await.unwrap();
+        if now != first {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    assert_ne!(now, first, "SIGHUP reloaded the changed spec");
+}
