@@ -30,12 +30,14 @@ pub struct Config {
 pub struct SpecConfig {
     /// The OpenAPI document the traffic is audited against.
     pub path: Option<PathBuf>,
+    /// Or a URL to fetch it from (the API's own `/openapi.json`), polled with If-None-Match.
+    pub url: Option<String>,
     /// Path prefix stripped before routing, instead of the spec's `servers` URLs.
     pub base_path: Option<String>,
     /// Write semantics by operation id or `"PUT /path/{id}"`: replace, merge, create, additive.
     pub write: HashMap<String, String>,
-    /// How often the spec file is checked for a change to reload (0: never; SIGHUP and
-    /// `POST /spec/reload` still reload).
+    /// How often the spec file (or URL) is checked for a change to reload (0: never; SIGHUP
+    /// and `POST /spec/reload` still reload).
     pub watch_interval_ms: u64,
 }
 
@@ -43,6 +45,7 @@ impl Default for SpecConfig {
     fn default() -> SpecConfig {
         SpecConfig {
             path: None,
+            url: None,
             base_path: None,
             write: HashMap::new(),
             watch_interval_ms: 2_000,
@@ -357,6 +360,9 @@ impl Config {
         }
         if self.upstream_tls.client_cert.is_some() != self.upstream_tls.client_key.is_some() {
             return Err("upstream_tls: client_cert and client_key go together".into());
+        }
+        if self.spec.path.is_some() && self.spec.url.is_some() {
+            return Err("spec: set path or url, not both".into());
         }
         if self.audit.max_body == 0 {
             return Err("audit.max_body must be positive".into());

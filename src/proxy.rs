@@ -10,6 +10,7 @@ mod problem;
 mod reload;
 mod revision;
 mod server;
+mod source;
 mod tee;
 mod upstream;
 
@@ -21,7 +22,8 @@ use prometheus_client::registry::Registry;
 pub use reload::reload;
 pub use revision::{Revision, SpecInfo};
 pub use server::run;
-pub use upstream::{Upstream, read_certs, read_key};
+pub use source::fetch;
+pub use upstream::{Upstream, client, read_certs, read_key};
 
 use crate::config::Config;
 use crate::policy::Policy;
@@ -43,8 +45,8 @@ pub struct Sidecar {
     pub memory: crate::memory::Memory,
     /// `replace_will_drop_field` reported so far: each write and field once.
     pub reported: crate::audit::ReportedOnce,
-    /// Held while a reload runs, so that two never race.
-    reloading: tokio::sync::Mutex<()>,
+    /// Held while a reload runs, so that two never race; holds the spec URL's last `ETag`.
+    reloading: tokio::sync::Mutex<Option<String>>,
     /// Response audits still running after their response went out; shutdown waits for them.
     pub late: late::LateTasks,
     /// Set once the listener is serving; `/readyz` reports it.
@@ -92,6 +94,13 @@ impl Sidecar {
             config,
             ready: AtomicBool::new(false),
         })
+    }
+
+    /// The `ETag` of the spec fetched from `spec.url` at start, so that the first poll is
+    /// already conditional.
+    pub fn with_etag(mut self, tag: Option<String>) -> Sidecar {
+        self.reloading = tokio::sync::Mutex::new(tag);
+        self
     }
 
     /// The spec in force. A request takes it once and keeps it to its end.

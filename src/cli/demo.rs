@@ -85,10 +85,8 @@ async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
     config.proxy.upstream = Some(format!("http://{api}"));
     config.proxy.mode = mode;
     config.events.output = "none".into();
-    let sidecar = Arc::new(super::serve::build(
-        config,
-        Some((Path::new(SPEC_NAME), spec.as_bytes())),
-    )?);
+    let sidecar =
+        Arc::new(super::serve::build(config, Some((Path::new(SPEC_NAME), spec.as_bytes()))).await?);
     let proxy_listener = TcpListener::bind("127.0.0.1:0").await?;
     let admin_listener = TcpListener::bind("127.0.0.1:0").await?;
     let (proxy, admin) = (proxy_listener.local_addr()?, admin_listener.local_addr()?);

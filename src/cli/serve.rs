@@ -100,7 +100,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .build()?,
     };
     runtime.block_on(async move {
-        let sidecar = build(config, None)?;
+        let sidecar = build(config, None).await?;
         let proxy = TcpListener::bind(sidecar.config.proxy.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.proxy.listen))?;
         let admin = TcpListener::bind(sidecar.config.admin.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.admin.listen))?;
         tracing::info!(
@@ -114,23 +114,24 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Load and compile the spec named by the config (or given in memory) and assemble a sidecar
-/// with a fresh registry.
-pub fn build(config: Config, embedded: Option<(&Path, &[u8])>) -> anyhow::Result<Sidecar> {
-    let spec = match embedded {
-        Some((name, bytes)) => Spec::parse(name, bytes)?,
-        None => {
-            let path = config
-                .spec
-                .path
-                .as_deref()
-                .ok_or_else(|| anyhow::anyhow!("no spec: pass --spec or set spec.path"))?;
-            Spec::load(path)?
+/// Load and compile the spec named by the config (a file or a URL, or given in memory) and
+/// assemble a sidecar with a fresh registry.
+pub async fn build(config: Config, embedded: Option<(&Path, &[u8])>) -> anyhow::Result<Sidecar> {
+    let (spec, etag) = match (embedded, &config.spec.path, &config.spec.url) {
+        (Some((name, bytes)), _, _) => (Spec::parse(name, bytes)?, None),
+        (None, Some(path), _) => (Spec::load(path)?, None),
+        (None, None, Some(url)) => {
+            let client = crate::proxy::client(&config)?;
+            crate::proxy::fetch(&client, &config, url, None)
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?
+                .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?
         }
+        (None, None, None) => anyhow::bail!("no spec: pass --spec or set spec.path or spec.url"),
     };
     let revision = Revision::compile(&spec, &config)?;
     drop(spec);
-    Sidecar::new(config, revision, Registry::default())
+    Ok(Sidecar::new(config, revision, Registry::default())?.with_etag(etag))
 }
 
 fn init_logging() {

@@ -14,17 +14,34 @@ use crate::spec::Spec;
 /// Load the spec file again and put it in force if it changed. Returns the revision in force.
 pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, String> {
     // One reload at a time: two triggers at once must not race each other's swap.
-    let _one = s.reloading.lock().await;
-    let Some(path) = s.config.spec.path.clone() else {
-        return Err("the spec is embedded (no spec.path): there is nothing to reload".into());
-    };
-    let config = s.config.clone();
-    let loaded =
-        tokio::task::spawn_blocking(move || Revision::compile(&Spec::load(&path)?, &config))
-            .await
-            .map_err(|e| format!("the reload task failed: {e}"))
-            .and_then(|r| r.map_err(|e| e.to_string()));
+    let mut etag = s.reloading.lock().await;
     let old = s.revision();
+    let config = s.config.clone();
+    let loaded = match (&s.config.spec.path, &s.config.spec.url) {
+        (Some(path), _) => {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || Revision::compile(&Spec::load(&path)?, &config))
+                .await
+                .map_err(|e| format!("the reload task failed: {e}"))
+                .and_then(|r| r.map_err(|e| e.to_string()))
+        }
+        (None, Some(url)) => match super::fetch(&s.client, &config, url, etag.as_deref()).await {
+            Ok(None) => return Ok(old), // 304: the spec in force is the current one
+            Ok(Some((spec, tag))) => {
+                *etag = tag;
+                tokio::task::spawn_blocking(move || Revision::compile(&spec, &config))
+                    .await
+                    .map_err(|e| format!("the reload task failed: {e}"))
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            }
+            Err(e) => Err(e),
+        },
+        (None, None) => {
+            return Err(
+                "the spec is embedded (no spec.path or spec.url): nothing to reload".into(),
+            );
+        }
+    };
     let mut next = match loaded {
         Ok(next) => next,
         Err(reason) => {
@@ -62,17 +79,22 @@ pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, St
     Ok(s.revision())
 }
 
-/// Poll the spec file's length and modification time every `spec.watch_interval_ms` and reload
-/// on a change. Polling, not inotify: Kubernetes updates a mounted ConfigMap by swapping a
+/// Poll the spec file's length and modification time (or the spec URL) every
+/// `spec.watch_interval_ms` and reload on a change. Polling, not inotify: Kubernetes updates a mounted ConfigMap by swapping a
 /// symlinked directory, which a watch on the file itself never sees; `metadata` follows the link.
 pub async fn watch(s: Arc<Sidecar>) {
-    let (Some(path), interval) = (s.config.spec.path.clone(), s.config.spec.watch_interval_ms)
-    else {
-        return;
-    };
+    let interval = s.config.spec.watch_interval_ms;
     if interval == 0 {
         return;
     }
+    let Some(path) = s.config.spec.path.clone() else {
+        // A URL: ask every interval; an unchanged spec answers 304.
+        while s.config.spec.url.is_some() {
+            tokio::time::sleep(Duration::from_millis(interval)).await;
+            let _ = reload(&s, "poll").await;
+        }
+        return;
+    };
     let stamp = |path: &std::path::Path| -> Option<(u64, SystemTime)> {
         let m = std::fs::metadata(path).ok()?;
         Some((m.len(), m.modified().ok()?))

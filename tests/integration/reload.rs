@@ -252,3 +252,75 @@ async fn sighup_reloads_the_spec_of_the_running_binary() {
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     assert_ne!(now, first, "SIGHUP reloaded the changed spec");
 }
+
+/// The spec as the API would serve it: JSON, at a URL, with an ETag per version.
+fn served(version: u8) -> String {
+    let path = spec_copy(&format!("served-{version}"));
+    if version == 2 {
+        renamed(&path);
+    }
+    let spec = driftwatch::spec::Spec::load(&path).unwrap();
+    serde_json::to_string(&*spec.doc).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_url_is_polled_with_if_none_match_and_reloaded_when_it_changes() {
+    let version = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(1));
+    let (v1, v2) = (served(1), served(2));
+    let current = version.clone();
+    // The content type carries the ETag header line: the recording upstream writes it as is.
+    let responder: upstream::TypedResponder = std::sync::Arc::new(move |r| {
+        let (tag, typed, body) = match current.load(std::sync::atomic::Ordering::SeqCst) {
+            1 => ("\"v1\"", "application/json\r\netag: \"v1\"", &v1),
+            _ => ("\"v2\"", "application/json\r\netag: \"v2\"", &v2),
+        };
+        if r.header("if-none-match") == Some(tag) {
+            (304, typed, String::new())
+        } else {
+            (200, typed, body.clone())
+        }
+    });
+    let api = upstream::start_typed(responder, Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", api.addr), |c| {
+        c.spec.path = None;
+        c.spec.url = Some(format!("http://{}/openapi.json", api.addr));
+        c.spec.watch_interval_ms = 20;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    // Unchanged: conditional requests answered 304, nothing reloaded.
+    while api.recorded().len() < 4 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let asked: Vec<Option<String>> = api
+        .recorded()
+        .iter()
+        .map(|r| r.header("if-none-match").map(String::from))
+        .collect();
+    assert_eq!(asked[0], None, "the first fetch is unconditional");
+    assert!(
+        asked[1..].iter().all(|t| t.as_deref() == Some("\"v1\"")),
+        "{asked:?}"
+    );
+    let text = scrape(dw.admin).await;
+    assert_eq!(
+        sample(&text, "driftwatch_spec_reloads_total{result=\"success\"}"),
+        1.0
+    );
+    // The API publishes a new revision.
+    version.store(2, std::sync::atomic::Ordering::SeqCst);
+    let mut now = first.clone();
+    for _ in 0..250 {
+        now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+        if now != first {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(now, first, "the new revision was fetched and put in force");
+    assert_eq!(
+        admin_get(dw.admin, "/spec/diff").await.json()["changes"][0]["kind"],
+        "param_renamed"
+    );
+    dw.stop().await;
+}

@@ -50,7 +50,7 @@ pub fn config(upstream: &str, edit: impl FnOnce(&mut Config)) -> Config {
 }
 
 pub async fn start(config: Config) -> Running {
-    let sidecar = driftwatch::cli::serve::build(config, None).unwrap();
+    let sidecar = driftwatch::cli::serve::build(config, None).await.unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (addr, admin_addr) = (proxy.local_addr().unwrap(), admin.local_addr().unwrap());
