@@ -94,6 +94,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         options.base_path = args.base_path.clone();
     }
     let contract = Contract::compile(&spec, &options)?;
+    let revision = spec.revision.clone();
     drop(spec);
     let traffic = Traffic::read(&args.traffic)?;
     if traffic.exchanges.is_empty() && !traffic.problems.is_empty() {
@@ -177,7 +178,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         })
         .collect();
     match args.format {
-        Format::Json => write_json(out, &rows, &traffic)?,
+        Format::Json => write_json(out, &rows, &traffic, &revision)?,
         Format::Text => write_text(out, &rows, &traffic)?,
     }
     let failed = args
@@ -209,7 +210,12 @@ fn severity_counts(rows: &[Row]) -> serde_json::Map<String, serde_json::Value> {
     .collect()
 }
 
-fn write_json(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::Result<()> {
+fn write_json(
+    out: &mut dyn Write,
+    rows: &[Row],
+    traffic: &Traffic,
+    revision: &str,
+) -> anyhow::Result<()> {
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
     for row in rows {
         *by_kind.entry(row.finding.kind.as_str()).or_default() += 1;
@@ -222,6 +228,7 @@ fn write_json(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::R
     let doc = json!({
         "findings": rows,
         "summary": {
+            "spec_revision": revision,
             "exchanges": traffic.exchanges.len(),
             "findings": rows.len(),
             "by_severity": severity_counts(rows),
