@@ -187,34 +187,38 @@ fn params(a: &Operation, b: &Operation, out: &mut Vec<Change>) {
             continue;
         };
         let location = q.location.as_str();
-        compare_field(
-            b,
-            location,
-            &q.name,
-            (p.required, q.required),
-            (&p.summary, &q.summary),
-            "param",
-            out,
-        );
-        enums(
-            &p.enum_values,
-            &q.enum_values,
-            change(Class::Info, "", b, location, &q.name),
-            out,
-        );
+        let field = Field {
+            name: &q.name,
+            required: (p.required, q.required),
+            types: (&p.summary, &q.summary),
+            enums: (&p.enum_values, &q.enum_values),
+        };
+        compare_field(b, location, field, "param", out);
     }
 }
 
-/// Required and type changes of a parameter or a request body property.
+/// One parameter or request body property, before and after.
+struct Field<'a> {
+    name: &'a str,
+    required: (bool, bool),
+    types: (&'a TypeSummary, &'a TypeSummary),
+    enums: (&'a Option<Vec<Value>>, &'a Option<Vec<Value>>),
+}
+
+/// Required, type and enum changes of a parameter or a request body property.
 fn compare_field(
     op: &Operation,
     location: &'static str,
-    name: &str,
-    required: (bool, bool),
-    types: (&TypeSummary, &TypeSummary),
+    field: Field,
     what: &str,
     out: &mut Vec<Change>,
 ) {
+    let Field {
+        name,
+        required,
+        types,
+        enums: (enums_before, enums_after),
+    } = field;
     if required.0 != required.1 {
         let (class, kind) = match (what, required.1) {
             ("param", true) => (Class::Breaking, "param_became_required"),
@@ -236,6 +240,12 @@ fn compare_field(
             types.1.to_string(),
         ));
     }
+    enums(
+        enums_before,
+        enums_after,
+        change(Class::Info, "", op, location, name),
+        out,
+    );
 }
 
 /// The type of an operation's JSON request body.
@@ -296,21 +306,13 @@ fn body(a: &Operation, b: &Operation, out: &mut Vec<Change>) {
                 None,
             )),
             Some(q) => {
-                compare_field(
-                    b,
-                    location,
-                    &q.name,
-                    (p.required, q.required),
-                    (&p.summary, &q.summary),
-                    "body",
-                    out,
-                );
-                enums(
-                    &p.enum_values,
-                    &q.enum_values,
-                    change(Class::Info, "", b, location, &q.name),
-                    out,
-                );
+                let field = Field {
+                    name: &q.name,
+                    required: (p.required, q.required),
+                    types: (&p.summary, &q.summary),
+                    enums: (&p.enum_values, &q.enum_values),
+                };
+                compare_field(b, location, field, "body", out);
             }
         }
     }

@@ -38,6 +38,19 @@ async fn post_reload(admin: std::net::SocketAddr) -> (u16, Value) {
     (resp.status, resp.json())
 }
 
+/// Poll `/spec` (bounded, 5 s) until its revision is no longer `first`; the revision then.
+async fn new_revision(admin: std::net::SocketAddr, first: &Value) -> Value {
+    let mut now = first.clone();
+    for _ in 0..250 {
+        now = admin_get(admin, "/spec").await.json()["revision"].clone();
+        if now != *first {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    now
+}
+
 const STALE_QUERY: &[u8] = b"GET /api/v1/playouts?page_size=2 HTTP/1.1\r\nhost: x\r\n\r\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,14 +188,7 @@ async fn a_changed_spec_file_is_reloaded_without_being_asked() {
     .await;
     let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
     renamed(&spec);
-    let mut now = first.clone();
-    for _ in 0..250 {
-        now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
-        if now != first {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let now = new_revision(dw.admin, &first).await;
     assert_ne!(now, first, "the watcher reloaded the changed file");
     assert_eq!(
         admin_get(dw.admin, "/spec/diff").await.json()["changes"][0]["kind"],
@@ -309,14 +315,7 @@ async fn a_spec_url_is_polled_with_if_none_match_and_reloaded_when_it_changes() 
     );
     // The API publishes a new revision.
     version.store(2, std::sync::atomic::Ordering::SeqCst);
-    let mut now = first.clone();
-    for _ in 0..250 {
-        now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
-        if now != first {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let now = new_revision(dw.admin, &first).await;
     assert_ne!(now, first, "the new revision was fetched and put in force");
     assert_eq!(
         admin_get(dw.admin, "/spec/diff").await.json()["changes"][0]["kind"],
