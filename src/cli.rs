@@ -5,6 +5,7 @@ mod check;
 pub mod demo;
 mod diff;
 pub mod serve;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// What changed between two revisions of a spec, classed breaking / hazard / info.
     Diff(diff::DiffArgs),
+    /// Check an MCP tool catalog against the spec (or generate one from it).
+    Tools(tools::ToolsArgs),
 }
 
 /// Parse the arguments, run the subcommand, map the outcome to an exit code.
@@ -41,6 +44,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Diff(args) => diff::run(&args, &mut std::io::stdout().lock()),
+        Command::Tools(args) => tools::run(&args, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(code) => code,

@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod audit;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod contract;

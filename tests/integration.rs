@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area, shared helpers in `util`.
 
 mod integration {
+    pub mod catalog;
     pub mod cli;
     pub mod demo;
     pub mod diffs;

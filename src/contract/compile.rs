@@ -324,6 +324,10 @@ fn compile_param(
         free_form,
         json_content,
         enum_values: schema.and_then(|s| super::types::enum_values(doc, s)),
+        description: param
+            .get("description")
+            .and_then(Value::as_str)
+            .map(String::from),
         validator,
     }))
 }

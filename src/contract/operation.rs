@@ -101,6 +101,8 @@ pub struct Param {
     pub json_content: bool,
     /// The allowed values, where the schema is an enum (for spec diffs).
     pub enum_values: Option<Vec<serde_json::Value>>,
+    /// As the spec describes it (generated tool catalogs carry it).
+    pub description: Option<String>,
     pub validator: Option<Arc<Validator>>,
 }
 
@@ -113,6 +115,8 @@ pub struct Property {
     pub write_only: bool,
     /// The allowed values, where the property is an enum (for spec diffs).
     pub enum_values: Option<Vec<serde_json::Value>>,
+    /// As the spec describes it (generated tool catalogs carry it).
+    pub description: Option<String>,
 }
 
 /// `additionalProperties` on an object body.

@@ -216,6 +216,11 @@ fn collect_object(
                 read_only: flag(doc, prop, "readOnly"),
                 write_only: flag(doc, prop, "writeOnly"),
                 enum_values: super::types::enum_values(doc, prop),
+                description: super::resolve::deref(doc, prop)
+                    .get("description")
+                    .or_else(|| prop.get("description"))
+                    .and_then(Value::as_str)
+                    .map(String::from),
             });
         }
     }

@@ -1,0 +1,128 @@
+//! `tools --generate`: a `tools/list` derived from the spec, one flat tool per enabled
+//! operation with every parameter and body property, its type, description and required flag.
+//! It passes the parity check against the same spec by construction (and by test).
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use super::compare::schema_for;
+use super::find_operation;
+use crate::contract::{BodyShape, Contract, Operation};
+use crate::finding::Location;
+
+/// The `tools/list` for the operations `enabled` names (operationIds or `"METHOD /path"`), or
+/// every operation when `enabled` is `None`. An unknown name is an error naming it.
+pub fn generate(contract: &Contract, enabled: Option<&[String]>) -> Result<Value, String> {
+    let ops: Vec<&Operation> = match enabled {
+        None => contract.operations().iter().collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                find_operation(contract, n)
+                    .ok_or_else(|| format!("`{n}` is not an operation of the spec"))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let mut taken = HashSet::new();
+    let tools: Vec<Value> = ops.iter().map(|op| tool(op, &mut taken)).collect();
+    Ok(json!({ "tools": tools }))
+}
+
+/// MCP tool names are `[A-Za-z0-9_-]{1,64}`: the operationId made to fit, unique.
+fn tool_name(op: &Operation, taken: &mut HashSet<String>) -> String {
+    let base: String = op
+        .id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(56)
+        .collect();
+    let mut name = base.clone();
+    let mut n = 2;
+    while !taken.insert(name.clone()) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}
+
+fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    // Cookies are the MCP server's business, not an argument an agent passes.
+    for p in op.params.iter().filter(|p| p.location != Location::Cookie) {
+        props.insert(
+            p.name.clone(),
+            schema_for(&p.summary.ty, p.summary.nullable, p.description.as_deref()),
+        );
+        if p.required {
+            required.push(p.name.clone());
+        }
+    }
+    let media = op
+        .body
+        .as_ref()
+        .and_then(|b| b.media.iter().find(|m| m.json));
+    if let Some(media) = media {
+        let fields = match &*media.shape {
+            BodyShape::Object { properties, .. } => Some(properties),
+            _ => None,
+        };
+        let flat = fields.filter(|fields| {
+            fields
+                .iter()
+                .all(|f| f.read_only || !props.contains_key(&f.name) && f.name != "requestBody")
+        });
+        match flat {
+            Some(fields) => {
+                for f in fields.iter().filter(|f| !f.read_only) {
+                    props.insert(
+                        f.name.clone(),
+                        schema_for(&f.summary.ty, f.summary.nullable, f.description.as_deref()),
+                    );
+                    if f.required {
+                        required.push(f.name.clone());
+                    }
+                }
+            }
+            // A body that is not a plain object, or whose fields collide with parameters:
+            // nested under one `requestBody` argument.
+            None => {
+                let body = match fields {
+                    Some(fields) => {
+                        let inner: Map<String, Value> = fields
+                            .iter()
+                            .filter(|f| !f.read_only)
+                            .map(|f| {
+                                let s = schema_for(
+                                    &f.summary.ty,
+                                    f.summary.nullable,
+                                    f.description.as_deref(),
+                                );
+                                (f.name.clone(), s)
+                            })
+                            .collect();
+                        json!({"type": "object", "properties": inner})
+                    }
+                    None => schema_for(&media.summary.ty, media.summary.nullable, None),
+                };
+                props.insert("requestBody".into(), body);
+                if op.body.as_ref().is_some_and(|b| b.required) {
+                    required.push("requestBody".into());
+                }
+            }
+        }
+    }
+    json!({
+        "name": tool_name(op, taken),
+        "description": format!("{} {}", op.method, op.template),
+        "inputSchema": {"type": "object", "properties": props, "required": required},
+        "_meta": {"operationId": op.id},
+    })
+}

@@ -1,0 +1,244 @@
+//! `driftwatch tools`: the fixture catalog (written as the stories describe) reports exactly its
+//! four defects, fixing any one turns that one off, generated catalogs of every real spec check
+//! clean, and what cannot be compared honestly is an error, never a pass.
+
+use driftwatch::catalog::{CatalogError, DefectKind, Mapping, check, generate, read_tools};
+use driftwatch::contract::Contract;
+use serde_json::{Value, json};
+
+use super::real_specs::SPECS;
+use super::util::{contract, example, shared_spec};
+
+fn fixture() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(example("channels.tools.json")).unwrap()).unwrap()
+}
+
+fn mapping() -> Mapping {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tools.toml");
+    toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn defects(c: &Contract, catalog: &Value) -> Vec<(String, DefectKind, String)> {
+    check(c, &read_tools(catalog).unwrap(), &mapping())
+        .unwrap()
+        .defects
+        .into_iter()
+        .map(|d| (d.tool, d.kind, d.field))
+        .collect()
+}
+
+fn d(tool: &str, kind: DefectKind, field: &str) -> (String, DefectKind, String) {
+    (tool.into(), kind, field.into())
+}
+
+/// A change to the fixture catalog that repairs one defect.
+type Fix = fn(&mut Value);
+
+#[test]
+fn the_fixture_catalog_reports_exactly_its_defects_and_each_fix_turns_one_off() {
+    let channels = contract(&example("channels.openapi.yaml"));
+    let all = vec![
+        d(
+            "update_channel",
+            DefectKind::SilentClear,
+            "graphicsElementIds",
+        ),
+        d(
+            "update_schedule",
+            DefectKind::SilentClear,
+            "padToNearestMinute",
+        ),
+        d("list_playouts", DefectKind::MissingParam, "query"),
+        d("list_playouts", DefectKind::TypeMismatch, "pageSize"),
+    ];
+    assert_eq!(defects(&channels, &fixture()), all);
+    let report = check(&channels, &read_tools(&fixture()).unwrap(), &mapping()).unwrap();
+    let layouts: Vec<(String, String, &str)> = report
+        .tools
+        .iter()
+        .map(|t| (t.tool.clone(), format!("{:?}", t.layout), t.by))
+        .collect();
+    assert_eq!(
+        layouts,
+        [
+            ("update_channel".into(), "Flat".into(), "map"),
+            ("update_schedule".into(), "Nested".into(), "map"),
+            ("list_playouts".into(), "Grouped".into(), "meta"),
+            ("get_playout_items".into(), "Flat".into(), "map"),
+            ("getChannel".into(), "Flat".into(), "inferred"),
+        ]
+    );
+    assert_eq!(report.unexposed.len(), 5, "{:?}", report.unexposed);
+
+    // Each fix, alone, removes its own defect and nothing else.
+    let fixes: [(usize, Fix); 4] = [
+        (0, |c| {
+            c["tools"][0]["inputSchema"]["properties"]["graphicsElementIds"] =
+                json!({"type": "array", "items": {"type": "integer"}})
+        }),
+        (1, |c| {
+            c["tools"][1]["inputSchema"]["properties"]["requestBody"]["properties"]["padToNearestMinute"] =
+                json!({"type": ["integer", "null"]})
+        }),
+        (2, |c| {
+            c["tools"][2]["inputSchema"]["properties"]["queryParameters"]["properties"]["query"] =
+                json!({"type": "string"})
+        }),
+        (3, |c| {
+            c["tools"][2]["inputSchema"]["properties"]["queryParameters"]["properties"]["pageSize"] =
+                json!({"type": "integer"})
+        }),
+    ];
+    for (fixed, fix) in fixes {
+        let mut catalog = fixture();
+        fix(&mut catalog);
+        let mut expected = all.clone();
+        expected.remove(fixed);
+        assert_eq!(
+            defects(&channels, &catalog),
+            expected,
+            "fixing {:?}",
+            all[fixed]
+        );
+    }
+}
+
+#[test]
+fn a_catalog_generated_from_every_real_spec_checks_clean() {
+    let mut total = 0;
+    for (rel, operations) in SPECS {
+        let c = contract(&shared_spec(rel));
+        let catalog = generate(&c, None).unwrap();
+        let tools = read_tools(&catalog).unwrap();
+        assert_eq!(tools.len(), *operations, "{rel}: one tool per operation");
+        let report =
+            check(&c, &tools, &Mapping::default()).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(
+            report.defects.is_empty(),
+            "{rel}: {:#?}",
+            &report.defects[..report.defects.len().min(5)]
+        );
+        assert!(report.unexposed.is_empty(), "{rel}");
+        assert_eq!(report.tools.len(), *operations);
+        total += tools.len();
+    }
+    assert_eq!(total, 3371);
+    // Only what is enabled is generated, and an unknown name is refused.
+    let channels = contract(&example("channels.openapi.yaml"));
+    let some = generate(
+        &channels,
+        Some(&["updateChannel".into(), "GET /api/v1/playouts".into()]),
+    )
+    .unwrap();
+    assert_eq!(some["tools"].as_array().unwrap().len(), 2);
+    assert!(
+        generate(&channels, Some(&["nope".into()]))
+            .unwrap_err()
+            .contains("nope")
+    );
+}
+
+#[test]
+fn what_cannot_be_compared_honestly_is_an_error() {
+    let channels = contract(&example("channels.openapi.yaml"));
+    let tools = |t: Value| read_tools(&json!({"tools": [t]})).unwrap();
+    let unmapped = check(
+        &channels,
+        &tools(json!({"name": "mystery", "inputSchema": {}})),
+        &Mapping::default(),
+    );
+    assert!(matches!(unmapped, Err(CatalogError::Unmapped(ref n)) if n == "mystery"));
+    // A union the comparison has not been taught.
+    let union = json!({"name": "getChannel", "inputSchema": {"type": "object", "properties": {
+        "id": {"type": ["integer", "string"]}}}});
+    let err = check(&channels, &tools(union), &Mapping::default()).unwrap_err();
+    assert!(err.to_string().contains("not taught"), "{err}");
+    // A JSON body that is a list, not an object of properties: a flat tool cannot be compared.
+    let doc = json!({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {"/tags": {"put": {
+        "operationId": "putTags", "requestBody": {"content": {"application/json": {"schema": {
+            "type": "array", "items": {"type": "string"}}}}}, "responses": {"200": {"description": "ok"}}}}}});
+    let spec =
+        driftwatch::spec::Spec::from_document(std::path::Path::new("tags.json"), doc).unwrap();
+    let tags = Contract::compile(&spec, &Default::default()).unwrap();
+    let flat = json!({"name": "putTags", "inputSchema": {"type": "object", "properties": {"tag": {"type": "string"}}}});
+    match check(&tags, &tools(flat), &Mapping::default()) {
+        Err(CatalogError::Untaught { reason, .. }) => {
+            assert!(reason.contains("requestBody"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Declared as one `requestBody` argument, it is compared by type.
+    let nested = json!({"name": "putTags", "inputSchema": {"type": "object", "properties": {
+        "requestBody": {"type": "array", "items": {"type": "integer"}}}}});
+    let report = check(&tags, &tools(nested), &Mapping::default()).unwrap();
+    assert_eq!(report.defects[0].kind, DefectKind::TypeMismatch);
+    assert_eq!(report.defects[0].expected.as_deref(), Some("array<string>"));
+}
+
+#[test]
+fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let spec = "examples/channels.openapi.yaml";
+    let (code, json_out, _) = run(&[
+        "tools",
+        "--spec",
+        spec,
+        "--tools",
+        "examples/channels.tools.json",
+        "--map",
+        "config/tools.toml",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(1));
+    let doc: Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(
+        doc["defects"][0],
+        json!({"tool": "update_channel", "operation": "updateChannel", "kind": "silent_clear",
+               "field": "graphicsElementIds", "expected": "array<integer>", "declared": "absent"})
+    );
+    assert_eq!(doc["unexposed"].as_array().unwrap().len(), 5);
+    // Without the mapping, update_channel is unmapped: an error naming it.
+    let (code, _, stderr) = run(&[
+        "tools",
+        "--spec",
+        spec,
+        "--tools",
+        "examples/channels.tools.json",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("update_channel"), "{stderr}");
+    let (code, _, stderr) = run(&[
+        "tools",
+        "--spec",
+        "no-such.yaml",
+        "--tools",
+        "examples/channels.tools.json",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("no-such.yaml"), "{stderr}");
+    // Generated, then checked: clean.
+    let (code, generated, _) = run(&["tools", "--generate", "--all", "--spec", spec]);
+    assert_eq!(code, Some(0));
+    let path = std::env::temp_dir().join(format!("driftwatch-tools-{}.json", std::process::id()));
+    std::fs::write(&path, generated).unwrap();
+    let (code, text, _) = run(&["tools", "--spec", spec, "--tools", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.ends_with("10 tools, 0 defects, 0 operations no tool reaches\n"),
+        "{text}"
+    );
+    let (code, _, stderr) = run(&["tools", "--generate", "--spec", spec]);
+    assert_eq!(code, Some(2), "operations are off until enabled: {stderr}");
+}
