@@ -27,6 +27,9 @@ muts = [
  ("diff_replace_hazard", "src/diff/compare.rs", "        } else if b.write == WriteSemantics::Replace {", "        } else if false {"),
  ("diff_rename", "src/diff/compare.rs", "&& similar(&p.name, &gone.name)", "&& false"),
  ("diff_nullable_widening", "src/diff/compare.rs", "if to.nullable || !from.nullable || to.ty == FieldType::Any {", "if to.ty == FieldType::Any {"),
+ ("catalog_replace", "src/catalog/compare.rs", "if op.write == WriteSemantics::Replace {", "if op.write != WriteSemantics::Replace {"),
+ ("catalog_missing_param", "src/catalog/compare.rs", "DefectKind::MissingParam,", "DefectKind::UnreachableArgument,"),
+ ("catalog_union", "src/catalog/compare.rs", "                many => Err(format!(\"the type union {many:?} is not taught\")),", "                _many => Ok(FieldType::Any),"),
  ("response_blame", "src/finding.rs", "            | Kind::ReplaceWillDropField => Blame::Server,", "            | Kind::ReplaceWillDropField => Blame::Client,"),
 ]
 which = sys.argv[1:]

@@ -8,6 +8,7 @@
 //! - [`audit`]: check one request, or its response, against the contract and return findings.
 //! - [`finding`]: what the audit reports, with stable kind names.
 //! - [`diff`]: what changed between two revisions of a spec, and what it does to clients.
+//! - [`catalog`]: an MCP tool catalog against the spec: every tool's fields, exactly.
 //! - [`memory`], [`silent`]: the last GET of each resource, and silent-clear detection on it.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
 //! - [`config`], [`policy`]: the validated settings, and observe/enforce decisions per finding.
