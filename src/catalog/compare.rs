@@ -150,30 +150,47 @@ fn compare_tool(
         tool: tool.name.clone(),
         reason,
     };
+    // One expected field against what the tool declares for it: absent, or of another type.
+    let one = |out: &mut Vec<Defect>,
+               name: &str,
+               ty: &FieldType,
+               declared: Option<&Value>,
+               missing: DefectKind,
+               what: &str|
+     -> Result<(), CatalogError> {
+        let Some(schema) = declared else {
+            out.push(defect(
+                missing,
+                name,
+                Some(ty.to_string()),
+                Some("absent".into()),
+            ));
+            return Ok(());
+        };
+        let got = tool_type(root, schema).map_err(|e| untaught(format!("{what} `{name}`: {e}")))?;
+        if got != *ty {
+            out.push(defect(
+                DefectKind::TypeMismatch,
+                name,
+                Some(ty.to_string()),
+                Some(got.to_string()),
+            ));
+        }
+        Ok(())
+    };
     // Parameters: path and query exactly, both ways; headers only one way (optional headers
     // such as If-Match may be set by the MCP server itself).
     for (loc, declared) in [(Location::Path, &args.path), (Location::Query, &args.query)] {
         for p in op.params_in(loc) {
-            match declared.get(&p.name) {
-                None => out.push(defect(
-                    DefectKind::MissingParam,
-                    &p.name,
-                    Some(p.summary.ty.to_string()),
-                    Some("absent".into()),
-                )),
-                Some(schema) => {
-                    let ty = tool_type(root, schema)
-                        .map_err(|e| untaught(format!("argument `{}`: {e}", p.name)))?;
-                    if ty != p.summary.ty {
-                        out.push(defect(
-                            DefectKind::TypeMismatch,
-                            &p.name,
-                            Some(p.summary.ty.to_string()),
-                            Some(ty.to_string()),
-                        ));
-                    }
-                }
-            }
+            let found = declared.get(&p.name).copied();
+            one(
+                out,
+                &p.name,
+                &p.summary.ty,
+                found,
+                DefectKind::MissingParam,
+                "argument",
+            )?;
         }
         for name in declared.keys().filter(|n| !is_param(loc, n)) {
             out.push(defect(
@@ -232,30 +249,13 @@ fn compare_tool(
             Some(declared),
         ) => {
             for p in expected.iter().filter(|p| !p.read_only) {
-                match declared.get(&p.name) {
-                    None => out.push(defect(
-                        if op.write == WriteSemantics::Replace {
-                            DefectKind::SilentClear
-                        } else {
-                            DefectKind::MissingField
-                        },
-                        &p.name,
-                        Some(p.summary.ty.to_string()),
-                        Some("absent".into()),
-                    )),
-                    Some(schema) => {
-                        let ty = tool_type(root, schema)
-                            .map_err(|e| untaught(format!("body field `{}`: {e}", p.name)))?;
-                        if ty != p.summary.ty {
-                            out.push(defect(
-                                DefectKind::TypeMismatch,
-                                &p.name,
-                                Some(p.summary.ty.to_string()),
-                                Some(ty.to_string()),
-                            ));
-                        }
-                    }
-                }
+                let missing = if op.write == WriteSemantics::Replace {
+                    DefectKind::SilentClear
+                } else {
+                    DefectKind::MissingField
+                };
+                let found = declared.get(&p.name).copied();
+                one(out, &p.name, &p.summary.ty, found, missing, "body field")?;
             }
             for name in declared
                 .keys()
