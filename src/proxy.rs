@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 pub use reload::reload;
 pub use revision::{Revision, SpecInfo};
 pub use server::run;
-pub use source::fetch;
+pub use source::{Source, fetch};
 pub use upstream::{Upstream, client, read_certs, read_key};
 
 use crate::config::Config;

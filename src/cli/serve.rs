@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
-use crate::proxy::{Revision, Sidecar};
+use crate::proxy::{Revision, Sidecar, Source};
 use crate::spec::Spec;
 
 #[derive(Args, Debug, Default)]
@@ -119,13 +119,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 pub async fn build(config: Config, embedded: Option<(&Path, &[u8])>) -> anyhow::Result<Sidecar> {
     let (spec, etag) = match (embedded, &config.spec.path, &config.spec.url) {
         (Some((name, bytes)), _, _) => (Spec::parse(name, bytes)?, None),
-        (None, Some(path), _) => (Spec::load(path)?, None),
+        (None, Some(path), _) => (Source::File(path.clone()).read()?, None),
         (None, None, Some(url)) => {
             let client = crate::proxy::client(&config)?;
-            crate::proxy::fetch(&client, &config, url, None)
+            let (source, etag) = crate::proxy::fetch(&client, &config, url, None)
                 .await
                 .map_err(|e| anyhow::anyhow!(e))?
-                .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?
+                .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?;
+            (source.read()?, etag)
         }
         (None, None, None) => anyhow::bail!("no spec: pass --spec or set spec.path or spec.url"),
     };

@@ -7,32 +7,22 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::source::Source;
 use super::{Revision, Sidecar};
 use crate::diff::{Class, diff};
-use crate::spec::Spec;
 
 /// Load the spec file again and put it in force if it changed. Returns the revision in force.
 pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, String> {
     // One reload at a time: two triggers at once must not race each other's swap.
     let mut etag = s.reloading.lock().await;
     let old = s.revision();
-    let config = s.config.clone();
-    let loaded = match (&s.config.spec.path, &s.config.spec.url) {
-        (Some(path), _) => {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || Revision::compile(&Spec::load(&path)?, &config))
-                .await
-                .map_err(|e| format!("the reload task failed: {e}"))
-                .and_then(|r| r.map_err(|e| e.to_string()))
-        }
-        (None, Some(url)) => match super::fetch(&s.client, &config, url, etag.as_deref()).await {
+    let source = match (&s.config.spec.path, &s.config.spec.url) {
+        (Some(path), _) => Ok(Source::File(path.clone())),
+        (None, Some(url)) => match super::fetch(&s.client, &s.config, url, etag.as_deref()).await {
             Ok(None) => return Ok(old), // 304: the spec in force is the current one
-            Ok(Some((spec, tag))) => {
+            Ok(Some((source, tag))) => {
                 *etag = tag;
-                tokio::task::spawn_blocking(move || Revision::compile(&spec, &config))
-                    .await
-                    .map_err(|e| format!("the reload task failed: {e}"))
-                    .and_then(|r| r.map_err(|e| e.to_string()))
+                Ok(source)
             }
             Err(e) => Err(e),
         },
@@ -41,6 +31,16 @@ pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, St
                 "the spec is embedded (no spec.path or spec.url): nothing to reload".into(),
             );
         }
+    };
+    let config = s.config.clone();
+    let loaded = match source {
+        Ok(source) => {
+            tokio::task::spawn_blocking(move || Revision::compile(&source.read()?, &config))
+                .await
+                .map_err(|e| format!("the reload task failed: {e}"))
+                .and_then(|r| r.map_err(|e| e.to_string()))
+        }
+        Err(e) => Err(e),
     };
     let mut next = match loaded {
         Ok(next) => next,
@@ -88,12 +88,14 @@ pub async fn watch(s: Arc<Sidecar>) {
         return;
     }
     let Some(path) = s.config.spec.path.clone() else {
+        if s.config.spec.url.is_none() {
+            return; // embedded: nothing to watch
+        }
         // A URL: ask every interval; an unchanged spec answers 304.
-        while s.config.spec.url.is_some() {
+        loop {
             tokio::time::sleep(Duration::from_millis(interval)).await;
             let _ = reload(&s, "poll").await;
         }
-        return;
     };
     let stamp = |path: &std::path::Path| -> Option<(u64, SystemTime)> {
         let m = std::fs::metadata(path).ok()?;

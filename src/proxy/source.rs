@@ -1,8 +1,12 @@
 //! Where the spec comes from: a file, or a URL such as the API's own `/openapi.json`. A URL is
 //! fetched with `If-None-Match` and the last `ETag`, so polling an unchanged spec costs a 304.
+//! Fetching is I/O on the runtime; reading the document (parse, bundle, normalize) is CPU work
+//! and is done where the caller compiles it, off the request path.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use http::header::{ETAG, IF_NONE_MATCH};
 use http::{Request, StatusCode};
@@ -11,12 +15,29 @@ use http_body_util::BodyExt;
 use super::body::UpstreamBody;
 use super::upstream::UpstreamClient;
 use crate::config::Config;
-use crate::spec::Spec;
+use crate::spec::{Spec, SpecError};
 
-/// A fetched spec and its `ETag`, or `None` when the server answered 304 Not Modified.
-pub type Fetched = Option<(Spec, Option<String>)>;
+/// A spec document to read: a file, or the body fetched from a URL.
+pub enum Source {
+    File(PathBuf),
+    Fetched { url: String, body: Bytes },
+}
 
-/// GET `url` (conditional on `etag`) and parse the document.
+impl Source {
+    /// Read the document (blocking: call it off the runtime's worker threads while serving).
+    pub fn read(&self) -> Result<Spec, SpecError> {
+        match self {
+            Source::File(path) => Spec::load(path),
+            // The URL names the document in errors; its extension (if any) picks JSON or YAML.
+            Source::Fetched { url, body } => Spec::parse(Path::new(url), body),
+        }
+    }
+}
+
+/// A fetched document and its `ETag`, or `None` when the server answered 304 Not Modified.
+pub type Fetched = Option<(Source, Option<String>)>;
+
+/// GET `url`, conditional on `etag`.
 pub async fn fetch(
     client: &UpstreamClient,
     config: &Config,
@@ -49,13 +70,12 @@ pub async fn fetch(
         .get(ETAG)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
-    let bytes = response
+    let body = response
         .into_body()
         .collect()
         .await
         .map_err(|e| format!("{url}: reading the body: {e}"))?
         .to_bytes();
-    // The URL names the document in errors; its extension (if any) picks JSON or YAML.
-    let spec = Spec::parse(Path::new(url), &bytes).map_err(|e| e.to_string())?;
-    Ok(Some((spec, tag)))
+    let url = url.to_string();
+    Ok(Some((Source::Fetched { url, body }, tag)))
 }
