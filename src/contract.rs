@@ -85,14 +85,6 @@ impl Contract {
             .as_ref()
     }
 
-    /// The type of a response media type's schema, in the small vocabulary (for spec diffs).
-    pub fn response_type(&self, media: &ResponseMedia) -> Option<TypeSummary> {
-        let pointer = media.schema.as_deref()?;
-        let schemas = self.schemas.lock().unwrap_or_else(|e| e.into_inner());
-        let doc = &schemas.doc;
-        Some(summarize(doc, doc.pointer(pointer)?))
-    }
-
     pub fn operations(&self) -> &[Operation] {
         &self.operations
     }

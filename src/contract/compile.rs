@@ -374,6 +374,7 @@ fn compile_responses(doc: &Value, op: &Value, op_ptr: &str) -> Responses {
                 schema: m
                     .get("schema")
                     .map(|_| format!("{pointer}/content{}/schema", token(media_type))),
+                summary: m.get("schema").map(|s| summarize(doc, s)),
                 compiled: Default::default(),
             })
             .collect();

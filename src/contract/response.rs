@@ -27,6 +27,8 @@ pub struct ResponseMedia {
     pub json: bool,
     /// JSON pointer of the schema, if the media type declares one.
     pub schema: Option<String>,
+    /// The schema's type in the small vocabulary (for spec diffs), as for request bodies.
+    pub summary: Option<super::TypeSummary>,
     pub(super) compiled: OnceLock<Option<CompiledSchema>>,
 }
 

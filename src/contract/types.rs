@@ -103,7 +103,10 @@ fn enum_at(doc: &Value, schema: &Value, depth: usize) -> Option<Vec<Value>> {
         };
         let concrete: Vec<&Value> = branches
             .iter()
-            .filter(|b| summarize(doc, b).ty != FieldType::Any || !summarize(doc, b).nullable)
+            .filter(|b| {
+                let s = summarize(doc, b);
+                s.ty != FieldType::Any || !s.nullable
+            })
             .collect();
         if let [one] = concrete.as_slice() {
             return enum_at(doc, one, depth + 1);

@@ -351,10 +351,10 @@ fn responses(old: &Contract, new: &Contract, a: &Operation, b: &Operation, out: 
         else {
             continue;
         };
-        let json = |c: &Contract, r: &crate::contract::DeclaredResponse| {
-            c.response_type(r.media.iter().find(|m| m.json)?)
+        let json = |r: &crate::contract::DeclaredResponse| {
+            r.media.iter().find(|m| m.json)?.summary.clone()
         };
-        if let (Some(from), Some(to)) = (json(old, before), json(new, after))
+        if let (Some(from), Some(to)) = (json(before), json(after))
             && from.ty != to.ty
         {
             out.push(with(
