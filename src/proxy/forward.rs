@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::body::{Captured, UpstreamBody, capture};
-use super::headers::{add_forwarded, new_request_id, strip_hop_by_hop};
+use super::headers::{add_forwarded, new_request_id, strip_hop_by_hop, value_text};
 use super::late::{Late, LateMeta, LateTasks, Remember};
 use super::problem;
 use super::tee::Tee;
@@ -32,10 +32,7 @@ use crate::sink::{Event, EventFinding, NO_OPERATION, Outcome, SECRET_HEADERS};
 pub type ResponseBody = Either<Tee, Full<Bytes>>;
 
 fn header_text(headers: &http::HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(String::from)
+    value_text(headers.get(name))
 }
 
 /// Header lookup for the audit over hyper's header map.
@@ -142,10 +139,11 @@ pub async fn handle(
         }
         _ => Vec::new(),
     };
+    // Shared, not copied: most responses raise nothing, and this runs for every request.
     let late_meta = audited.operation.map(|_| LateMeta {
-        tool: header_text(&parts.headers, &s.config.events.tool_header),
-        traceparent: header_text(&parts.headers, "traceparent"),
-        path: parts.uri.path().to_string(),
+        tool: parts.headers.get(&s.config.events.tool_header).cloned(),
+        traceparent: parts.headers.get("traceparent").cloned(),
+        uri: parts.uri.clone(),
     });
     let audited = audited;
     let op_id = audited.operation.map(|op| op.id.as_str());

@@ -65,6 +65,11 @@ pub fn add_forwarded(
 }
 
 /// A new request id: a random UUID as 32 hex digits.
+/// A header value as text, when it is valid text.
+pub fn value_text(value: Option<&HeaderValue>) -> Option<String> {
+    value.and_then(|v| v.to_str().ok()).map(String::from)
+}
+
 pub fn new_request_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use tokio::sync::Notify;
 
 use super::Sidecar;
+use super::headers::value_text;
 use super::tee::decode;
 use crate::audit::audit_response;
 use crate::finding::Finding;
@@ -51,12 +52,12 @@ impl LateTasks {
     }
 }
 
-/// The request's side of an event raised after the response.
+/// The request's side of an event raised after the response: header values and the URI share
+/// the request's buffers (a clone is a reference count), text is made only for an event.
 pub(super) struct LateMeta {
-    pub tool: Option<String>,
-    pub traceparent: Option<String>,
-    /// The request path without its query.
-    pub path: String,
+    pub tool: Option<http::HeaderValue>,
+    pub traceparent: Option<http::HeaderValue>,
+    pub uri: http::Uri,
 }
 
 /// A resource's silent-clear state, carried from the request to its response.
@@ -164,12 +165,12 @@ fn record(
     let event = Arc::new(Event {
         at: SystemTime::now(),
         request_id,
-        traceparent: meta.traceparent,
-        tool: meta.tool,
+        traceparent: value_text(meta.traceparent.as_ref()),
+        tool: value_text(meta.tool.as_ref()),
         operation: Some(op.id.clone()),
         method: op.method.clone(),
         path_template: Some(op.template.clone()),
-        path: meta.path,
+        path: meta.uri.path().to_string(),
         status: Some(status),
         action: "observed",
         mode: s.policy.mode.as_str(),
