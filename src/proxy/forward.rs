@@ -254,8 +254,8 @@ pub async fn handle(
                 request_id: request_id.clone(),
                 meta,
                 status: status.as_u16(),
-                content_type: header_text(resp.headers(), "content-type"),
-                encoding: header_text(resp.headers(), "content-encoding"),
+                content_type: resp.headers().get(http::header::CONTENT_TYPE).cloned(),
+                encoding: resp.headers().get(http::header::CONTENT_ENCODING).cloned(),
                 audit_body: rate >= 1.0 || (rate > 0.0 && fastrand::f64() < rate),
                 remember,
             };

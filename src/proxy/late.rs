@@ -75,8 +75,8 @@ pub(super) struct Late {
     pub meta: LateMeta,
     pub status: u16,
     /// `Content-Type` and `Content-Encoding` of the response.
-    pub content_type: Option<String>,
-    pub encoding: Option<String>,
+    pub content_type: Option<http::HeaderValue>,
+    pub encoding: Option<http::HeaderValue>,
     /// Whether this response's body is audited (the sample drew it).
     pub audit_body: bool,
     pub remember: Option<Remember>,
@@ -96,7 +96,7 @@ impl Late {
             return;
         };
         let limit = s.config.audit.max_response_body;
-        let decoded = copy.and_then(|bytes| decode(self.encoding.as_deref(), bytes, limit));
+        let decoded = copy.and_then(|bytes| decode(as_text(&self.encoding), bytes, limit));
         if self.wants_body() && decoded.is_none() {
             s.metrics.unaudited("response_too_large");
         }
@@ -106,7 +106,7 @@ impl Late {
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok());
         let mut findings = Vec::new();
         if s.config.audit.enabled {
-            let headers = ContentType(self.content_type.as_deref());
+            let headers = ContentType(as_text(&self.content_type));
             let view = ResponseView {
                 status: self.status,
                 headers: &headers,
@@ -188,6 +188,10 @@ fn record(
         s.metrics.event_dropped();
     }
     s.recent.push(event);
+}
+
+fn as_text(value: &Option<http::HeaderValue>) -> Option<&str> {
+    value.as_ref().and_then(|v| v.to_str().ok())
 }
 
 /// The one response header the audit reads, without building a header list.
