@@ -85,6 +85,17 @@ impl Contract {
             .as_ref()
     }
 
+    /// The top-level shape of a declared response media type, without compiling its validator
+    /// (spec diffs need the properties, not the validation).
+    pub fn response_shape(&self, media: &ResponseMedia) -> Option<std::sync::Arc<BodyShape>> {
+        if let Some(compiled) = media.compiled.get() {
+            return compiled.as_ref().map(|c| c.shape.clone());
+        }
+        let pointer = media.schema.as_deref()?;
+        let mut schemas = self.schemas.lock().unwrap_or_else(|e| e.into_inner());
+        schemas.shape(pointer).ok()
+    }
+
     pub fn operations(&self) -> &[Operation] {
         &self.operations
     }

@@ -372,7 +372,7 @@ fn responses(old: &Contract, new: &Contract, a: &Operation, b: &Operation, out: 
         }
         let object = |c: &Contract, r: &crate::contract::DeclaredResponse| {
             let media = r.media.iter().find(|m| m.json)?;
-            match &*c.response_schema(media)?.shape {
+            match &*c.response_shape(media)? {
                 BodyShape::Object { properties, .. } => Some(
                     properties
                         .iter()
