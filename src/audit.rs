@@ -31,10 +31,17 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             operation,
             path_values,
         } => {
-            params::check(operation, request, &path_values, &mut findings);
-            body::check(operation, request, &mut findings);
-            for finding in &mut findings {
-                finding.operation = Some(operation.id.clone());
+            let mut operation = operation;
+            findings = check_operation(operation, request, &path_values);
+            // Operations sharing this route (an ambiguous spec): the one the request fits best.
+            for other in contract.alternates(operation) {
+                if findings.is_empty() {
+                    break;
+                }
+                let theirs = check_operation(other, request, &path_values);
+                if weight(&theirs) < weight(&findings) {
+                    (operation, findings) = (other, theirs);
+                }
             }
             Audit {
                 operation: Some(operation),
@@ -81,6 +88,21 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             }
         }
     }
+}
+
+fn check_operation(op: &Operation, request: &RequestView, path_values: &[&str]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    params::check(op, request, path_values, &mut findings);
+    body::check(op, request, &mut findings);
+    for finding in &mut findings {
+        finding.operation = Some(op.id.clone());
+    }
+    findings
+}
+
+/// How bad a set of findings is: the worst severity first, then how many.
+fn weight(findings: &[Finding]) -> (Option<crate::finding::Severity>, usize) {
+    (findings.iter().map(|f| f.severity).max(), findings.len())
 }
 
 /// The findings of [`audit`] alone.

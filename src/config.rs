@@ -39,6 +39,9 @@ pub struct SpecConfig {
     /// How often the spec file (or URL) is checked for a change to reload (0: never; SIGHUP
     /// and `POST /spec/reload` still reload).
     pub watch_interval_ms: u64,
+    /// Refuse a spec with any part that cannot be compiled, instead of loading the rest with a
+    /// warning per skipped part (the default, so real specs with a bad pattern still load).
+    pub strict: bool,
 }
 
 impl Default for SpecConfig {
@@ -49,6 +52,7 @@ impl Default for SpecConfig {
             base_path: None,
             write: HashMap::new(),
             watch_interval_ms: 2_000,
+            strict: false,
         }
     }
 }
@@ -268,6 +272,7 @@ impl Config {
                 .filter_map(|(k, v)| Some((k.clone(), crate::contract::WriteSemantics::parse(v)?)))
                 .collect(),
             read_for: self.memory.resources.clone(),
+            strict: self.spec.strict,
         }
     }
 

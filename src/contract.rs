@@ -7,8 +7,11 @@ mod operation;
 mod resolve;
 mod response;
 mod router;
+mod sanitize;
 mod schemas;
+mod security;
 mod types;
+mod warning;
 
 use std::collections::HashMap;
 
@@ -19,7 +22,9 @@ pub use operation::{
 pub use resolve::deref;
 pub use response::{CompiledSchema, DeclaredResponse, ResponseMedia, Responses};
 pub use router::{Routed, normalize_template};
+pub use security::{Credential, Secrets};
 pub use types::{FieldType, TypeSummary, summarize};
+pub use warning::{LoadWarning, Skipped, count_by_reason};
 
 use crate::spec::{Spec, SpecError};
 
@@ -33,12 +38,19 @@ pub struct ContractOptions {
     /// The GET that shows a replace write's resource, where its path template differs: write
     /// (id or `"PUT /path/{id}"`) to read (id or `"GET /path/{id}"`), over `x-driftwatch-read`.
     pub read_for: HashMap<String, String>,
+    /// Refuse a spec with any part that cannot be compiled, instead of skipping the part with
+    /// a warning (`--strict`, `spec.strict`).
+    pub strict: bool,
 }
 
 #[derive(Debug)]
 pub struct Contract {
     /// The spec's `openapi` field, for `/spec` and events.
     pub openapi: String,
+    /// Parts of the spec left out or weakened at load (lenient load), in document order.
+    pub warnings: Vec<LoadWarning>,
+    /// The names the spec's apiKey credentials travel under, to keep their values out of logs.
+    pub secrets: Secrets,
     operations: Vec<Operation>,
     /// Operation id to index in `operations`.
     by_id: HashMap<String, usize>,
@@ -63,8 +75,10 @@ pub enum Route<'c, 'p> {
 }
 
 impl Contract {
-    /// Compile a loaded spec. Fails, naming file and pointer, when a part of the spec cannot be
-    /// used (a parameter without `in`, a schema JSON Schema refuses, two operations on one route).
+    /// Compile a loaded spec. A part that cannot be compiled (a pattern in another dialect, a
+    /// schema that is not a schema, a parameter without `in`) is skipped and said in
+    /// [`Contract::warnings`]; with `options.strict` the first such part fails the load instead,
+    /// naming file and pointer.
     pub fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
         compile::compile(spec, options)
     }
@@ -98,6 +112,11 @@ impl Contract {
 
     pub fn operations(&self) -> &[Operation] {
         &self.operations
+    }
+
+    /// The operations sharing `op`'s method and route (see [`Operation::alternates`]).
+    pub fn alternates<'c>(&'c self, op: &'c Operation) -> impl Iterator<Item = &'c Operation> {
+        op.alternates.iter().filter_map(|i| self.operations.get(*i))
     }
 
     /// Find an operation by id (`listInvoices` or `"PUT /api/channels/{id}"`).

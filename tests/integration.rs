@@ -6,6 +6,7 @@ mod integration {
     pub mod demo;
     pub mod diffs;
     pub mod generated;
+    pub mod generator;
     pub mod kinds;
     pub mod live_responses;
     pub mod operations;

@@ -9,7 +9,7 @@ use crate::contract::FieldType;
 /// `raw` as the JSON value of type `ty`, or as a string when it does not parse as one.
 pub fn scalar(raw: &str, ty: &FieldType) -> Value {
     let typed = match ty {
-        FieldType::Integer => raw.parse::<i64>().ok().map(Value::from),
+        FieldType::Integer => integer(raw),
         FieldType::Number => number(raw),
         FieldType::Boolean => boolean(raw),
         FieldType::Any => return guess(raw),
@@ -20,9 +20,7 @@ pub fn scalar(raw: &str, ty: &FieldType) -> Value {
 
 /// The most specific JSON value `raw` spells (integer, number, boolean), else a string.
 pub fn guess(raw: &str) -> Value {
-    raw.parse::<i64>()
-        .ok()
-        .map(Value::from)
+    integer(raw)
         .or_else(|| number(raw))
         .or_else(|| boolean(raw))
         .unwrap_or_else(|| Value::String(raw.to_string()))
@@ -31,6 +29,22 @@ pub fn guess(raw: &str) -> Value {
 /// The type a raw text value looks like, for the `observed` side of a finding.
 pub fn observed_type(raw: &str) -> &'static str {
     FieldType::of_value(&guess(raw))
+}
+
+/// An integer of any size: beyond 64 bits (`-66281360155520106496`) it is kept as a float
+/// with no fraction, which JSON Schema's `integer` accepts.
+fn integer(raw: &str) -> Option<Value> {
+    if let Ok(n) = raw.parse::<i64>() {
+        return Some(Value::from(n));
+    }
+    if let Ok(n) = raw.parse::<u64>() {
+        return Some(Value::from(n));
+    }
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    number(raw)
 }
 
 fn number(raw: &str) -> Option<Value> {
@@ -60,5 +74,9 @@ mod tests {
         assert_eq!(scalar("30", &FieldType::String), json!("30"));
         assert_eq!(observed_type("abc"), "string");
         assert_eq!(observed_type("-3"), "integer");
+        let big = scalar("-66281360155520106496", &FieldType::Integer);
+        assert!(big.is_number(), "{big}");
+        assert!(jsonschema::is_valid(&json!({"type": "integer"}), &big));
+        assert_eq!(scalar("1e3x", &FieldType::Integer), json!("1e3x"));
     }
 }

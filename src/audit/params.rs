@@ -65,7 +65,11 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     let mut free_form = false;
     for param in op.params_in(Location::Query) {
         let sent = match param.style {
-            Style::DeepObject => deep_object(param, &pairs, &mut used),
+            // deepObject is defined for objects only; on an array or a primitive (seen in real
+            // specs) the value is read under its own name (`expand=a&expand=b`).
+            Style::DeepObject if param.summary.ty == FieldType::Object => {
+                deep_object(param, &pairs, &mut used)
+            }
             Style::Form if param.explode && param.summary.ty == FieldType::Object => {
                 free_form |= param.free_form;
                 exploded_object(param, &pairs, &mut used)
@@ -78,8 +82,14 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
             None => {}
         }
     }
+    // The apiKey credentials the operation's security accepts are declared inputs too.
+    for credential in op.credentials.iter().filter(|c| c.location == Location::Query) {
+        for ((key, _), used) in pairs.iter().zip(used.iter_mut()) {
+            *used |= *key == credential.name;
+        }
+    }
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();
-    if !free_form && used.contains(&false) {
+    if !free_form && !op.open_query && used.contains(&false) {
         // The names a misspelled key may have meant; gathered only when a key was not taken.
         let declared: Vec<&str> = op
             .params_in(Location::Query)
@@ -250,6 +260,13 @@ fn sent_from(param: &Param, items: Vec<Cow<str>>, pairs_with_eq: bool) -> Sent {
         };
     }
     match &param.summary.ty {
+        // `name=` is the empty array in the delimited styles (`explode: false`); read as `[]`,
+        // while the text form keeps the other reading (one empty item).
+        FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => Sent {
+            typed: Value::Array(Vec::new()),
+            text: Value::Array(vec![Value::String(String::new())]),
+            observed: "array<string>".into(),
+        },
         FieldType::Array(item) => {
             let typed = items.iter().map(|s| scalar(s, item)).collect();
             let text = items.iter().map(|s| Value::String(s.to_string())).collect();
@@ -299,6 +316,9 @@ fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
     let Some(validator) = &param.validator else {
         return;
     };
+    if param.allow_empty && sent.text.as_str() == Some("") {
+        return; // `allowEmptyValue: true`: `?pretty=` is the parameter sent without a value.
+    }
     if validator.is_valid(&sent.typed) || validator.is_valid(&sent.text) {
         return;
     }

@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
-use super::router::{Router, template_params, trim_trailing_slash};
+use super::router::{RouteError, Router, template_params, trim_trailing_slash};
+use super::warning::{LoadWarning, Skipped};
 use super::schemas::Schemas;
 use super::types::{FieldType, summarize};
 use super::{Contract, ContractOptions};
@@ -22,9 +23,14 @@ const METHODS: [&str; 8] = [
 ];
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
-    let doc: &Value = &spec.doc;
-    let mut schemas = Schemas::new(spec.doc.clone(), &spec.source)?;
-    let mut operations = Vec::new();
+    let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone());
+    let doc: &Value = &shared;
+    let mut schemas = Schemas::new(shared.clone(), &spec.source)?;
+    let mut warnings = Warnings {
+        list: sanitized,
+        skipped_here: Vec::new(),
+    };
+    let mut operations: Vec<Operation> = Vec::new();
     let mut router = Router::default();
     let paths = doc
         .get("paths")
@@ -37,9 +43,9 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
             let op_ptr = format!("{item_ptr}/{method}");
-            let operation = compile_operation(
+            let mut operation = compile_operation(
                 &mut schemas,
-                spec,
+                &mut warnings,
                 options,
                 template,
                 method,
@@ -47,15 +53,37 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
                 &item_ptr,
                 op,
                 op_ptr,
-            )?;
+            );
             let index = operations.len();
-            router
-                .insert(&operation.method, &operation.template, index, |i| {
-                    operations_id(&operations, i)
-                })
-                .map_err(|e| SpecError::at(&spec.source, &operation.pointer, e.to_string()))?;
+            // A template with a query part (`/a?x={x}`) is routed by its path alone.
+            let route = template.split('?').next().unwrap_or(template);
+            let inserted = router.insert(&operation.method, route, index, |i| {
+                operations_id(&operations, i)
+            });
+            if let Err(e @ RouteError::Duplicate { first_index, .. }) = &inserted {
+                let (first, message) = (*first_index, e.to_string());
+                warnings.push(&operation.pointer, Skipped::AmbiguousRoute, message);
+                operations[first].alternates.push(index);
+                operation.skipped.push(Skipped::AmbiguousRoute);
+                operations[first].skipped.push(Skipped::AmbiguousRoute);
+            }
             operations.push(operation);
         }
+    }
+    mark_skipped(doc, &warnings.list, &mut operations);
+    if options.strict
+        && let Some(first) = warnings.list.first()
+    {
+        return Err(SpecError::at(
+            &spec.source,
+            &first.pointer,
+            format!(
+                "{} skipped: {} (refused by --strict; without it the spec loads with {} warning(s))",
+                first.reason.as_str(),
+                first.detail,
+                warnings.list.len()
+            ),
+        ));
     }
     link_reads_and_replaces(&mut operations, &options.read_for);
     let base_paths = match &options.base_path {
@@ -68,6 +96,8 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     }
     Ok(Contract {
         openapi: spec.openapi.clone(),
+        secrets: super::security::Secrets::of(doc),
+        warnings: warnings.list,
         operations,
         by_id,
         router,
@@ -86,7 +116,7 @@ fn operations_id(operations: &[Operation], index: usize) -> String {
 #[allow(clippy::too_many_arguments)]
 fn compile_operation(
     schemas: &mut Schemas,
-    spec: &Spec,
+    warnings: &mut Warnings,
     options: &ContractOptions,
     template: &str,
     method: &str,
@@ -94,13 +124,15 @@ fn compile_operation(
     item_ptr: &str,
     op: &Value,
     op_ptr: String,
-) -> Result<Operation, SpecError> {
+) -> Operation {
     let upper = method.to_ascii_uppercase();
     let id = match op.get("operationId").and_then(Value::as_str) {
         Some(id) => id.to_string(),
         None => format!("{upper} {template}"),
     };
     let mut params: Vec<Param> = Vec::new();
+    let mut open_query = false;
+    warnings.skipped_here.clear();
     let levels = [
         (item.get("parameters"), format!("{item_ptr}/parameters")),
         (op.get("parameters"), format!("{op_ptr}/parameters")),
@@ -112,17 +144,23 @@ fn compile_operation(
             .flatten()
             .enumerate()
         {
-            let Some(param) = compile_param(schemas, spec, raw, format!("{list_ptr}/{i}"))? else {
-                continue;
+            let param = match compile_param(schemas, warnings, raw, format!("{list_ptr}/{i}")) {
+                Ok(Some(param)) => param,
+                Ok(None) => continue,
+                Err((pointer, reason)) => {
+                    warnings.push(&pointer, Skipped::Parameter, reason);
+                    // Its name or place is unknown, so no query key can be called unknown.
+                    open_query = true;
+                    continue;
+                }
             };
             params.retain(|p| !(p.name == param.name && p.location == param.location));
             params.push(param);
         }
     }
-    let body = match op.get("requestBody") {
-        Some(raw) => Some(compile_body(schemas, raw, format!("{op_ptr}/requestBody"))?),
-        None => None,
-    };
+    let body = op
+        .get("requestBody")
+        .map(|raw| compile_body(schemas, warnings, raw, format!("{op_ptr}/requestBody")));
     let write = options
         .write_overrides
         .get(&id)
@@ -134,11 +172,12 @@ fn compile_operation(
                 .and_then(WriteSemantics::parse)
         })
         .unwrap_or_else(|| WriteSemantics::default_for(&upper));
-    Ok(Operation {
+    let route = template.split('?').next().unwrap_or(template);
+    Operation {
         id,
         method: upper,
         template: template.to_string(),
-        path_params: template_params(template),
+        path_params: template_params(route),
         params,
         body,
         write,
@@ -153,7 +192,11 @@ fn compile_operation(
             .get("x-driftwatch-read")
             .and_then(Value::as_str)
             .map(String::from),
-    })
+        credentials: super::security::credentials(&schemas.doc, op),
+        open_query,
+        alternates: Vec::new(),
+        skipped: std::mem::take(&mut warnings.skipped_here),
+    }
 }
 
 /// A GET and a replace write on the same path template are one resource, or on different
@@ -238,16 +281,17 @@ fn object_names(doc: &Value, schema: &Value, names: &mut Vec<String>, depth: usi
     }
 }
 
+/// A parameter, `None` for one OpenAPI says to ignore, or the pointer and reason it was left out.
 fn compile_param(
     schemas: &mut Schemas,
-    spec: &Spec,
+    warnings: &mut Warnings,
     raw: &Value,
     pointer: String,
-) -> Result<Option<Param>, SpecError> {
+) -> Result<Option<Param>, (String, String)> {
     let shared = schemas.doc.clone();
     let doc: &Value = &shared;
     let (pointer, param) = deref_at(doc, Cow::Owned(pointer), raw);
-    let invalid = |reason: &str| SpecError::at(&spec.source, &pointer, reason.to_string());
+    let invalid = |reason: &str| (pointer.to_string(), reason.to_string());
     let name = param
         .get("name")
         .and_then(Value::as_str)
@@ -301,10 +345,9 @@ fn compile_param(
         (FieldType::Object, Some(s)) => object_keys(doc, s),
         _ => (Vec::new(), false),
     };
-    let validator = match &schema_ptr {
-        Some(p) => Some(schemas.validator(p)?),
-        None => None,
-    };
+    let validator = schema_ptr
+        .as_deref()
+        .and_then(|p| warnings.validator(schemas, p));
     Ok(Some(Param {
         name: if location == Location::Header {
             name.to_ascii_lowercase()
@@ -323,6 +366,7 @@ fn compile_param(
         properties,
         free_form,
         json_content,
+        allow_empty: param.get("allowEmptyValue") == Some(&Value::Bool(true)),
         enum_values: schema.and_then(|s| super::types::enum_values(doc, s)),
         description: param
             .get("description")
@@ -388,27 +432,29 @@ fn compile_responses(doc: &Value, op: &Value, op_ptr: &str) -> Responses {
 
 fn compile_body(
     schemas: &mut Schemas,
+    warnings: &mut Warnings,
     raw: &Value,
     pointer: String,
-) -> Result<RequestBody, SpecError> {
+) -> RequestBody {
     let shared = schemas.doc.clone();
     let (pointer, body) = deref_at(&shared, Cow::Owned(pointer), raw);
-    Ok(RequestBody {
+    RequestBody {
         required: body
             .get("required")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        media: compile_media(schemas, body, &pointer)?,
-    })
+        media: compile_media(schemas, warnings, body, &pointer),
+    }
 }
 
 /// The `content` map of a request body: each media type with its validator and shape (JSON
 /// types only; others are matched by name alone).
 fn compile_media(
     schemas: &mut Schemas,
+    warnings: &mut Warnings,
     body: &Value,
     pointer: &str,
-) -> Result<Vec<MediaBody>, SpecError> {
+) -> Vec<MediaBody> {
     let mut media = Vec::new();
     for (media_type, m) in body
         .get("content")
@@ -420,9 +466,13 @@ fn compile_media(
         let schema_ptr = m
             .get("schema")
             .map(|_| format!("{pointer}/content{}/schema", token(media_type)));
+        let opaque = || std::sync::Arc::new(super::BodyShape::Opaque);
         let (validator, shape) = match (&schema_ptr, json) {
-            (Some(p), true) => (Some(schemas.validator(p)?), schemas.shape(p)?),
-            _ => (None, std::sync::Arc::new(super::BodyShape::Opaque)),
+            (Some(p), true) => match warnings.validator(schemas, p) {
+                Some(v) => (Some(v), warnings.shape(schemas, p).unwrap_or_else(opaque)),
+                None => (None, opaque()),
+            },
+            _ => (None, opaque()),
         };
         media.push(MediaBody {
             media_type: media_type.to_ascii_lowercase(),
@@ -432,7 +482,7 @@ fn compile_media(
             summary: summarize(&schemas.doc, m.get("schema").unwrap_or(&Value::Null)),
         });
     }
-    Ok(media)
+    media
 }
 
 /// JSON media types: `application/json`, `text/json`, and any `+json` suffix
@@ -480,4 +530,103 @@ fn server_base_paths(doc: &Value) -> Vec<String> {
     }
     bases.sort_by_key(|b| std::cmp::Reverse(b.len()));
     bases
+}
+
+/// The warnings of one compile, and the reasons that touched the operation being compiled.
+struct Warnings {
+    list: Vec<LoadWarning>,
+    skipped_here: Vec<Skipped>,
+}
+
+impl Warnings {
+    fn push(&mut self, pointer: &str, reason: Skipped, detail: impl Into<String>) {
+        if !self.skipped_here.contains(&reason) {
+            self.skipped_here.push(reason);
+        }
+        if !self
+            .list
+            .iter()
+            .any(|w| w.pointer == pointer && w.reason == reason)
+        {
+            self.list.push(LoadWarning::new(pointer, reason, detail));
+        }
+    }
+
+    /// The validator of the schema at `pointer`, or a warning and `None` when it cannot be
+    /// compiled (that body or parameter is then not validated).
+    fn validator(
+        &mut self,
+        schemas: &mut Schemas,
+        pointer: &str,
+    ) -> Option<std::sync::Arc<jsonschema::Validator>> {
+        schemas
+            .validator(pointer)
+            .map_err(|e| self.push(pointer, Skipped::Validator, e.reason()))
+            .ok()
+    }
+
+    fn shape(
+        &mut self,
+        schemas: &mut Schemas,
+        pointer: &str,
+    ) -> Option<std::sync::Arc<super::BodyShape>> {
+        schemas
+            .shape(pointer)
+            .map_err(|e| self.push(pointer, Skipped::Validator, e.reason()))
+            .ok()
+    }
+}
+
+/// Each operation that reaches (through `$ref`s) a part the sanitizer changed is marked with
+/// that reason, so its requests are counted as partly unaudited.
+fn mark_skipped(doc: &Value, warnings: &[LoadWarning], operations: &mut [Operation]) {
+    let changed: Vec<&LoadWarning> = warnings
+        .iter()
+        .filter(|w| matches!(w.reason, Skipped::Pattern | Skipped::Schema))
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    for op in operations {
+        let mut seen = std::collections::HashSet::new();
+        let mut reached = Vec::new();
+        reach(doc, &op.pointer, &mut seen, &mut reached);
+        for w in &changed {
+            let hit = reached
+                .iter()
+                .any(|p: &String| w.pointer == *p || w.pointer.starts_with(&format!("{p}/")));
+            if hit && !op.skipped.contains(&w.reason) {
+                op.skipped.push(w.reason);
+            }
+        }
+    }
+}
+
+/// The pointers of `pointer`'s subtree and of every subtree its `$ref`s lead to.
+fn reach(
+    doc: &Value,
+    pointer: &str,
+    seen: &mut std::collections::HashSet<String>,
+    out: &mut Vec<String>,
+) {
+    if !seen.insert(pointer.to_string()) {
+        return;
+    }
+    out.push(pointer.to_string());
+    let mut stack = vec![doc.pointer(pointer)];
+    while let Some(Some(value)) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if let Some(target) = map.get("$ref").and_then(Value::as_str)
+                    && let Some(target) = target.strip_prefix('#')
+                {
+                    let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
+                    reach(doc, &target, seen, out);
+                }
+                stack.extend(map.values().map(Some));
+            }
+            Value::Array(items) => stack.extend(items.iter().map(Some)),
+            _ => {}
+        }
+    }
 }

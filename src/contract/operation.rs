@@ -99,6 +99,8 @@ pub struct Param {
     pub free_form: bool,
     /// Declared with `content: application/json` instead of `schema`: the value is JSON text.
     pub json_content: bool,
+    /// `allowEmptyValue: true`: the name alone (`?pretty=`) is a valid value.
+    pub allow_empty: bool,
     /// The allowed values, where the schema is an enum (for spec diffs).
     pub enum_values: Option<Vec<serde_json::Value>>,
     /// As the spec describes it (generated tool catalogs carry it).
@@ -195,6 +197,15 @@ pub struct Operation {
     pub resource: Option<String>,
     /// `x-driftwatch-read` on a write: the GET that shows its resource.
     pub(crate) read_hint: Option<String>,
+    /// The apiKey credentials its effective `security` accepts: declared inputs, never unknown.
+    pub credentials: Vec<super::Credential>,
+    /// A parameter of it was left out at load (no name or `in`): no query key is called unknown.
+    pub open_query: bool,
+    /// Operations declared on the same method and route (`/v1/{name}`, `/v1/{parent}`): a
+    /// request is audited against each and the one it fits best is kept.
+    pub alternates: Vec<usize>,
+    /// Parts of it left out or weakened at load; a request to it counts as partly unaudited.
+    pub skipped: Vec<super::Skipped>,
 }
 
 impl Operation {

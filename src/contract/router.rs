@@ -1,16 +1,38 @@
-//! Request routing on method + path template. matchit does the matching (static segments beat
-//! parameters); parameter names are normalized by position (`{p0}`, `{p1}`) before insertion,
-//! so `/a/{id}` for GET and `/a/{aId}` for PUT share one route instead of conflicting.
+//! Request routing on method + path template. Each method has a table of its own, so a request
+//! is matched among the templates that declare its method (`PUT /services/jira` reaches
+//! `PUT /services/{slug}` when the concrete `/services/jira` declares only GET); one more table
+//! of every template tells "method not allowed" from "not found".
+//!
+//! matchit does the matching (static segments beat parameters); parameter names are normalized
+//! by position (`{p0}`, `{p1}`) before insertion, so `/a/{id}` for GET and `/a/{aId}` for PUT
+//! share one route instead of conflicting. Templates matchit refuses (`/v1/{name}:cancel` beside
+//! `/v1/{name}`, `/search/{q}.atom` beside `/search/{q}`) go to a segment matcher of our own
+//! ([`fallback`]) that keeps OpenAPI's precedence: the more concrete template wins.
+
+mod fallback;
 
 use matchit::Router as Matcher;
 
+use fallback::{Fallback, Specificity};
+
 #[derive(Debug, Default)]
 pub struct Router {
+    /// One table per method (uppercase), in insertion order; a handful at most.
+    by_method: Vec<(String, Table)>,
+    /// Every template whatever its method, to name the allowed methods of a known path.
+    any: Table,
+}
+
+/// Templates and the operations routed by them.
+#[derive(Debug, Default)]
+struct Table {
     matcher: Matcher<usize>,
     /// One entry per distinct normalized template: the operations routed there.
     entries: Vec<Vec<Slot>>,
     /// The normalized template of each entry, to find it again at insertion.
     templates: Vec<String>,
+    /// Templates matchit refused, matched segment by segment (empty for most specs).
+    fallback: Vec<Fallback>,
 }
 
 #[derive(Debug)]
@@ -41,32 +63,93 @@ pub enum RouteError {
         method: String,
         template: String,
         first: String,
+        /// The operation index already routed there.
+        first_index: usize,
     },
-    #[error("path template {template} cannot be routed: {reason}")]
-    Template { template: String, reason: String },
 }
 
 impl Router {
     /// Add operation `index` under `method` and `template`; `describe` names an operation
-    /// index for the duplicate error.
+    /// index for the duplicate error. `Ok(true)`: matchit refused the template and the
+    /// segment matcher holds it.
     pub fn insert(
         &mut self,
         method: &str,
         template: &str,
         index: usize,
         describe: impl Fn(usize) -> String,
-    ) -> Result<(), RouteError> {
+    ) -> Result<bool, RouteError> {
+        let position = self.by_method.iter().position(|(m, _)| m == method);
+        let table = match position {
+            Some(i) => &mut self.by_method[i].1,
+            None => {
+                self.by_method.push((method.to_string(), Table::default()));
+                &mut self.by_method.last_mut().expect("just pushed").1
+            }
+        };
+        let fell_back = table.insert(method, template, index, &describe)?;
+        self.any.insert(method, template, index, &describe)?;
+        Ok(fell_back)
+    }
+
+    /// Route a raw request path (no query string, base path already stripped).
+    pub fn route<'r, 'p>(&'r self, method: &str, path: &'p str) -> Routed<'r, 'p> {
+        let path = trim_trailing_slash(path);
+        if let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method)
+            && let Some((slots, values)) = table.lookup(path)
+            && let Some(found) = found(slots, method, path, values)
+        {
+            return found;
+        }
+        match self.any.lookup(path) {
+            Some((slots, _)) => {
+                let mut allowed: Vec<&str> = slots.iter().map(|s| s.method.as_str()).collect();
+                allowed.dedup();
+                Routed::MethodNotAllowed(allowed)
+            }
+            None => Routed::NotFound,
+        }
+    }
+}
+
+/// The operation among `slots` for `method`: a compound slot whose separators are in the path
+/// first, then the plain one.
+fn found<'r, 'p>(
+    slots: &'r [Slot],
+    method: &str,
+    path: &'p str,
+    values: Vec<&'p str>,
+) -> Option<Routed<'r, 'p>> {
+    let compound = slots
+        .iter()
+        .filter(|s| s.method == method && s.compound)
+        .find_map(|s| Some(Routed::Found(s.index, split_compound(&s.template, path)?)));
+    compound.or_else(|| {
+        slots
+            .iter()
+            .find(|s| s.method == method && !s.compound)
+            .map(|slot| Routed::Found(slot.index, values))
+    })
+}
+
+impl Table {
+    fn insert(
+        &mut self,
+        method: &str,
+        template: &str,
+        index: usize,
+        describe: &impl Fn(usize) -> String,
+    ) -> Result<bool, RouteError> {
         let normalized = normalize_template(template);
+        let mut fell_back = false;
         let entry = match self.templates.iter().position(|t| *t == normalized) {
             Some(entry) => entry,
             None => {
                 let entry = self.entries.len();
-                self.matcher
-                    .insert(normalized.clone(), entry)
-                    .map_err(|e| RouteError::Template {
-                        template: template.to_string(),
-                        reason: e.to_string(),
-                    })?;
+                if self.matcher.insert(matchit_form(&normalized), entry).is_err() {
+                    self.fallback.push(Fallback::new(&normalized, entry));
+                    fell_back = true;
+                }
                 self.templates.push(normalized);
                 self.entries.push(Vec::new());
                 entry
@@ -82,6 +165,7 @@ impl Router {
                 method: method.into(),
                 template: template.into(),
                 first: describe(first.index),
+                first_index: first.index,
             });
         }
         slots.push(Slot {
@@ -90,37 +174,49 @@ impl Router {
             template: template.to_string(),
             compound,
         });
-        Ok(())
+        Ok(fell_back)
     }
 
-    /// Route a raw request path (no query string, base path already stripped).
-    pub fn route<'r, 'p>(&'r self, method: &str, path: &'p str) -> Routed<'r, 'p> {
-        let path = trim_trailing_slash(path);
-        let Ok(matched) = self.matcher.at(path) else {
-            return Routed::NotFound;
-        };
-        let slots = &self.entries[*matched.value];
-        let compound = slots
-            .iter()
-            .filter(|s| s.method == method && s.compound)
-            .find_map(|s| {
-                let values = split_compound(&s.template, path)?;
-                Some(Routed::Found(s.index, values))
-            });
-        if let Some(found) = compound {
-            return found;
+    /// The slots of the most concrete template matching `path`, with its parameter values.
+    fn lookup<'p>(&self, path: &'p str) -> Option<(&[Slot], Vec<&'p str>)> {
+        let matched = self.matcher.at(path).ok();
+        if self.fallback.is_empty() {
+            let matched = matched?;
+            let values = matched.params.iter().map(|(_, v)| v).collect();
+            return Some((&self.entries[*matched.value], values));
         }
-        match slots.iter().find(|s| s.method == method && !s.compound) {
-            Some(slot) => {
-                Routed::Found(slot.index, matched.params.iter().map(|(_, v)| v).collect())
-            }
-            None => {
-                let mut allowed: Vec<&str> = slots.iter().map(|s| s.method.as_str()).collect();
-                allowed.dedup();
-                Routed::MethodNotAllowed(allowed)
+        let mut best: Option<(Specificity, usize, Vec<&'p str>)> = matched.map(|m| {
+            let entry = *m.value;
+            let rank = Specificity::of(&self.templates[entry]);
+            (rank, entry, m.params.iter().map(|(_, v)| v).collect())
+        });
+        for candidate in &self.fallback {
+            let Some(values) = candidate.matches(path) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(rank, ..)| candidate.rank > *rank) {
+                best = Some((candidate.rank.clone(), candidate.entry, values));
             }
         }
+        best.map(|(_, entry, values)| (self.entries[entry].as_slice(), values))
     }
+}
+
+/// matchit reads `}}` as an escaped brace; in a normalized template every `{` opens a `{pN}`
+/// parameter, so any other `}` is literal text and is escaped.
+fn matchit_form(normalized: &str) -> String {
+    let mut out = String::with_capacity(normalized.len());
+    let mut in_param = false;
+    for c in normalized.chars() {
+        match c {
+            '{' => in_param = true,
+            '}' if in_param => in_param = false,
+            '}' => out.push('}'),
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
 }
 
 pub(crate) fn trim_trailing_slash(path: &str) -> &str {
@@ -218,6 +314,49 @@ mod tests {
             matches!(r.route("DELETE", "/a/7"), Routed::MethodNotAllowed(m) if m == ["GET", "PUT"])
         );
         assert!(matches!(r.route("GET", "/b"), Routed::NotFound));
+    }
+
+    #[test]
+    fn a_method_the_concrete_path_lacks_falls_back_to_the_template_that_declares_it() {
+        let r = router(&[("GET", "/services/jira"), ("PUT", "/services/{slug}")]);
+        assert!(
+            matches!(r.route("PUT", "/services/jira"), Routed::Found(1, v) if v == ["jira"])
+        );
+        assert!(matches!(r.route("GET", "/services/jira"), Routed::Found(0, _)));
+        // The near twin: no template declares DELETE, so it is still not allowed.
+        assert!(
+            matches!(r.route("DELETE", "/services/jira"), Routed::MethodNotAllowed(m) if m == ["GET"])
+        );
+    }
+
+    #[test]
+    fn templates_matchit_refuses_are_routed_by_the_more_concrete_one() {
+        let r = router(&[
+            ("GET", "/v1/{name}"),
+            ("POST", "/v1/{name}:cancel"),
+            ("GET", "/v1/{name}:wait"),
+            ("GET", "/search/{q}"),
+            ("GET", "/search/{q}.atom"),
+            ("GET", "/{intermediatePath}/{authorizableId}.ks.html"),
+            ("GET", "/{intermediatePath}/{authorizableId}"),
+            ("GET", "/calls/getPstnCalls(fromDateTime={fromDateTime})"),
+            ("GET", "/calls/{id}"),
+        ]);
+        assert!(matches!(r.route("GET", "/v1/ops"), Routed::Found(0, v) if v == ["ops"]));
+        assert!(matches!(r.route("POST", "/v1/ops:cancel"), Routed::Found(1, v) if v == ["ops"]));
+        assert!(matches!(r.route("GET", "/v1/ops:wait"), Routed::Found(2, v) if v == ["ops"]));
+        assert!(matches!(r.route("GET", "/search/cats"), Routed::Found(3, _)));
+        assert!(matches!(r.route("GET", "/search/cats.atom"), Routed::Found(4, v) if v == ["cats"]));
+        assert!(matches!(r.route("GET", "/a/b.ks.html"), Routed::Found(5, v) if v == ["a", "b"]));
+        assert!(matches!(r.route("GET", "/a/b"), Routed::Found(6, v) if v == ["a", "b"]));
+        assert!(matches!(
+            r.route("GET", "/calls/getPstnCalls(fromDateTime=2026)"),
+            Routed::Found(7, v) if v == ["2026"]
+        ));
+        assert!(matches!(r.route("GET", "/calls/7"), Routed::Found(8, _)));
+        assert!(
+            matches!(r.route("PUT", "/v1/ops:cancel"), Routed::MethodNotAllowed(m) if m == ["POST"])
+        );
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub(super) struct Schemas {
     file: PathBuf,
     registry: Registry<'static>,
     validators: HashMap<String, Arc<Validator>>,
+    /// Schemas that could not be compiled, with the reason: a shared component refused once is
+    /// not compiled again for every operation that refers to it.
+    failed: HashMap<String, String>,
     shapes: HashMap<String, Arc<BodyShape>>,
 }
 
@@ -76,6 +79,7 @@ impl Schemas {
             file: file.to_path_buf(),
             registry,
             validators: HashMap::new(),
+            failed: HashMap::new(),
             shapes: HashMap::new(),
         })
     }
@@ -88,19 +92,23 @@ impl Schemas {
         if let Some(v) = self.validators.get(pointer.as_ref()) {
             return Ok(v.clone());
         }
+        if let Some(reason) = self.failed.get(pointer.as_ref()) {
+            return Err(SpecError::at(&self.file, &pointer, reason.clone()));
+        }
         let reference = format!("{URN}#{}", utf8_percent_encode(&pointer, FRAGMENT));
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
             .with_registry(&self.registry)
             .offline()
-            .build(&json!({ "$ref": reference }))
-            .map_err(|e| {
-                SpecError::at(
-                    &self.file,
-                    &pointer,
-                    format!("the schema cannot be compiled: {e}"),
-                )
-            })?;
+            .build(&json!({ "$ref": reference }));
+        let validator = match validator {
+            Ok(v) => v,
+            Err(e) => {
+                let reason = format!("the schema cannot be compiled: {e}");
+                self.failed.insert(pointer.to_string(), reason.clone());
+                return Err(SpecError::at(&self.file, &pointer, reason));
+            }
+        };
         let validator = Arc::new(validator);
         self.validators
             .insert(pointer.into_owned(), validator.clone());

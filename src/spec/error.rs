@@ -20,6 +20,14 @@ pub enum SpecError {
 }
 
 impl SpecError {
+    /// What is wrong, without the file and pointer (for a load warning that names them).
+    pub fn reason(&self) -> String {
+        match self {
+            SpecError::Io { source, .. } => source.to_string(),
+            SpecError::Invalid { reason, .. } => reason.clone(),
+        }
+    }
+
     pub(crate) fn at(file: &Path, pointer: &str, reason: impl Into<String>) -> SpecError {
         SpecError::Invalid {
             file: file.to_path_buf(),

@@ -1,0 +1,158 @@
+//! Security schemes are part of the contract: an `apiKey` scheme (`in: query`, `header` or
+//! `cookie`) that an operation's effective `security` can use is a declared input of that
+//! operation, never an unknown parameter. Every apiKey name of the spec is also a secret: its
+//! values are kept out of events, findings and logs whatever `log_values` says.
+
+use serde_json::Value;
+
+use super::resolve::deref;
+use crate::finding::Location;
+
+/// An apiKey credential an operation accepts: where it is sent and under which name (header
+/// names lowercase).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    pub location: Location,
+    pub name: String,
+}
+
+/// The names under which the spec's apiKey credentials travel, to redact wherever a request is
+/// written down.
+#[derive(Clone, Debug, Default)]
+pub struct Secrets {
+    /// Query parameter names (as declared).
+    pub query: Vec<String>,
+    /// Header names, lowercase.
+    pub headers: Vec<String>,
+    /// Cookie names.
+    pub cookies: Vec<String>,
+}
+
+impl Secrets {
+    /// Every apiKey scheme of the document, used or not.
+    pub(super) fn of(doc: &Value) -> Secrets {
+        let mut secrets = Secrets::default();
+        for credential in schemes(doc).filter_map(|(_, s)| api_key(doc, s)) {
+            let list = match credential.location {
+                Location::Query => &mut secrets.query,
+                Location::Header => &mut secrets.headers,
+                _ => &mut secrets.cookies,
+            };
+            if !list.contains(&credential.name) {
+                list.push(credential.name);
+            }
+        }
+        secrets
+    }
+
+    /// `query` with the value of every secret parameter replaced by `REDACTED` (keys kept, so
+    /// an incident responder still sees that a credential was sent).
+    pub fn redact_query(&self, query: &str) -> String {
+        if self.query.is_empty() {
+            return query.to_string();
+        }
+        query
+            .split('&')
+            .map(|pair| {
+                let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+                let decoded = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
+                match self.query.iter().any(|s| *s == decoded) {
+                    true => format!("{key}=REDACTED"),
+                    false => pair.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+
+    pub fn is_secret_header(&self, name: &str) -> bool {
+        self.headers.iter().any(|h| h.eq_ignore_ascii_case(name))
+    }
+}
+
+/// The apiKey credentials `op` accepts under its effective `security` (its own, else the
+/// document's; `security: []` accepts none).
+pub(super) fn credentials(doc: &Value, op: &Value) -> Vec<Credential> {
+    let Some(requirements) = op
+        .get("security")
+        .or_else(|| doc.get("security"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<Credential> = Vec::new();
+    for name in requirements
+        .iter()
+        .filter_map(Value::as_object)
+        .flat_map(|r| r.keys())
+    {
+        let scheme = schemes(doc).find(|(n, _)| *n == name).map(|(_, s)| s);
+        if let Some(credential) = scheme.and_then(|s| api_key(doc, s))
+            && !out.contains(&credential)
+        {
+            out.push(credential);
+        }
+    }
+    out
+}
+
+fn schemes(doc: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    doc.pointer("/components/securitySchemes")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+}
+
+fn api_key(doc: &Value, scheme: &Value) -> Option<Credential> {
+    let scheme = deref(doc, scheme);
+    if scheme.get("type").and_then(Value::as_str) != Some("apiKey") {
+        return None;
+    }
+    let name = scheme.get("name").and_then(Value::as_str)?;
+    let location = match scheme.get("in").and_then(Value::as_str)? {
+        "query" => Location::Query,
+        "header" => Location::Header,
+        "cookie" => Location::Cookie,
+        _ => return None,
+    };
+    Some(Credential {
+        name: match location {
+            Location::Header => name.to_ascii_lowercase(),
+            _ => name.to_string(),
+        },
+        location,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn effective_security_decides_which_keys_an_operation_accepts() {
+        let doc = json!({
+            "security": [{"key": []}],
+            "components": {"securitySchemes": {
+                "key": {"type": "apiKey", "in": "query", "name": "api_key"},
+                "hdr": {"type": "apiKey", "in": "header", "name": "X-Token"},
+                "basic": {"type": "http", "scheme": "basic"}
+            }}
+        });
+        let query = Credential {
+            location: Location::Query,
+            name: "api_key".into(),
+        };
+        assert_eq!(credentials(&doc, &json!({})), [query.clone()]);
+        assert_eq!(credentials(&doc, &json!({"security": []})), []);
+        let either = json!({"security": [{"hdr": []}, {"basic": []}]});
+        assert_eq!(credentials(&doc, &either)[0].name, "x-token");
+        assert_eq!(credentials(&doc, &either).len(), 1);
+        let secrets = Secrets::of(&doc);
+        assert_eq!(
+            secrets.redact_query("a=1&api_key=s3cret&b"),
+            "a=1&api_key=REDACTED&b"
+        );
+        assert!(secrets.is_secret_header("x-token"));
+    }
+}

@@ -1,0 +1,513 @@
+//! A valid request for every operation of a spec, built from the document as written (not
+//! driftwatch's normalized copy, so a normalization bug cannot hide itself): examples,
+//! defaults, enums, minimal valid values; parameters serialized in their declared style. Shared
+//! by the no-false-positive test and `examples/first_contact.rs` (the APIs.guru directory).
+#![allow(dead_code)]
+
+use driftwatch::contract::deref;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Map, Value, json};
+
+pub const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// A request built for one operation.
+pub struct Built {
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    /// The body's media type is not JSON, so `unaudited` (info) is its one expected finding.
+    pub opaque_body: bool,
+}
+
+
+pub fn build_all(doc: &Value) -> Vec<(String, Built)> {
+    let mut out = Vec::new();
+    for (template, item) in doc["paths"].as_object().unwrap() {
+        let item = deref(doc, item);
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let id = op
+                .get("operationId")
+                .and_then(Value::as_str)
+                .map(String::from)
+                .unwrap_or(format!("{method} {template}"));
+            out.push((id, build(doc, template, method, item, op)));
+        }
+    }
+    out
+}
+
+pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value) -> Built {
+    let mut params: Vec<&Value> = Vec::new();
+    for list in [item.get("parameters"), op.get("parameters")] {
+        for p in list.and_then(Value::as_array).into_iter().flatten() {
+            let p = deref(doc, p);
+            params.retain(|q| !(q["name"] == p["name"] && q["in"] == p["in"]));
+            params.push(p);
+        }
+    }
+    let mut path = template.to_string();
+    let mut query = Vec::new();
+    let mut headers = Vec::new();
+    let mut cookies = Vec::new();
+    for p in params {
+        let name = p["name"].as_str().unwrap();
+        let location = p["in"].as_str().unwrap();
+        let (value, json_content) = match p.get("schema") {
+            Some(s) => (param_value(doc, p, s), false),
+            None => {
+                let media = p["content"].as_object().unwrap().values().next().unwrap();
+                (generate(doc, &media["schema"], 0, false), true)
+            }
+        };
+        let style = p.get("style").and_then(Value::as_str).unwrap_or(
+            if matches!(location, "query" | "cookie") {
+                "form"
+            } else {
+                "simple"
+            },
+        );
+        let explode = p
+            .get("explode")
+            .and_then(Value::as_bool)
+            .unwrap_or(style == "form");
+        match location {
+            "path" => {
+                path = path.replace(
+                    &format!("{{{name}}}"),
+                    &path_value(name, &value, style, explode),
+                )
+            }
+            "query" if json_content => query.push(format!("{name}={}", enc(&value.to_string()))),
+            "query" => query.extend(query_pairs(name, &value, style, explode)),
+            "header" => headers.push((name.to_string(), joined(&value, ","))),
+            "cookie" => cookies.push(format!("{name}={}", joined(&value, ","))),
+            _ => unreachable!(),
+        }
+    }
+    if !cookies.is_empty() {
+        headers.push(("Cookie".into(), cookies.join("; ")));
+    }
+    let (body, opaque_body) = body(doc, op, &mut headers);
+    let target = if query.is_empty() {
+        path
+    } else {
+        format!("{path}?{}", query.join("&"))
+    };
+    Built {
+        method: method.to_ascii_uppercase(),
+        target,
+        headers,
+        body,
+        opaque_body,
+    }
+}
+
+fn body(doc: &Value, op: &Value, headers: &mut Vec<(String, String)>) -> (Option<Vec<u8>>, bool) {
+    let Some(rb) = op.get("requestBody") else {
+        return (None, false);
+    };
+    let rb = deref(doc, rb);
+    let content = rb["content"].as_object().unwrap();
+    let json = content.iter().find(|(m, _)| is_json(m));
+    match json {
+        Some((media, m)) => {
+            let concrete = media.replace('*', "vnd.generated");
+            headers.push(("Content-Type".into(), concrete));
+            let value = m
+                .get("schema")
+                .map(|s| generate(doc, s, 0, true))
+                .unwrap_or(json!({}));
+            (Some(value.to_string().into_bytes()), false)
+        }
+        None if rb.get("required") == Some(&json!(true)) => {
+            let media = content.keys().next().unwrap();
+            let concrete = if media.contains('*') {
+                "application/octet-stream".to_string()
+            } else {
+                media.clone()
+            };
+            headers.push(("Content-Type".into(), concrete));
+            (Some(b"data".to_vec()), true)
+        }
+        None => (None, false),
+    }
+}
+
+fn is_json(media: &str) -> bool {
+    let m = media.to_ascii_lowercase();
+    m == "application/json" || m == "text/json" || m.ends_with("+json")
+}
+
+/// A parameter's value: its own example or the schema's; object parameters carry every
+/// declared property, so exploded and deepObject keys are really sent.
+fn param_value(doc: &Value, param: &Value, schema: &Value) -> Value {
+    param
+        .get("example")
+        .cloned()
+        .unwrap_or_else(|| generate(doc, schema, 0, true))
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn enc(s: &str) -> String {
+    utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
+}
+
+fn joined(value: &Value, sep: &str) -> String {
+    match value {
+        Value::Array(items) => items.iter().map(text).collect::<Vec<_>>().join(sep),
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(k, v)| [k.clone(), text(v)])
+            .collect::<Vec<_>>()
+            .join(sep),
+        other => text(other),
+    }
+}
+
+fn path_value(name: &str, value: &Value, style: &str, explode: bool) -> String {
+    let items: Vec<String> = match value {
+        Value::Array(items) => items.iter().map(|v| enc(&text(v))).collect(),
+        other => vec![enc(&text(other))],
+    };
+    match (style, explode) {
+        ("label", true) => format!(".{}", items.join(".")),
+        ("label", false) => format!(".{}", items.join(",")),
+        ("matrix", true) if value.is_array() => {
+            items.iter().map(|i| format!(";{name}={i}")).collect()
+        }
+        ("matrix", _) => format!(";{name}={}", items.join(",")),
+        _ => items.join(","),
+    }
+}
+
+fn query_pairs(name: &str, value: &Value, style: &str, explode: bool) -> Vec<String> {
+    let n = enc(name);
+    match (value, style, explode) {
+        (Value::Object(map), "deepObject", _) => map
+            .iter()
+            .map(|(k, v)| format!("{n}%5B{}%5D={}", enc(k), enc(&text(v))))
+            .collect(),
+        (Value::Object(map), "form", true) => map
+            .iter()
+            .map(|(k, v)| format!("{}={}", enc(k), enc(&text(v))))
+            .collect(),
+        (Value::Object(_), "spaceDelimited", _) => {
+            vec![format!("{n}={}", enc(&joined(value, " ")))]
+        }
+        (Value::Object(_), "pipeDelimited", _) => vec![format!("{n}={}", enc(&joined(value, "|")))],
+        (Value::Object(_), _, _) => vec![format!("{n}={}", enc(&joined(value, ",")))],
+        (Value::Array(items), "form", true) => items
+            .iter()
+            .map(|v| format!("{n}={}", enc(&text(v))))
+            .collect(),
+        (Value::Array(_), "spaceDelimited", _) => vec![format!("{n}={}", enc(&joined(value, " ")))],
+        (Value::Array(_), "pipeDelimited", _) => vec![format!("{n}={}", enc(&joined(value, "|")))],
+        (Value::Array(_), _, _) => vec![format!("{n}={}", enc(&joined(value, ",")))],
+        (other, _, _) => vec![format!("{n}={}", enc(&text(other)))],
+    }
+}
+
+/// A valid value for `schema`. `top` marks the request body's own object, where every
+/// writable property is sent (a replace write must not omit any); deeper, only required ones.
+fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
+    let s = deref(doc, schema);
+    if depth > 12 {
+        return json!(null);
+    }
+    if let Some(c) = s.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.iter().find(|v| !v.is_null()))
+    {
+        return first.clone();
+    }
+    let ty = type_of(s);
+    let given = [
+        s.get("default"),
+        s.get("example"),
+        s.get("examples")
+            .and_then(Value::as_array)
+            .and_then(|e| e.first()),
+    ];
+    if let Some(v) = given.into_iter().flatten().find(|v| fits(s, ty, v)) {
+        return v.clone();
+    }
+    if let Some(all) = s.get("allOf").and_then(Value::as_array) {
+        let mut merged = Map::new();
+        let mut scalar = None;
+        for branch in all {
+            match generate(doc, branch, depth + 1, top) {
+                Value::Object(o) => merged.extend(o),
+                other => scalar = Some(other),
+            }
+        }
+        let own = object(doc, s, depth, top);
+        merged.extend(own);
+        return match scalar {
+            Some(v) if merged.is_empty() => v,
+            _ => Value::Object(merged),
+        };
+    }
+    for key in ["oneOf", "anyOf"] {
+        let Some(branches) = s.get(key).and_then(Value::as_array) else {
+            continue;
+        };
+        let concrete: Vec<&Value> = branches
+            .iter()
+            .filter(|b| deref(doc, b).get("type") != Some(&json!("null")))
+            .collect();
+        let branch = deref(doc, concrete.first().copied().unwrap_or(&branches[0]));
+        if ty != "object" {
+            return generate(doc, branch, depth + 1, top);
+        }
+        // An object whose branches only add constraints (`required: [a]` or `[b]`): send
+        // the first branch's fields and none that only another branch requires.
+        let required_by = |b: &Value| -> Vec<String> {
+            deref(doc, b)
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        };
+        let mine = required_by(branch);
+        let others: Vec<String> = concrete
+            .iter()
+            .flat_map(|b| required_by(b))
+            .filter(|n| !mine.contains(n))
+            .collect();
+        let mut obj = object(doc, s, depth, top);
+        obj.retain(|k, _| !others.contains(k));
+        if let Value::Object(extra) = generate(doc, branch, depth + 1, top) {
+            obj.extend(extra);
+        }
+        for name in mine {
+            if !obj.contains_key(&name)
+                && let Some(prop) = s.get("properties").and_then(|p| p.get(&name))
+            {
+                obj.insert(name, generate(doc, prop, depth + 1, false));
+            }
+        }
+        return Value::Object(obj);
+    }
+    match ty {
+        "object" => Value::Object(object(doc, s, depth, top)),
+        "array" => {
+            // Two items, so that delimited styles (`a,b`, `a|b`) are really split.
+            let max = s.get("maxItems").and_then(Value::as_u64).unwrap_or(2);
+            let min = s
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(2)
+                .max(1)
+                .min(max.max(1));
+            let item = s
+                .get("items")
+                .map(|i| generate(doc, i, depth + 1, false))
+                .unwrap_or(json!("x"));
+            if s.get("maxItems") == Some(&json!(0)) {
+                return json!([]);
+            }
+            let unique = s.get("uniqueItems") == Some(&json!(true));
+            let second = s
+                .get("items")
+                .map(|i| deref(doc, i))
+                .and_then(|i| i.get("enum"))
+                .and_then(|e| e.get(1))
+                .cloned();
+            let next = |i: u64| match (&second, unique) {
+                (Some(v), _) if i == 1 => v.clone(),
+                (_, true) => distinct(&item, i),
+                _ => item.clone(),
+            };
+            Value::Array(
+                (0..min)
+                    .map(|i| if i > 0 { next(i) } else { item.clone() })
+                    .collect(),
+            )
+        }
+        "integer" | "number" => number(s, ty == "integer"),
+        "boolean" => json!(true),
+        "null" => json!(null),
+        _ => string(s),
+    }
+}
+
+fn type_of(s: &Value) -> &str {
+    match s.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
+        _ if s.get("properties").is_some() => "object",
+        _ if s.get("items").is_some() => "array",
+        _ if s.get("allOf").is_some() || s.get("oneOf").is_some() || s.get("anyOf").is_some() => {
+            "composite"
+        }
+        _ => "string",
+    }
+}
+
+/// Whether a given example or default can stand for `s`: right type, no containers (their
+/// insides are not checked here), and matching the pattern. Real specs carry wrong examples.
+fn fits(s: &Value, ty: &str, v: &Value) -> bool {
+    let type_ok = match (ty, v) {
+        ("string", Value::String(text)) => {
+            pattern(s).is_none_or(|p| p.is_match(text))
+                && text.len() as u64 >= s.get("minLength").and_then(Value::as_u64).unwrap_or(0)
+        }
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+        ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) => true,
+        _ => false,
+    };
+    type_ok
+        && s.get("minimum")
+            .and_then(Value::as_f64)
+            .is_none_or(|m| v.as_f64().is_none_or(|x| x >= m))
+}
+
+fn pattern(s: &Value) -> Option<regex::Regex> {
+    s.get("pattern")
+        .and_then(Value::as_str)
+        .and_then(|p| regex::Regex::new(p).ok())
+}
+
+/// rand_regex generates from unanchored patterns only (a sample of the unanchored pattern
+/// matches the anchored one too), and reads `\\d` as Unicode where ECMA-262 means ASCII.
+fn strip_anchors(p: &str) -> String {
+    let p = p
+        .replace("\\d", "[0-9]")
+        .replace("\\w", "[A-Za-z0-9_]")
+        .replace("\\s", "[ ]");
+    let chars: Vec<char> = p.chars().collect();
+    let mut out = String::new();
+    for (i, c) in chars.iter().enumerate() {
+        let escaped = i > 0 && chars[i - 1] == '\\';
+        let drop = match c {
+            '^' => !escaped && (i == 0 || matches!(chars[i - 1], '|' | '(')),
+            '$' => !escaped && (i + 1 == chars.len() || matches!(chars[i + 1], '|' | ')')),
+            _ => false,
+        };
+        if !drop {
+            out.push(*c);
+        }
+    }
+    out
+}
+
+fn distinct(item: &Value, i: u64) -> Value {
+    match item {
+        Value::Number(n) => json!(n.as_f64().unwrap_or(0.0) as i64 + i as i64),
+        Value::String(s) => json!(format!("{s}{i}")),
+        other => other.clone(),
+    }
+}
+
+fn object(doc: &Value, s: &Value, depth: usize, top: bool) -> Map<String, Value> {
+    let required: Vec<&str> = s
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut out = Map::new();
+    for (name, prop) in s
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let read_only = prop.get("readOnly") == Some(&json!(true))
+            || deref(doc, prop).get("readOnly") == Some(&json!(true));
+        if read_only || !(top || required.contains(&name.as_str())) {
+            continue;
+        }
+        // Nullable body fields are sent as null, to exercise both nullable spellings
+        // (3.0 `nullable: true`, 3.1 `["null", T]`) in the normalized schemas.
+        let value = if top && nullable(deref(doc, prop)) {
+            json!(null)
+        } else {
+            generate(doc, prop, depth + 1, false)
+        };
+        out.insert(name.clone(), value);
+    }
+    out
+}
+
+fn nullable(s: &Value) -> bool {
+    s.get("nullable") == Some(&json!(true))
+        || s.get("type")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.contains(&json!("null")))
+}
+
+fn number(s: &Value, integer: bool) -> Value {
+    let min = s.get("minimum").and_then(Value::as_f64);
+    let exclusive = s
+        .get("exclusiveMinimum")
+        .and_then(Value::as_f64)
+        .map(|m| m + 1.0);
+    let max = s.get("maximum").and_then(Value::as_f64).or(s
+        .get("exclusiveMaximum")
+        .and_then(Value::as_f64)
+        .map(|m| m - 1.0));
+    let mut v = exclusive.or(min).unwrap_or(1.0);
+    if let Some(max) = max {
+        v = v.min(max);
+    }
+    if let Some(step) = s.get("multipleOf").and_then(Value::as_f64) {
+        v = (v / step).ceil() * step;
+    }
+    if integer { json!(v as i64) } else { json!(v) }
+}
+
+fn string(s: &Value) -> Value {
+    let min = s.get("minLength").and_then(Value::as_u64).unwrap_or(1) as usize;
+    let max = s
+        .get("maxLength")
+        .and_then(Value::as_u64)
+        .unwrap_or(u64::MAX) as usize;
+    if let Some(p) = s.get("pattern").and_then(Value::as_str) {
+        use rand::{RngExt, SeedableRng};
+        let generator = rand_regex::Regex::compile(&strip_anchors(p), 6)
+            .unwrap_or_else(|e| panic!("pattern {p}: {e}"));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let hit = (0..200)
+            .map(|_| rng.sample::<String, _>(&generator))
+            .find(|t| (min..=max).contains(&t.chars().count()));
+        return json!(
+            hit.unwrap_or_else(|| panic!("pattern {p}: no sample within length {min}..={max}"))
+        );
+    }
+    let base = match s.get("format").and_then(Value::as_str) {
+        Some("date-time") => "2026-01-01T00:00:00Z".to_string(),
+        Some("date") => "2026-01-01".to_string(),
+        Some("email") => "a@example.com".to_string(),
+        Some("uri") | Some("url") => "https://example.com/x".to_string(),
+        Some("uuid") => "3fa85f64-5717-4562-b3fc-2c963f66afa6".to_string(),
+        _ => "x".to_string(),
+    };
+    if base.len() >= min {
+        json!(base)
+    } else {
+        json!(base.repeat(min))
+    }
+}
