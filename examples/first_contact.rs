@@ -100,11 +100,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn one(dir: &Path, file: &Path, strict: bool, generate: bool, tally: &Mutex<Tally>) {
-    let name = file
-        .strip_prefix(dir)
-        .unwrap_or(file)
-        .display()
-        .to_string();
+    let name = file.strip_prefix(dir).unwrap_or(file).display().to_string();
     let started = Instant::now();
     let options = ContractOptions {
         strict,
@@ -163,12 +159,23 @@ fn audit_generated(name: &str, file: &Path, contract: &Contract, tally: &Mutex<T
                 .iter()
                 .filter(|f| f.severity >= Severity::Error)
                 .filter(|f| !(b.opaque_body && f.kind == Kind::Unaudited))
-                .map(|f| format!("{} {} {}: {}", f.kind.as_str(), f.location.as_str(), f.field, f.message))
+                .map(|f| {
+                    format!(
+                        "{} {} {}: {}",
+                        f.kind.as_str(),
+                        f.location.as_str(),
+                        f.field,
+                        f.message
+                    )
+                })
                 .collect();
             if alarms.is_empty() {
                 continue;
             }
-            if UNSATISFIABLE.iter().any(|(f, op, _)| *f == name && *op == id) {
+            if UNSATISFIABLE
+                .iter()
+                .any(|(f, op, _)| *f == name && *op == id)
+            {
                 local.pinned += 1;
                 continue;
             }
@@ -232,10 +239,34 @@ fn report(t: &Tally, documents: usize, took: Duration, strict: bool) {
             t.pinned
         );
         println!("false alarms {}", t.false_alarms.len());
-        for a in t.false_alarms.iter().take(40) {
-            println!("  {a}");
+        let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+        for a in &t.false_alarms {
+            for line in a.lines().skip(1) {
+                let kind = line.split_whitespace().next().unwrap_or("");
+                *by_kind.entry(kind).or_default() += 1;
+            }
         }
-        for n in t.not_generated.iter().take(10) {
+        for (kind, n) in &by_kind {
+            println!("  findings  {kind:<24} {n}");
+        }
+        let all = std::env::var("FIRST_CONTACT_ALL").is_ok();
+        for a in t
+            .false_alarms
+            .iter()
+            .take(if all { usize::MAX } else { 40 })
+        {
+            let mut lines = a.lines();
+            let head: String = lines.next().unwrap_or("").chars().take(200).collect();
+            println!("  {head}");
+            for line in lines {
+                println!("  {}", line.chars().take(240).collect::<String>());
+            }
+        }
+        for n in t
+            .not_generated
+            .iter()
+            .take(if all { usize::MAX } else { 10 })
+        {
             println!("  not generated: {n}");
         }
     }

@@ -31,18 +31,8 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             operation,
             path_values,
         } => {
-            let mut operation = operation;
-            findings = check_operation(operation, request, &path_values);
-            // Operations sharing this route (an ambiguous spec): the one the request fits best.
-            for other in contract.alternates(operation) {
-                if findings.is_empty() {
-                    break;
-                }
-                let theirs = check_operation(other, request, &path_values);
-                if weight(&theirs) < weight(&findings) {
-                    (operation, findings) = (other, theirs);
-                }
-            }
+            let (operation, found) = best_fit(contract, operation, request, &path_values);
+            findings = found;
             Audit {
                 operation: Some(operation),
                 path_values,
@@ -88,6 +78,56 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             }
         }
     }
+}
+
+/// Among the operations sharing a route (AWS's `/#X-Amz-Target=...`, or an ambiguous spec),
+/// those whose route keys the request carries, then the one it fits best; else `op` alone.
+fn best_fit<'c>(
+    contract: &'c Contract,
+    op: &'c Operation,
+    request: &RequestView,
+    path_values: &[&str],
+) -> (&'c Operation, Vec<Finding>) {
+    if op.alternates.is_empty() {
+        return (op, check_operation(op, request, path_values));
+    }
+    let all: Vec<&Operation> = std::iter::once(op).chain(contract.alternates(op)).collect();
+    let keyed: Vec<&Operation> = all
+        .iter()
+        .copied()
+        .filter(|o| carries_keys(o, request))
+        .collect();
+    let pool = if keyed.is_empty() { all } else { keyed };
+    let mut best: Option<(&Operation, Vec<Finding>)> = None;
+    for candidate in pool {
+        let findings = check_operation(candidate, request, path_values);
+        let better = best
+            .as_ref()
+            .is_none_or(|(_, b)| weight(&findings) < weight(b));
+        if better {
+            let clean = findings.is_empty();
+            best = Some((candidate, findings));
+            if clean {
+                break;
+            }
+        }
+    }
+    best.unwrap_or_else(|| (op, Vec::new()))
+}
+
+/// The request carries every key the operation's template fixes, in its query or as a header
+/// (`X-Amz-Target: Svc.Op`).
+fn carries_keys(op: &Operation, request: &RequestView) -> bool {
+    let query = request.query.unwrap_or("");
+    !op.route_keys.is_empty()
+        && op.route_keys.iter().all(|key| {
+            let in_query = form_urlencoded::parse(query.as_bytes())
+                .any(|(k, v)| k == key.name && key.value.as_deref().is_none_or(|want| v == want));
+            let header = request.headers.get(&key.name.to_ascii_lowercase());
+            let in_header =
+                header.is_some_and(|h| key.value.as_deref().is_none_or(|want| h == want));
+            in_query || in_header
+        })
 }
 
 fn check_operation(op: &Operation, request: &RequestView, path_values: &[&str]) -> Vec<Finding> {

@@ -21,7 +21,7 @@ pub use operation::{
 };
 pub use resolve::deref;
 pub use response::{CompiledSchema, DeclaredResponse, ResponseMedia, Responses};
-pub use router::{Routed, normalize_template};
+pub use router::{RouteKey, Routed, normalize_template};
 pub use security::{Credential, Secrets};
 pub use types::{FieldType, TypeSummary, summarize};
 pub use warning::{LoadWarning, Skipped, count_by_reason};

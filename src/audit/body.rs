@@ -150,9 +150,12 @@ pub(super) fn match_media<'m, M: Named>(media: &'m [M], content_type: &str) -> O
         .trim()
         .to_ascii_lowercase();
     let (kind, sub) = essence.split_once('/')?;
-    media.iter().find(|m| m.name() == essence).or_else(|| {
+    // Declared types are compared by their essence too: `application/json; charset=utf-8`
+    // in the spec accepts `application/json;charset=UTF-8` on the wire.
+    let declared = |m: &'m M| m.name().split(';').next().unwrap_or("").trim();
+    media.iter().find(|m| declared(m) == essence).or_else(|| {
         media.iter().find(|m| {
-            let Some((mk, ms)) = m.name().split_once('/') else {
+            let Some((mk, ms)) = declared(m).split_once('/') else {
                 return false;
             };
             (mk == "*" || mk == kind)

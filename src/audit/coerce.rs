@@ -13,6 +13,10 @@ pub fn scalar(raw: &str, ty: &FieldType) -> Value {
         FieldType::Number => number(raw),
         FieldType::Boolean => boolean(raw),
         FieldType::Any => return guess(raw),
+        // OpenAPI leaves an object inside a query array unserialized; JSON text is one reading.
+        FieldType::Object | FieldType::Array(_) => serde_json::from_str(raw)
+            .ok()
+            .filter(|v: &Value| v.is_object() || v.is_array()),
         _ => None,
     };
     typed.unwrap_or_else(|| Value::String(raw.to_string()))

@@ -65,10 +65,11 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     let mut free_form = false;
     for param in op.params_in(Location::Query) {
         let sent = match param.style {
-            // deepObject is defined for objects only; on an array or a primitive (seen in real
-            // specs) the value is read under its own name (`expand=a&expand=b`).
-            Style::DeepObject if param.summary.ty == FieldType::Object => {
-                deep_object(param, &pairs, &mut used)
+            // deepObject is defined for objects; on an array, a primitive or an `anyOf` of an
+            // object and a scalar (all seen in real specs) the value may come under its own
+            // name (`expand=a&expand=b`, `created=5`) instead of as `created[gt]=5`.
+            Style::DeepObject => {
+                deep_object(param, &pairs, &mut used).or_else(|| by_name(param, &pairs, &mut used))
             }
             Style::Form if param.explode && param.summary.ty == FieldType::Object => {
                 free_form |= param.free_form;
@@ -82,10 +83,17 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
             None => {}
         }
     }
-    // The apiKey credentials the operation's security accepts are declared inputs too.
-    for credential in op.credentials.iter().filter(|c| c.location == Location::Query) {
+    // The apiKey credentials the operation's security accepts, and the keys its template
+    // fixes (`/a?type=list`), are declared inputs too.
+    let credentials = op
+        .credentials
+        .iter()
+        .filter(|c| c.location == Location::Query)
+        .map(|c| c.name.as_str());
+    let fixed = op.route_keys.iter().map(|k| k.name.as_str());
+    for name in credentials.chain(fixed) {
         for ((key, _), used) in pairs.iter().zip(used.iter_mut()) {
-            *used |= *key == credential.name;
+            *used |= *key == name;
         }
     }
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();

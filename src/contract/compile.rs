@@ -9,10 +9,10 @@ use serde_json::Value;
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
-use super::router::{RouteError, Router, template_params, trim_trailing_slash};
-use super::warning::{LoadWarning, Skipped};
+use super::router::{RouteError, Router, split_route, template_params, trim_trailing_slash};
 use super::schemas::Schemas;
 use super::types::{FieldType, summarize};
+use super::warning::{LoadWarning, Skipped};
 use super::{Contract, ContractOptions};
 use crate::finding::Location;
 use crate::spec::bundle_pointer as token;
@@ -55,17 +55,22 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
                 op_ptr,
             );
             let index = operations.len();
-            // A template with a query part (`/a?x={x}`) is routed by its path alone.
-            let route = template.split('?').next().unwrap_or(template);
+            // A template with a query or fragment part (`/a?x={x}`, `/#X-Amz-Target=...`) is
+            // routed by its path alone; its keys tell apart the operations sharing the path.
+            let (route, _) = split_route(template);
             let inserted = router.insert(&operation.method, route, index, |i| {
                 operations_id(&operations, i)
             });
             if let Err(e @ RouteError::Duplicate { first_index, .. }) = &inserted {
-                let (first, message) = (*first_index, e.to_string());
-                warnings.push(&operation.pointer, Skipped::AmbiguousRoute, message);
+                let first = *first_index;
+                let told_apart = !operation.route_keys.is_empty()
+                    && operation.route_keys != operations[first].route_keys;
+                if !told_apart {
+                    warnings.push(&operation.pointer, Skipped::AmbiguousRoute, e.to_string());
+                    operation.skipped.push(Skipped::AmbiguousRoute);
+                    operations[first].skipped.push(Skipped::AmbiguousRoute);
+                }
                 operations[first].alternates.push(index);
-                operation.skipped.push(Skipped::AmbiguousRoute);
-                operations[first].skipped.push(Skipped::AmbiguousRoute);
             }
             operations.push(operation);
         }
@@ -172,7 +177,7 @@ fn compile_operation(
                 .and_then(WriteSemantics::parse)
         })
         .unwrap_or_else(|| WriteSemantics::default_for(&upper));
-    let route = template.split('?').next().unwrap_or(template);
+    let (route, route_keys) = split_route(template);
     Operation {
         id,
         method: upper,
@@ -195,6 +200,7 @@ fn compile_operation(
         credentials: super::security::credentials(&schemas.doc, op),
         open_query,
         alternates: Vec::new(),
+        route_keys,
         skipped: std::mem::take(&mut warnings.skipped_here),
     }
 }

@@ -204,6 +204,9 @@ pub struct Operation {
     /// Operations declared on the same method and route (`/v1/{name}`, `/v1/{parent}`): a
     /// request is audited against each and the one it fits best is kept.
     pub alternates: Vec<usize>,
+    /// Keys its template fixes after the path (`/#X-Amz-Target=Svc.Op`, `/a?type=list`):
+    /// declared inputs, and what tells it apart from the operations sharing its path.
+    pub route_keys: Vec<super::RouteKey>,
     /// Parts of it left out or weakened at load; a request to it counts as partly unaudited.
     pub skipped: Vec<super::Skipped>,
 }

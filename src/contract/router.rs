@@ -146,7 +146,11 @@ impl Table {
             Some(entry) => entry,
             None => {
                 let entry = self.entries.len();
-                if self.matcher.insert(matchit_form(&normalized), entry).is_err() {
+                if self
+                    .matcher
+                    .insert(matchit_form(&normalized), entry)
+                    .is_err()
+                {
                     self.fallback.push(Fallback::new(&normalized, entry));
                     fell_back = true;
                 }
@@ -194,7 +198,10 @@ impl Table {
             let Some(values) = candidate.matches(path) else {
                 continue;
             };
-            if best.as_ref().is_none_or(|(rank, ..)| candidate.rank > *rank) {
+            if best
+                .as_ref()
+                .is_none_or(|(rank, ..)| candidate.rank > *rank)
+            {
                 best = Some((candidate.rank.clone(), candidate.entry, values));
             }
         }
@@ -276,6 +283,38 @@ fn split_compound<'p>(template: &str, path: &'p str) -> Option<Vec<&'p str>> {
     Some(values)
 }
 
+/// A key a template fixes after its path: `/a?type=list` or AWS's `/#X-Amz-Target=Svc.Op`.
+/// Several operations may share the path and be told apart only by these keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteKey {
+    pub name: String,
+    /// `None` where the template leaves the value open (`?lat={lat}`, `?list`).
+    pub value: Option<String>,
+}
+
+/// The template's path (what is routed) and the keys of its `?` or `#` part, if any.
+pub(crate) fn split_route(template: &str) -> (&str, Vec<RouteKey>) {
+    let Some(at) = template.find(['?', '#']) else {
+        return (template, Vec::new());
+    };
+    let keys = template[at + 1..]
+        .split(['&', '?', '#'])
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) => RouteKey {
+                name: name.to_string(),
+                value: (!value.contains('{')).then(|| value.to_string()),
+            },
+            None => RouteKey {
+                name: pair.to_string(),
+                value: None,
+            },
+        })
+        .collect();
+    let path = &template[..at];
+    (if path.is_empty() { "/" } else { path }, keys)
+}
+
 /// The parameter names of a template in order of appearance.
 pub(crate) fn template_params(template: &str) -> Vec<String> {
     template
@@ -319,10 +358,11 @@ mod tests {
     #[test]
     fn a_method_the_concrete_path_lacks_falls_back_to_the_template_that_declares_it() {
         let r = router(&[("GET", "/services/jira"), ("PUT", "/services/{slug}")]);
-        assert!(
-            matches!(r.route("PUT", "/services/jira"), Routed::Found(1, v) if v == ["jira"])
-        );
-        assert!(matches!(r.route("GET", "/services/jira"), Routed::Found(0, _)));
+        assert!(matches!(r.route("PUT", "/services/jira"), Routed::Found(1, v) if v == ["jira"]));
+        assert!(matches!(
+            r.route("GET", "/services/jira"),
+            Routed::Found(0, _)
+        ));
         // The near twin: no template declares DELETE, so it is still not allowed.
         assert!(
             matches!(r.route("DELETE", "/services/jira"), Routed::MethodNotAllowed(m) if m == ["GET"])
@@ -345,8 +385,13 @@ mod tests {
         assert!(matches!(r.route("GET", "/v1/ops"), Routed::Found(0, v) if v == ["ops"]));
         assert!(matches!(r.route("POST", "/v1/ops:cancel"), Routed::Found(1, v) if v == ["ops"]));
         assert!(matches!(r.route("GET", "/v1/ops:wait"), Routed::Found(2, v) if v == ["ops"]));
-        assert!(matches!(r.route("GET", "/search/cats"), Routed::Found(3, _)));
-        assert!(matches!(r.route("GET", "/search/cats.atom"), Routed::Found(4, v) if v == ["cats"]));
+        assert!(matches!(
+            r.route("GET", "/search/cats"),
+            Routed::Found(3, _)
+        ));
+        assert!(
+            matches!(r.route("GET", "/search/cats.atom"), Routed::Found(4, v) if v == ["cats"])
+        );
         assert!(matches!(r.route("GET", "/a/b.ks.html"), Routed::Found(5, v) if v == ["a", "b"]));
         assert!(matches!(r.route("GET", "/a/b"), Routed::Found(6, v) if v == ["a", "b"]));
         assert!(matches!(
@@ -393,5 +438,10 @@ mod tests {
         );
         assert_eq!(split_compound("/c/{base}...{head}", "/c/main"), None);
         assert_eq!(template_params("/a/{id}/b/{name}.json"), ["id", "name"]);
+        let (path, keys) = split_route("/#X-Amz-Target=Svc.Op&Version={v}");
+        assert_eq!(path, "/");
+        assert_eq!(keys[0].value.as_deref(), Some("Svc.Op"));
+        assert_eq!((keys[1].name.as_str(), &keys[1].value), ("Version", &None));
+        assert_eq!(split_route("/a").1, []);
     }
 }

@@ -260,8 +260,15 @@ mod tests {
             body["text/json"]["schema"]["properties"]["ok"]["pattern"],
             "^[a-z]+$"
         );
-        assert_eq!(doc["components"]["schemas"]["Item"]["properties"]["bad"], json!(true));
-        assert!(doc["components"]["schemas"]["Item"].get("required").is_none());
+        assert_eq!(
+            doc["components"]["schemas"]["Item"]["properties"]["bad"],
+            json!(true)
+        );
+        assert!(
+            doc["components"]["schemas"]["Item"]
+                .get("required")
+                .is_none()
+        );
     }
 
     #[test]

@@ -102,4 +102,3 @@ fn raw_document(path: &std::path::Path) -> Value {
         serde_json::from_slice(&bytes).unwrap()
     }
 }
-

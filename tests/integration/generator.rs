@@ -22,7 +22,6 @@ pub struct Built {
     pub opaque_body: bool,
 }
 
-
 pub fn build_all(doc: &Value) -> Vec<(String, Built)> {
     let mut out = Vec::new();
     for (template, item) in doc["paths"].as_object().unwrap() {
@@ -49,9 +48,24 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
             params.push(p);
         }
     }
-    let mut path = template.to_string();
+    // A template's `?`/`#` part fixes keys (AWS's `/#X-Amz-Target=Svc.Op`, `/#Action=Op`):
+    // sent as a real client does, the target as a header and the rest in the query.
+    let (route, fixed) = match template.find(['?', '#']) {
+        Some(at) => (&template[..at], &template[at + 1..]),
+        None => (template, ""),
+    };
+    let mut path = if route.is_empty() { "/" } else { route }.to_string();
     let mut query = Vec::new();
     let mut headers = Vec::new();
+    for pair in fixed.split(['&', '?', '#']).filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((_, value)) if value.contains('{') => {}
+            Some(("X-Amz-Target", value)) => headers.push(("X-Amz-Target".into(), value.into())),
+            Some((name, value)) => query.push(format!("{}={}", enc(name), enc(value))),
+            // A bare key only says the parameter is there; it is sent as declared.
+            None => {}
+        }
+    }
     let mut cookies = Vec::new();
     for p in params {
         let name = p["name"].as_str().unwrap();
@@ -138,7 +152,12 @@ fn body(doc: &Value, op: &Value, headers: &mut Vec<(String, String)>) -> (Option
 }
 
 fn is_json(media: &str) -> bool {
-    let m = media.to_ascii_lowercase();
+    let m = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     m == "application/json" || m == "text/json" || m.ends_with("+json")
 }
 
@@ -248,7 +267,23 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
     if let Some(all) = s.get("allOf").and_then(Value::as_array) {
         let mut merged = Map::new();
         let mut scalar = None;
-        for branch in all {
+        // A branch that only annotates (`{"description": ...}` beside a `$ref`) adds no value.
+        let constrains = |b: &Value| {
+            let b = deref(doc, b);
+            [
+                "type",
+                "properties",
+                "items",
+                "allOf",
+                "oneOf",
+                "anyOf",
+                "enum",
+                "const",
+            ]
+            .iter()
+            .any(|k| b.get(*k).is_some())
+        };
+        for branch in all.iter().filter(|b| constrains(b)) {
             match generate(doc, branch, depth + 1, top) {
                 Value::Object(o) => merged.extend(o),
                 other => scalar = Some(other),
@@ -324,12 +359,17 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
                 return json!([]);
             }
             let unique = s.get("uniqueItems") == Some(&json!(true));
-            let second = s
+            let choices = s
                 .get("items")
                 .map(|i| deref(doc, i))
                 .and_then(|i| i.get("enum"))
-                .and_then(|e| e.get(1))
-                .cloned();
+                .and_then(Value::as_array);
+            let second = choices.and_then(|e| e.get(1)).cloned();
+            // Unique items drawn from an enum: no more items than it has values.
+            let min = match (unique, choices) {
+                (true, Some(e)) => min.min(e.len().max(1) as u64),
+                _ => min,
+            };
             let next = |i: u64| match (&second, unique) {
                 (Some(v), _) if i == 1 => v.clone(),
                 (_, true) => distinct(&item, i),

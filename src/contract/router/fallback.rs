@@ -28,7 +28,10 @@ impl Specificity {
 enum Segment {
     Literal(String),
     /// One parameter with the literal text around it (normalization merged compound ones).
-    Param { prefix: String, suffix: String },
+    Param {
+        prefix: String,
+        suffix: String,
+    },
 }
 
 impl Segment {
