@@ -35,8 +35,9 @@ pub fn observed_type(raw: &str) -> &'static str {
     FieldType::of_value(&guess(raw))
 }
 
-/// An integer of any size: beyond 64 bits (`-66281360155520106496`) it is kept as a float
-/// with no fraction, which JSON Schema's `integer` accepts.
+/// An integer of any size and spelling JSON Schema calls an integer: beyond 64 bits
+/// (`-66281360155520106496`) or with a zero fraction (`35.0`), kept as a float with no
+/// fraction, which JSON Schema's `integer` accepts.
 fn integer(raw: &str) -> Option<Value> {
     if let Ok(n) = raw.parse::<i64>() {
         return Some(Value::from(n));
@@ -44,11 +45,10 @@ fn integer(raw: &str) -> Option<Value> {
     if let Ok(n) = raw.parse::<u64>() {
         return Some(Value::from(n));
     }
-    let digits = raw.strip_prefix('-').unwrap_or(raw);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    number(raw)
+    let n: f64 = raw.parse().ok()?;
+    (n.is_finite() && n.fract() == 0.0)
+        .then(|| Number::from_f64(n).map(Value::Number))
+        .flatten()
 }
 
 fn number(raw: &str) -> Option<Value> {
@@ -82,5 +82,10 @@ mod tests {
         assert!(big.is_number(), "{big}");
         assert!(jsonschema::is_valid(&json!({"type": "integer"}), &big));
         assert_eq!(scalar("1e3x", &FieldType::Integer), json!("1e3x"));
+        assert!(jsonschema::is_valid(
+            &json!({"type": "integer"}),
+            &scalar("35.0", &FieldType::Integer)
+        ));
+        assert_eq!(scalar("35.5", &FieldType::Integer), json!("35.5"));
     }
 }

@@ -390,10 +390,8 @@ fn object_keys(doc: &Value, schema: &Value) -> (Vec<String>, bool) {
         .and_then(Value::as_object)
         .map(|p| p.keys().cloned().collect())
         .unwrap_or_default();
-    let free = !matches!(
-        schema.get("additionalProperties"),
-        Some(Value::Bool(false)) | None
-    ) || schema.get("properties").is_none();
+    // JSON Schema: without `additionalProperties: false`, other keys are allowed.
+    let free = schema.get("additionalProperties") != Some(&Value::Bool(false));
     (names, free)
 }
 
