@@ -62,8 +62,11 @@ async fn answer(
         "/spec" => {
             let rev = s.revision();
             let spec = &rev.spec;
+            let warnings = &rev.contract.warnings;
             let body = json!({"revision": spec.revision, "openapi": spec.openapi, "operations": spec.operations,
-                              "source": spec.source, "mode": s.policy.mode.as_str()});
+                              "source": spec.source, "mode": s.policy.mode.as_str(),
+                              "warning_count": warnings.len(),
+                              "warnings": &warnings[..warnings.len().min(200)]});
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         "/spec/reload" if req.method() == http::Method::POST => {

@@ -5,6 +5,7 @@ mod integration {
     pub mod cli;
     pub mod demo;
     pub mod diffs;
+    pub mod first_contact;
     pub mod generated;
     pub mod generator;
     pub mod kinds;

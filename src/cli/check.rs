@@ -44,6 +44,10 @@ pub struct CheckArgs {
     /// (write semantics, base path, field maps, linked resources, credential header).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Refuse a spec with a part that cannot be compiled, instead of skipping the part with a
+    /// warning.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -93,6 +97,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if args.base_path.is_some() {
         options.base_path = args.base_path.clone();
     }
+    options.strict |= args.strict;
     let contract = Contract::compile(&spec, &options)?;
     let revision = spec.revision.clone();
     drop(spec);
@@ -114,6 +119,8 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         field_maps: &defaults.field_map,
     };
     let reported = ReportedOnce::default();
+    // Exchanges that reached an operation with parts skipped at load, by reason.
+    let mut unaudited: BTreeMap<&str, usize> = BTreeMap::new();
     for exchange in &traffic.exchanges {
         let request = RequestView::new(
             &exchange.method,
@@ -122,6 +129,9 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             exchange.body.as_deref(),
         );
         let audited = audit(&contract, &request);
+        for reason in audited.operation.iter().flat_map(|op| &op.skipped) {
+            *unaudited.entry(reason.unaudited_reason()).or_default() += 1;
+        }
         let mut findings = audited.findings;
         let credential =
             crate::request::Headers::get(exchange.headers.as_slice(), &defaults.scope_header);
@@ -177,9 +187,13 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             exchange: e.index,
         })
         .collect();
+    let skipped = Skipped {
+        warnings: &contract.warnings,
+        unaudited: &unaudited,
+    };
     match args.format {
-        Format::Json => write_json(out, &rows, &traffic, &revision)?,
-        Format::Text => write_text(out, &rows, &traffic)?,
+        Format::Json => write_json(out, &rows, &traffic, &revision, &skipped)?,
+        Format::Text => write_text(out, &rows, &traffic, &skipped)?,
     }
     let failed = args
         .fail_on
@@ -210,11 +224,48 @@ fn severity_counts(rows: &[Row]) -> serde_json::Map<String, serde_json::Value> {
     .collect()
 }
 
+/// What lenient load left out of the spec, and the exchanges that touched it.
+struct Skipped<'a> {
+    warnings: &'a [crate::contract::LoadWarning],
+    unaudited: &'a BTreeMap<&'a str, usize>,
+}
+
+impl Skipped<'_> {
+    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        const SHOWN: usize = 20;
+        if self.warnings.is_empty() {
+            return Ok(());
+        }
+        let by_reason: Vec<String> = crate::contract::count_by_reason(self.warnings)
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{} {n}", r.as_str()))
+            .collect();
+        writeln!(
+            out,
+            "spec: {} part(s) skipped at load ({}); --strict refuses the spec instead",
+            self.warnings.len(),
+            by_reason.join(", ")
+        )?;
+        for w in self.warnings.iter().take(SHOWN) {
+            writeln!(out, "  {w}")?;
+        }
+        if self.warnings.len() > SHOWN {
+            writeln!(out, "  ... and {} more", self.warnings.len() - SHOWN)?;
+        }
+        for (reason, n) in self.unaudited {
+            writeln!(out, "  {n} exchange(s) partly unaudited: {reason}")?;
+        }
+        Ok(())
+    }
+}
+
 fn write_json(
     out: &mut dyn Write,
     rows: &[Row],
     traffic: &Traffic,
     revision: &str,
+    skipped: &Skipped,
 ) -> anyhow::Result<()> {
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
     for row in rows {
@@ -234,6 +285,8 @@ fn write_json(
             "by_severity": severity_counts(rows),
             "by_kind": by_kind,
             "malformed": malformed,
+            "load_warnings": skipped.warnings,
+            "unaudited": skipped.unaudited,
         }
     });
     serde_json::to_writer_pretty(&mut *out, &doc).context("writing output")?;
@@ -242,7 +295,12 @@ fn write_json(
 }
 
 /// A table grouped by operation, then kind and field, listing the exchanges each came from.
-fn write_text(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::Result<()> {
+fn write_text(
+    out: &mut dyn Write,
+    rows: &[Row],
+    traffic: &Traffic,
+    skipped: &Skipped,
+) -> anyhow::Result<()> {
     // (operation, kind, location, field) to the first finding and every exchange it came from.
     type Key<'a> = (&'a str, &'a str, &'a str, &'a str);
     let mut groups: BTreeMap<Key, (&Finding, Vec<usize>)> = BTreeMap::new();
@@ -284,6 +342,7 @@ fn write_text(out: &mut dyn Write, rows: &[Row], traffic: &Traffic) -> anyhow::R
             p.reason
         )?;
     }
+    skipped.write_text(out)?;
     let counts = severity_counts(rows);
     let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
     writeln!(

@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// TOML config file; see config/driftwatch.toml for every key.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Refuse a spec with a part that cannot be compiled, instead of skipping the part with a
+    /// warning (`spec.strict`).
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -86,6 +90,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(switch) = args.audit {
         config.audit.enabled = matches!(switch, Switch::On);
     }
+    config.spec.strict |= args.strict;
     init_logging();
     let runtime = match config.proxy.workers {
         1 => tokio::runtime::Builder::new_current_thread()
@@ -103,6 +108,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let sidecar = build(config, None).await?;
         let proxy = TcpListener::bind(sidecar.config.proxy.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.proxy.listen))?;
         let admin = TcpListener::bind(sidecar.config.admin.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.admin.listen))?;
+        sidecar.revision().log_warnings();
         tracing::info!(
             listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.upstream.authority,
             mode = sidecar.policy.mode.as_str(), spec = %sidecar.revision().spec.source, revision = %sidecar.revision().spec.revision,

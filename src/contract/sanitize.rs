@@ -2,7 +2,8 @@
 //! Schema 2020-12 meta-schema (the check jsonschema runs when it compiles, including its
 //! ECMA-262 check of `pattern`), and each keyword it refuses is taken out of a copy of the
 //! document: a `pattern` in another regex dialect (`\p{XDigit}`, `\A...\Z`) is removed, an
-//! invalid keyword is removed, an invalid subschema becomes `true`. Without this, one bad
+//! invalid keyword is removed, an invalid subschema becomes `true` (a malformed annotation such
+//! as `examples: "x"` is removed without a warning: it checked nothing). Without this, one bad
 //! pattern in a shared component refuses every body that refers to it, or the whole spec.
 //! The document is copied only when something must change.
 
@@ -16,6 +17,17 @@ use super::warning::{LoadWarning, Skipped};
 
 /// Keys whose values are data, not schemas or OpenAPI objects: never walked.
 const DATA: [&str; 5] = ["example", "examples", "default", "enum", "const"];
+/// Keywords that annotate and check nothing (a malformed one is removed without a warning).
+const ANNOTATIONS: [&str; 8] = [
+    "title",
+    "description",
+    "examples",
+    "example",
+    "default",
+    "deprecated",
+    "$comment",
+    "readOnly",
+];
 /// Keywords whose members are subschemas by name.
 const SCHEMA_MAPS: [&str; 5] = [
     "properties",
@@ -42,6 +54,7 @@ pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
     // stable order and one location is fixed once.
     let mut fixes: BTreeMap<String, (Fix, Skipped, String)> = BTreeMap::new();
     let mut tried = HashMap::new();
+    let mut quiet: Vec<String> = Vec::new();
     for root in &roots {
         let Some(schema) = doc.pointer(root) else {
             continue;
@@ -64,6 +77,11 @@ pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
             let reason = match pointer.rsplit('/').next() {
                 Some("pattern") => Skipped::Pattern,
                 _ if pointer.contains("/patternProperties") => Skipped::Pattern,
+                // A malformed annotation checks nothing: removed, with nothing to warn about.
+                Some(k) if ANNOTATIONS.contains(&k) => {
+                    quiet.push(pointer);
+                    continue;
+                }
                 _ => Skipped::Schema,
             };
             fixes
@@ -71,10 +89,13 @@ pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
                 .or_insert((fix, reason, error.masked().to_string()));
         }
     }
-    if fixes.is_empty() {
+    if fixes.is_empty() && quiet.is_empty() {
         return (doc, Vec::new());
     }
     let mut fixed = Arc::unwrap_or_clone(doc);
+    for pointer in quiet.iter().rev() {
+        apply(&mut fixed, pointer, Fix::Remove);
+    }
     let mut warnings = Vec::new();
     // Children before parents (reverse order): a parent's removal must not hide a child's fix.
     for (pointer, (fix, reason, detail)) in fixes.iter().rev() {

@@ -151,7 +151,7 @@ pub async fn handle(
     // What the event needs from the request, taken only when there is something to report,
     // so that a clean request's headers move upstream without a copy.
     let meta = (!audited.findings.is_empty())
-        .then(|| Meta::new(&s, &parts, &path_and_query, captured.as_deref()));
+        .then(|| Meta::new(&s, &rev, &parts, &path_and_query, captured.as_deref()));
     let record = Record {
         s: &s,
         revision: &rev.spec.revision,
@@ -345,6 +345,10 @@ fn run_audit<'c>(
                 );
             }
             if let Some(op) = operation {
+                // Parts of its spec were skipped at load: what they would have checked was not.
+                for reason in &op.skipped {
+                    s.metrics.unaudited(reason.unaudited_reason());
+                }
                 findings
                     .iter_mut()
                     .filter(|f| f.operation.is_none())
@@ -413,6 +417,7 @@ struct Meta {
 impl Meta {
     fn new(
         s: &Sidecar,
+        rev: &Revision,
         parts: &http::request::Parts,
         path_and_query: &str,
         body: Option<&[u8]>,
@@ -426,20 +431,24 @@ impl Meta {
                 .config
                 .events
                 .log_values
-                .then(|| values(s, parts, path_and_query, body)),
+                .then(|| values(s, &rev.contract.secrets, parts, path_and_query, body)),
         }
     }
 }
 
-/// Query, body and non-secret headers, for `log_values = true` only.
+/// Query, body and non-secret headers, for `log_values = true` only. The spec's apiKey
+/// credentials are secrets whatever the config says: their query values are redacted and their
+/// headers left out.
 fn values(
     s: &Sidecar,
+    secrets: &crate::contract::Secrets,
     parts: &http::request::Parts,
     path_and_query: &str,
     body: Option<&[u8]>,
 ) -> serde_json::Value {
     let secret = |name: &str| {
         SECRET_HEADERS.contains(&name)
+            || secrets.is_secret_header(name)
             || s.config
                 .events
                 .secret_headers
@@ -452,7 +461,9 @@ fn values(
         .filter(|(k, _)| !secret(k.as_str()))
         .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("(binary)"))))
         .collect();
-    let query = path_and_query.split_once('?').map(|(_, q)| q);
+    let query = path_and_query
+        .split_once('?')
+        .map(|(_, q)| secrets.redact_query(q));
     let body = body.map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).into_owned());
     json!({"query": query, "body": body, "headers": headers})
 }

@@ -51,6 +51,7 @@ pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, St
         }
     };
     s.metrics.spec_loaded(true);
+    next.log_warnings();
     if next.spec.revision == old.spec.revision {
         tracing::info!(trigger, revision = %old.spec.revision, "spec reloaded: unchanged");
         return Ok(old);

@@ -29,6 +29,20 @@ pub struct Revision {
 }
 
 impl Revision {
+    /// Say what was skipped at load: one line per part (the first 20), then how many more.
+    pub fn log_warnings(&self) {
+        const SHOWN: usize = 20;
+        let warnings = &self.contract.warnings;
+        for w in warnings.iter().take(SHOWN) {
+            tracing::warn!(spec = %self.spec.source, pointer = %w.pointer, reason = w.reason.as_str(),
+                "part of the spec skipped at load: {}", w.detail);
+        }
+        if warnings.len() > SHOWN {
+            tracing::warn!(spec = %self.spec.source, more = warnings.len() - SHOWN,
+                "more parts of the spec skipped at load (see /spec)");
+        }
+    }
+
     /// Compile `spec` with the config's contract options.
     pub fn compile(spec: &Spec, config: &Config) -> Result<Revision, SpecError> {
         let contract = Contract::compile(spec, &config.contract_options())?;

@@ -110,6 +110,7 @@ pub struct Metrics {
     spec_operations: Gauge,
     spec_reloads: Family<LoadResult, Counter>,
     spec_changes: Family<ChangeClass, Gauge>,
+    spec_warnings: Family<Reason, Gauge>,
     silent_clears: Family<SilentLabels, Counter>,
     memory_entries: Gauge,
     memory_evictions: Gauge,
@@ -136,6 +137,7 @@ impl Metrics {
             spec_operations: Gauge::default(),
             spec_reloads: Family::default(),
             spec_changes: Family::default(),
+            spec_warnings: Family::default(),
             silent_clears: Family::default(),
             memory_entries: Gauge::default(),
             memory_evictions: Gauge::default(),
@@ -208,6 +210,11 @@ impl Metrics {
             "spec_changes",
             "Changes the last reload brought, by class (breaking, hazard, info)",
             m.spec_changes.clone(),
+        );
+        r.register(
+            "spec_warnings",
+            "Parts of the spec in force skipped or weakened at load (lenient load), by reason",
+            m.spec_warnings.clone(),
         );
         r.register(
             "silent_clears",
@@ -333,6 +340,13 @@ impl Metrics {
     /// increment if the series is born at 1, and a first silent clear must page.
     pub fn prepare(&self, contract: &crate::contract::Contract) {
         use crate::contract::WriteSemantics;
+        for (reason, n) in crate::contract::count_by_reason(&contract.warnings) {
+            self.spec_warnings
+                .get_or_create(&Reason {
+                    reason: reason.as_str().into(),
+                })
+                .set(n as i64);
+        }
         for op in contract
             .operations()
             .iter()
