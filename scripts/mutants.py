@@ -55,7 +55,7 @@ for name, path, old, new in muts:
 # stops understanding a style
 # and a broken 3.0 nullable normalization.
 GUARDS = [
- ("deep_object", "src/audit/params.rs", "Style::DeepObject => deep_object(param, &pairs, &mut used),", "Style::DeepObject => by_name(param, &pairs, &mut used),"),
+ ("deep_object", "src/audit/params.rs", "Style::DeepObject => deep_object(param, &pairs, &mut used)\n", "Style::DeepObject => by_name(param, &pairs, &mut used)\n"),
  ("exploded_object", "src/audit/params.rs", "if param.properties.iter().any(|p| p == key) {", "if false && param.properties.iter().any(|p| p == key) {"),
  ("nullable", "src/spec/normalize.rs", "        make_nullable(schema);\n", "\n"),
 ]
@@ -68,5 +68,37 @@ if __name__ == "__main__" and which and which[0] == "guards":
             r = subprocess.run(["cargo", "test", "-q", "--test", "integration"], capture_output=True, text=True)
             failed = [l for l in (r.stdout + r.stderr).splitlines() if l.startswith("    integration::")]
             print(f"{name}: {'RED' if r.returncode else 'still GREEN'} {failed}")
+        finally:
+            open(path, 'w').write(src)
+
+# First contact (issue 12): each acceptance of a real-spec shape, and each lenient-load rule,
+# broken in turn; `python3 scripts/mutants.py first_contact` runs the first_contact tests only.
+FIRST_CONTACT = [
+ ("api_key_declared", "src/audit/params.rs", "*used |= *key == name;", "*used |= false && *key == name;"),
+ ("exploded_open_object", "src/contract/compile.rs", "let free = schema.get(\"additionalProperties\") != Some(&Value::Bool(false));", "let free = false;"),
+ ("big_integer", "src/audit/coerce.rs", "(n.is_finite() && n.fract() == 0.0)", "(false && n.fract() == 0.0)"),
+ ("allow_empty_value", "src/audit/params.rs", "if param.allow_empty && sent.text.as_str() == Some(\"\") {", "if false {"),
+ ("empty_array", "src/audit/params.rs", "FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => Sent {", "FieldType::Array(_) if false => Sent {"),
+ ("deep_object_plain_name", "src/audit/params.rs", "                .or_else(|| by_name(param, &pairs, &mut used)),", "                .or_else(|| None),"),
+ ("method_fallback", "src/contract/router.rs", "if let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method)", "if let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method).filter(|_| false)"),
+ ("route_keys", "src/audit.rs", "    !op.route_keys.is_empty()\n", "    false && !op.route_keys.is_empty()\n"),
+ ("ambiguous_best_fit", "src/audit.rs", "            .is_none_or(|(_, b)| weight(&findings) < weight(b));", "            .is_none();"),
+ ("pattern_skipped", "src/contract/sanitize.rs", "            if let Some(reason) = refused_pattern(&mut tried, pattern) {", "            if let Some(reason) = refused_pattern(&mut tried, pattern).filter(|_| false) {"),
+ ("schema_skipped", "src/contract/sanitize.rs", "        if meta().is_valid(schema) {", "        if true || meta().is_valid(schema) {"),
+ ("parameter_skipped", "src/contract/compile.rs", "                    open_query = true;", "                    open_query = false;"),
+ ("strict", "src/contract/compile.rs", "    if options.strict\n", "    if false && options.strict\n"),
+]
+if __name__ == "__main__" and which and which[0] == "first_contact":
+    for name, path, old, new in FIRST_CONTACT:
+        src = open(path).read()
+        assert src.count(old) == 1, (name, src.count(old))
+        open(path, 'w').write(src.replace(old, new))
+        try:
+            r = subprocess.run(["cargo", "test", "-q", "--test", "integration", "first_contact"], capture_output=True, text=True)
+            out = r.stdout + r.stderr
+            failed = [l for l in out.splitlines() if l.startswith("    integration::")]
+            status = "RED" if r.returncode else "still GREEN"
+            if "error[" in out or "could not compile" in out: status = "DOES NOT COMPILE"
+            print(f"{name}: {status} {failed}", flush=True)
         finally:
             open(path, 'w').write(src)
