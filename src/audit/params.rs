@@ -102,7 +102,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
         let declared: Vec<&str> = op
             .params_in(Location::Query)
             .flat_map(|p| {
-                std::iter::once(p.name.as_str()).chain(p.properties.iter().map(String::as_str))
+                std::iter::once(p.name.as_str()).chain(p.properties.iter().map(|(n, _)| n.as_str()))
             })
             .collect();
         for ((key, _), used) in pairs.iter().zip(&used) {
@@ -139,18 +139,21 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
 fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
     for param in op.params_in(Location::Header) {
         match request.headers.get(&param.name) {
-            Some(raw) => validate(
-                param,
-                &sent_from(
-                    param,
-                    raw.split(',').map(|s| Cow::Borrowed(s.trim())).collect(),
-                    param.explode,
-                ),
-                out,
-            ),
+            Some(raw) => validate(param, &sent_from(param, split(param, raw), param.explode), out),
             None if param.required => out.push(missing_param(op, param, None)),
             None => {}
         }
+    }
+}
+
+/// A header or cookie value in `simple` style: arrays and objects are comma-separated; a
+/// string is taken whole (`x-fapi-auth-date: Mon, 01 Jan 2026 ...` holds commas).
+fn split<'r>(param: &Param, raw: &'r str) -> Vec<Cow<'r, str>> {
+    match param.summary.ty {
+        FieldType::Array(_) | FieldType::Object => {
+            raw.split(',').map(|s| Cow::Borrowed(s.trim())).collect()
+        }
+        _ => vec![Cow::Borrowed(raw.trim())],
     }
 }
 
@@ -164,7 +167,7 @@ fn check_cookies(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) 
         match value {
             Some((_, raw)) => validate(
                 param,
-                &sent_from(param, raw.split(',').map(Cow::Borrowed).collect(), false),
+                &sent_from(param, split(param, raw), false),
                 out,
             ),
             None if param.required => out.push(missing_param(op, param, None)),
@@ -221,7 +224,7 @@ fn deep_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool])
             continue;
         };
         used[i] = true;
-        typed.insert(prop.to_string(), guess(value));
+        typed.insert(prop.to_string(), property_value(param, prop, value));
         text.insert(prop.to_string(), Value::String(value.to_string()));
     }
     (!typed.is_empty()).then(|| Sent {
@@ -240,9 +243,9 @@ fn exploded_object(
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
-        if param.properties.iter().any(|p| p == key) {
+        if param.properties.iter().any(|(p, _)| p == key) {
             used[i] = true;
-            typed.insert(key.to_string(), guess(value));
+            typed.insert(key.to_string(), property_value(param, key, value));
             text.insert(key.to_string(), Value::String(value.to_string()));
         }
     }
@@ -251,6 +254,15 @@ fn exploded_object(
         text: Value::Object(text),
         observed: "object".into(),
     })
+}
+
+/// A property of an object parameter, read as the type its own schema declares (`filter[id]=12`
+/// is the string "12" where `id` is a string, the number 12 where it is a number).
+fn property_value(param: &Param, prop: &str, raw: &str) -> Value {
+    match param.properties.iter().find(|(name, _)| name == prop) {
+        Some((_, ty)) => scalar(raw, ty),
+        None => guess(raw),
+    }
 }
 
 /// Build the typed and text forms of `items` for `param`'s declared type. `pairs_with_eq`:

@@ -383,12 +383,16 @@ fn compile_param(
 }
 
 /// Declared property names of an object parameter, and whether it accepts other keys too.
-fn object_keys(doc: &Value, schema: &Value) -> (Vec<String>, bool) {
+fn object_keys(doc: &Value, schema: &Value) -> (Vec<(String, FieldType)>, bool) {
     let schema = super::resolve::deref(doc, schema);
     let names = schema
         .get("properties")
         .and_then(Value::as_object)
-        .map(|p| p.keys().cloned().collect())
+        .map(|p| {
+            p.iter()
+                .map(|(name, s)| (name.clone(), summarize(doc, s).ty))
+                .collect()
+        })
         .unwrap_or_default();
     // JSON Schema: without `additionalProperties: false`, other keys are allowed.
     let free = schema.get("additionalProperties") != Some(&Value::Bool(false));

@@ -92,8 +92,9 @@ pub struct Param {
     pub explode: bool,
     pub summary: TypeSummary,
     /// For object parameters: the declared property names, which appear as query keys of their
-    /// own when exploded (`form`) or as `name[prop]` (`deepObject`).
-    pub properties: Vec<String>,
+    /// own when exploded (`form`) or as `name[prop]` (`deepObject`), with their types (each
+    /// value is read as its own property's type).
+    pub properties: Vec<(String, FieldType)>,
     /// An object parameter that accepts any key (`additionalProperties` not `false`): with
     /// form+explode it swallows every otherwise unknown query key.
     pub free_form: bool,

@@ -234,9 +234,9 @@ pub(crate) fn trim_trailing_slash(path: &str) -> &str {
     }
 }
 
-/// `/a/{id}/b/{name}.json/` to `/a/{p0}/b/{p1}.json`. matchit allows one parameter per
-/// segment, so a compound segment (`{base}...{head}`) becomes one parameter, split afterwards
-/// by [`split_compound`].
+/// `/a/{id}/b/{name}.json/` to `/a/{p2}/b/{p4}.json`. matchit allows one parameter per
+/// segment, so a compound segment (`{base}...{head}`, `f(a={a},b={b})`) becomes one parameter
+/// with the segment's outer literal text (`f(a={p2})`), split afterwards by [`split_compound`].
 pub fn normalize_template(template: &str) -> String {
     let mut out = String::with_capacity(template.len());
     for (n, segment) in trim_trailing_slash(template).split('/').enumerate() {
@@ -252,7 +252,15 @@ pub fn normalize_template(template: &str) -> String {
                 out.push_str(&format!("{{p{n}}}"));
                 out.push_str(&segment[close + 1..]);
             }
-            _ => out.push_str(&format!("{{p{n}}}")),
+            // Several parameters in one segment: one parameter for matchit, keeping the literal
+            // text around them so that OData's `f(a={a},b={b})` and `/{id}` stay apart.
+            _ => {
+                let open = segment.find('{').unwrap_or(0);
+                let close = segment.rfind('}').map_or(segment.len(), |c| c + 1);
+                out.push_str(&segment[..open]);
+                out.push_str(&format!("{{p{n}}}"));
+                out.push_str(&segment[close..]);
+            }
         }
     }
     if out.is_empty() { "/".into() } else { out }
@@ -381,6 +389,7 @@ mod tests {
             ("GET", "/{intermediatePath}/{authorizableId}"),
             ("GET", "/calls/getPstnCalls(fromDateTime={fromDateTime})"),
             ("GET", "/calls/{id}"),
+            ("GET", "/calls/getDirectRoutingCalls(from={from},to={to})"),
         ]);
         assert!(matches!(r.route("GET", "/v1/ops"), Routed::Found(0, v) if v == ["ops"]));
         assert!(matches!(r.route("POST", "/v1/ops:cancel"), Routed::Found(1, v) if v == ["ops"]));
@@ -399,6 +408,10 @@ mod tests {
             Routed::Found(7, v) if v == ["2026"]
         ));
         assert!(matches!(r.route("GET", "/calls/7"), Routed::Found(8, _)));
+        assert!(matches!(
+            r.route("GET", "/calls/getDirectRoutingCalls(from=1,to=2)"),
+            Routed::Found(9, v) if v == ["1", "2"]
+        ));
         assert!(
             matches!(r.route("PUT", "/v1/ops:cancel"), Routed::MethodNotAllowed(m) if m == ["POST"])
         );
@@ -432,6 +445,10 @@ mod tests {
             "/a/{p2}/b/{p4}.json"
         );
         assert_eq!(normalize_template("/c/{base}...{head}"), "/c/{p2}");
+        assert_eq!(
+            normalize_template("/r/f(a={a},b={b})"),
+            "/r/f(a={p2})"
+        );
         assert_eq!(
             split_compound("/c/{base}...{head}/d/{x}", "/c/main...dev/d/7").unwrap(),
             ["main", "dev", "7"]

@@ -290,7 +290,9 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
             }
         }
         let own = object(doc, s, depth, top);
-        merged.extend(own);
+        for (k, v) in own {
+            merged.entry(k).or_insert(v);
+        }
         return match scalar {
             Some(v) if merged.is_empty() => v,
             _ => Value::Object(merged),
@@ -304,7 +306,14 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
             .iter()
             .filter(|b| deref(doc, b).get("type") != Some(&json!("null")))
             .collect();
-        let branch = deref(doc, concrete.first().copied().unwrap_or(&branches[0]));
+        // The first branch the schema's own `type` allows (`type: array` beside a `oneOf` of
+        // an object and an array takes the array).
+        let fits_type = |b: &&&Value| {
+            let t = type_of(deref(doc, b));
+            ty == "composite" || t == ty || deref(doc, b).get("type").is_none()
+        };
+        let first = concrete.iter().find(fits_type).or(concrete.first());
+        let branch = deref(doc, first.copied().unwrap_or(&branches[0]));
         if ty != "object" {
             return generate(doc, branch, depth + 1, top);
         }
@@ -368,6 +377,10 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
             // Unique items drawn from an enum: no more items than it has values.
             let min = match (unique, choices) {
                 (true, Some(e)) => min.min(e.len().max(1) as u64),
+                // Items we cannot vary (objects, booleans): one, unless more are required.
+                (true, None) if distinct(&item, 1) == item => {
+                    s.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1)
+                }
                 _ => min,
             };
             let next = |i: u64| match (&second, unique) {
@@ -489,6 +502,33 @@ fn object(doc: &Value, s: &Value, depth: usize, top: bool) -> Map<String, Value>
         };
         out.insert(name.clone(), value);
     }
+    // Real specs require names they never declare (`required: [project]`): any value will do.
+    let open = s.get("additionalProperties") != Some(&json!(false));
+    for name in required {
+        if !out.contains_key(name) && open {
+            let extra = s.get("additionalProperties").filter(|a| a.is_object());
+            let value = extra.map_or(json!("x"), |a| generate(doc, a, depth + 1, false));
+            out.insert(name.to_string(), value);
+        }
+    }
+    // `minProperties`: the optional declared ones first, then keys of our own where allowed.
+    let min = s.get("minProperties").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let declared = s.get("properties").and_then(Value::as_object);
+    for (name, prop) in declared.into_iter().flatten() {
+        if out.len() >= min {
+            break;
+        }
+        if !out.contains_key(name) && deref(doc, prop).get("readOnly") != Some(&json!(true)) {
+            out.insert(name.clone(), generate(doc, prop, depth + 1, false));
+        }
+    }
+    let mut n = 0;
+    while out.len() < min && open && n < min {
+        let extra = s.get("additionalProperties").filter(|a| a.is_object());
+        let value = extra.map_or(json!("x"), |a| generate(doc, a, depth + 1, false));
+        out.insert(format!("extra{n}"), value);
+        n += 1;
+    }
     out
 }
 
@@ -500,12 +540,22 @@ fn nullable(s: &Value) -> bool {
 }
 
 fn number(s: &Value, integer: bool) -> Value {
-    let min = s.get("minimum").and_then(Value::as_f64);
+    // 3.0 writes exclusive bounds as booleans beside `minimum`/`maximum`.
+    let step = if integer { 1.0 } else { 0.5 };
+    let bump = |key: &str| s.get(key) == Some(&json!(true));
+    let min = s
+        .get("minimum")
+        .and_then(Value::as_f64)
+        .map(|m| if bump("exclusiveMinimum") { m + step } else { m });
+    let max_bool = s
+        .get("maximum")
+        .and_then(Value::as_f64)
+        .map(|m| if bump("exclusiveMaximum") { m - step } else { m });
     let exclusive = s
         .get("exclusiveMinimum")
         .and_then(Value::as_f64)
         .map(|m| m + 1.0);
-    let max = s.get("maximum").and_then(Value::as_f64).or(s
+    let max = max_bool.or(s
         .get("exclusiveMaximum")
         .and_then(Value::as_f64)
         .map(|m| m - 1.0));
@@ -545,9 +595,10 @@ fn string(s: &Value) -> Value {
         Some("uuid") => "3fa85f64-5717-4562-b3fc-2c963f66afa6".to_string(),
         _ => "x".to_string(),
     };
-    if base.len() >= min {
-        json!(base)
+    let text = if base.len() >= min {
+        base
     } else {
-        json!(base.repeat(min))
-    }
+        base.repeat(min)
+    };
+    json!(text.chars().take(max).collect::<String>())
 }
