@@ -33,6 +33,7 @@ muts = [
  ("response_blame", "src/finding.rs", "            | Kind::ReplaceWillDropField => Blame::Server,", "            | Kind::ReplaceWillDropField => Blame::Client,"),
 ]
 which = sys.argv[1:]
+only = which[1:] if which[:1] == ["first_contact"] else []
 for name in [] if which[:1] == ['guards'] else [None]:
   pass
 for name, path, old, new in muts:
@@ -55,7 +56,7 @@ for name, path, old, new in muts:
 # stops understanding a style
 # and a broken 3.0 nullable normalization.
 GUARDS = [
- ("deep_object", "src/audit/params.rs", "Style::DeepObject => deep_object(param, &pairs, &mut used)\n", "Style::DeepObject => by_name(param, &pairs, &mut used)\n"),
+ ("deep_object", "src/audit/params.rs", "deep_object(param, &pairs, &mut used).or_else(", "by_name(param, &pairs, &mut used).or_else("),
  ("exploded_object", "src/audit/params.rs", "if param.properties.iter().any(|p| p == key) {", "if false && param.properties.iter().any(|p| p == key) {"),
  ("nullable", "src/spec/normalize.rs", "        make_nullable(schema);\n", "\n"),
 ]
@@ -79,7 +80,7 @@ FIRST_CONTACT = [
  ("big_integer", "src/audit/coerce.rs", "(n.is_finite() && n.fract() == 0.0)", "(false && n.fract() == 0.0)"),
  ("allow_empty_value", "src/audit/params.rs", "if param.allow_empty && sent.text.as_str() == Some(\"\") {", "if false {"),
  ("empty_array", "src/audit/params.rs", "FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => Sent {", "FieldType::Array(_) if false => Sent {"),
- ("deep_object_plain_name", "src/audit/params.rs", "                .or_else(|| by_name(param, &pairs, &mut used)),", "                .or_else(|| None),"),
+ ("deep_object_plain_name", "src/audit/params.rs", ".or_else(|| by_name(param, &pairs, &mut used))", ".or_else(|| None)"),
  ("method_fallback", "src/contract/router.rs", "if let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method)", "if let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method).filter(|_| false)"),
  ("route_keys", "src/audit.rs", "    !op.route_keys.is_empty()\n", "    false && !op.route_keys.is_empty()\n"),
  ("ambiguous_best_fit", "src/audit.rs", "            .is_none_or(|(_, b)| weight(&findings) < weight(b));", "            .is_none();"),
@@ -90,6 +91,7 @@ FIRST_CONTACT = [
 ]
 if __name__ == "__main__" and which and which[0] == "first_contact":
     for name, path, old, new in FIRST_CONTACT:
+        if only and name not in only: continue
         src = open(path).read()
         assert src.count(old) == 1, (name, src.count(old))
         open(path, 'w').write(src.replace(old, new))

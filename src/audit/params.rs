@@ -139,7 +139,11 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
 fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
     for param in op.params_in(Location::Header) {
         match request.headers.get(&param.name) {
-            Some(raw) => validate(param, &sent_from(param, split(param, raw), param.explode), out),
+            Some(raw) => validate(
+                param,
+                &sent_from(param, split(param, raw), param.explode),
+                out,
+            ),
             None if param.required => out.push(missing_param(op, param, None)),
             None => {}
         }
@@ -165,11 +169,7 @@ fn check_cookies(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) 
             .filter_map(|c| c.trim().split_once('='))
             .find(|(k, _)| *k == param.name);
         match value {
-            Some((_, raw)) => validate(
-                param,
-                &sent_from(param, split(param, raw), false),
-                out,
-            ),
+            Some((_, raw)) => validate(param, &sent_from(param, split(param, raw), false), out),
             None if param.required => out.push(missing_param(op, param, None)),
             None => {}
         }

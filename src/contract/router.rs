@@ -445,10 +445,7 @@ mod tests {
             "/a/{p2}/b/{p4}.json"
         );
         assert_eq!(normalize_template("/c/{base}...{head}"), "/c/{p2}");
-        assert_eq!(
-            normalize_template("/r/f(a={a},b={b})"),
-            "/r/f(a={p2})"
-        );
+        assert_eq!(normalize_template("/r/f(a={a},b={b})"), "/r/f(a={p2})");
         assert_eq!(
             split_compound("/c/{base}...{head}/d/{x}", "/c/main...dev/d/7").unwrap(),
             ["main", "dev", "7"]

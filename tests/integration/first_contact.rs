@@ -98,7 +98,7 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
                 {"name": "pretty", "in": "query", "allowEmptyValue": true, "schema": {"type": "boolean"}},
                 {"name": "strict", "in": "query", "schema": {"type": "boolean"}}], "responses": {}}},
             "/arrays": {"get": {"operationId": "arrays", "parameters": [
-                {"name": "ids", "in": "query", "explode": false, "schema": {"type": "array", "items": {"type": "string"}}},
+                {"name": "ids", "in": "query", "explode": false, "schema": {"type": "array", "items": {"type": "integer"}}},
                 {"name": "nums", "in": "query", "explode": false,
                  "schema": {"type": "array", "minItems": 1, "items": {"type": "integer"}}}], "responses": {}}},
             "/deep": {"get": {"operationId": "deep", "parameters": [{"name": "expand", "in": "query",

@@ -378,9 +378,11 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
             let min = match (unique, choices) {
                 (true, Some(e)) => min.min(e.len().max(1) as u64),
                 // Items we cannot vary (objects, booleans): one, unless more are required.
-                (true, None) if distinct(&item, 1) == item => {
-                    s.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1)
-                }
+                (true, None) if distinct(&item, 1) == item => s
+                    .get("minItems")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1)
+                    .max(1),
                 _ => min,
             };
             let next = |i: u64| match (&second, unique) {
@@ -503,9 +505,12 @@ fn object(doc: &Value, s: &Value, depth: usize, top: bool) -> Map<String, Value>
         out.insert(name.clone(), value);
     }
     // Real specs require names they never declare (`required: [project]`): any value will do.
+    // (A declared one left out above is read-only: required of responses only.)
     let open = s.get("additionalProperties") != Some(&json!(false));
+    let declared_names = s.get("properties").and_then(Value::as_object);
     for name in required {
-        if !out.contains_key(name) && open {
+        let declared = declared_names.is_some_and(|p| p.contains_key(name));
+        if !out.contains_key(name) && open && !declared {
             let extra = s.get("additionalProperties").filter(|a| a.is_object());
             let value = extra.map_or(json!("x"), |a| generate(doc, a, depth + 1, false));
             out.insert(name.to_string(), value);
@@ -543,14 +548,20 @@ fn number(s: &Value, integer: bool) -> Value {
     // 3.0 writes exclusive bounds as booleans beside `minimum`/`maximum`.
     let step = if integer { 1.0 } else { 0.5 };
     let bump = |key: &str| s.get(key) == Some(&json!(true));
-    let min = s
-        .get("minimum")
-        .and_then(Value::as_f64)
-        .map(|m| if bump("exclusiveMinimum") { m + step } else { m });
-    let max_bool = s
-        .get("maximum")
-        .and_then(Value::as_f64)
-        .map(|m| if bump("exclusiveMaximum") { m - step } else { m });
+    let min = s.get("minimum").and_then(Value::as_f64).map(|m| {
+        if bump("exclusiveMinimum") {
+            m + step
+        } else {
+            m
+        }
+    });
+    let max_bool = s.get("maximum").and_then(Value::as_f64).map(|m| {
+        if bump("exclusiveMaximum") {
+            m - step
+        } else {
+            m
+        }
+    });
     let exclusive = s
         .get("exclusiveMinimum")
         .and_then(Value::as_f64)
