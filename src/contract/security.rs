@@ -143,7 +143,7 @@ mod tests {
             location: Location::Query,
             name: "api_key".into(),
         };
-        assert_eq!(credentials(&doc, &json!({})), [query.clone()]);
+        assert_eq!(credentials(&doc, &json!({})), std::slice::from_ref(&query));
         assert_eq!(credentials(&doc, &json!({"security": []})), []);
         let either = json!({"security": [{"hdr": []}, {"basic": []}]});
         assert_eq!(credentials(&doc, &either)[0].name, "x-token");

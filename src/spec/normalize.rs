@@ -2,6 +2,7 @@
 //! compiles one dialect, so 3.0 schemas are rewritten in place: `nullable: true` becomes a
 //! type array (or an `anyOf` with `{"type": "null"}` where there is no `type` to extend, as for
 //! a `$ref` or an `allOf`), and boolean `exclusiveMinimum`/`exclusiveMaximum` become numbers.
+//! A `readOnly` property leaves `required` (OpenAPI requires it of responses only).
 
 use serde_json::{Map, Value, json};
 
@@ -97,10 +98,31 @@ pub(crate) fn normalize_schema(schema: &mut Value) {
     }
     exclusive_bound(map, "exclusiveMinimum", "minimum");
     exclusive_bound(map, "exclusiveMaximum", "maximum");
+    drop_read_only_required(map);
     if let Some(nullable) = map.remove("nullable")
         && nullable == Value::Bool(true)
     {
         make_nullable(schema);
+    }
+}
+
+/// OpenAPI: a `readOnly` property in `required` is required of responses only, so a request
+/// that leaves it out (at any depth) is valid. One schema serves both directions, so the name
+/// leaves `required`; a response without it is not reported either.
+fn drop_read_only_required(map: &mut Map<String, Value>) {
+    let read_only: Vec<String> = map
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(_, p)| p.get("readOnly") == Some(&Value::Bool(true)))
+        .map(|(name, _)| name.clone())
+        .collect();
+    if read_only.is_empty() {
+        return;
+    }
+    if let Some(Value::Array(required)) = map.get_mut("required") {
+        required.retain(|n| !n.as_str().is_some_and(|n| read_only.iter().any(|r| r == n)));
     }
 }
 

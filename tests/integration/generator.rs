@@ -337,8 +337,12 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
             .collect();
         let mut obj = object(doc, s, depth, top);
         obj.retain(|k, _| !others.contains(k));
+        // The branch adds what the parent lacks; it does not overwrite what the parent's own
+        // properties produced (a branch `required: [conclusion]` without the property).
         if let Value::Object(extra) = generate(doc, branch, depth + 1, top) {
-            obj.extend(extra);
+            for (k, v) in extra {
+                obj.entry(k).or_insert(v);
+            }
         }
         for name in mine {
             if !obj.contains_key(&name)
