@@ -211,6 +211,13 @@ fn compile_operation(
 fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<String, String>) {
     let shape = |t: &str| super::router::normalize_template(t);
     let label = |op: &Operation| format!("{} {}", op.method, op.template);
+    // The first GET of each route shape, computed once (a scan per write was quadratic).
+    let mut gets: HashMap<String, usize> = HashMap::new();
+    for (i, op) in operations.iter().enumerate() {
+        if op.method == "GET" {
+            gets.entry(shape(&op.template)).or_insert(i);
+        }
+    }
     for i in 0..operations.len() {
         if operations[i].write != WriteSemantics::Replace {
             continue;
@@ -224,12 +231,7 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
             Some(name) => operations
                 .iter()
                 .position(|op| op.method == "GET" && (op.id == name || label(op) == name)),
-            None => {
-                let key = shape(&operations[i].template);
-                operations
-                    .iter()
-                    .position(|op| op.method == "GET" && shape(&op.template) == key)
-            }
+            None => gets.get(&shape(&operations[i].template)).copied(),
         };
         if let Some(read) = read {
             operations[i].read_fields = operations[read]

@@ -186,8 +186,8 @@ impl Schemas {
             schema.get("unevaluatedProperties"),
         ) {
             (Some(Value::Bool(false)), _) | (_, Some(Value::Bool(false))) => Additional::Forbidden,
-            (Some(_), _) => Additional::Allowed,
-            (None, _) => Additional::Absent,
+            (Some(_), _) | (None, Some(_)) => Additional::Allowed,
+            (None, None) => Additional::Absent,
         };
         Ok(BodyShape::Object {
             properties,

@@ -180,7 +180,10 @@ fn untyped(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
         };
         return TypeSummary { ty, nullable };
     }
-    if schema.get("properties").is_some() || schema.get("additionalProperties").is_some() {
+    if schema.get("properties").is_some()
+        || schema.get("additionalProperties").is_some()
+        || schema.get("unevaluatedProperties").is_some()
+    {
         return TypeSummary {
             ty: FieldType::Object,
             nullable: false,

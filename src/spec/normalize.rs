@@ -2,7 +2,8 @@
 //! compiles one dialect, so 3.0 schemas are rewritten in place: `nullable: true` becomes a
 //! type array (or an `anyOf` with `{"type": "null"}` where there is no `type` to extend, as for
 //! a `$ref` or an `allOf`), and boolean `exclusiveMinimum`/`exclusiveMaximum` become numbers.
-//! A `readOnly` property leaves `required` (OpenAPI requires it of responses only).
+//! A `readOnly` property leaves `required` (OpenAPI requires it of responses only), and
+//! `additionalProperties` beside `allOf`/`anyOf`/`oneOf` becomes `unevaluatedProperties`.
 
 use serde_json::{Map, Value, json};
 
@@ -99,6 +100,7 @@ pub(crate) fn normalize_schema(schema: &mut Value) {
     exclusive_bound(map, "exclusiveMinimum", "minimum");
     exclusive_bound(map, "exclusiveMaximum", "maximum");
     drop_read_only_required(map);
+    see_through_composition(map);
     if let Some(nullable) = map.remove("nullable")
         && nullable == Value::Bool(true)
     {
@@ -123,6 +125,23 @@ fn drop_read_only_required(map: &mut Map<String, Value>) {
     }
     if let Some(Value::Array(required)) = map.get_mut("required") {
         required.retain(|n| !n.as_str().is_some_and(|n| read_only.iter().any(|r| r == n)));
+    }
+}
+
+/// `additionalProperties` beside `allOf`/`anyOf`/`oneOf` means, to every author who writes it,
+/// "no fields but the ones declared here and in the branches"; JSON Schema reads it as "none
+/// but this schema's own `properties`", so that a body with the branches' fields is refused
+/// (and with `required` names from a branch, every body is). `unevaluatedProperties` says what
+/// the author meant: it sees the properties the branches evaluated.
+fn see_through_composition(map: &mut Map<String, Value>) {
+    let composed = ["allOf", "anyOf", "oneOf"]
+        .iter()
+        .any(|k| map.contains_key(*k));
+    if composed
+        && !map.contains_key("unevaluatedProperties")
+        && let Some(additional) = map.remove("additionalProperties")
+    {
+        map.insert("unevaluatedProperties".into(), additional);
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use driftwatch::audit::audit;
 use driftwatch::contract::{Contract, ContractOptions, Skipped};
-use driftwatch::finding::{Kind, Severity};
+use driftwatch::finding::Severity;
 use driftwatch::request::RequestView;
 use driftwatch::spec::Spec;
 use serde_json::{Value, json};
