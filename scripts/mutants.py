@@ -89,14 +89,15 @@ FIRST_CONTACT = [
  ("parameter_skipped", "src/contract/compile.rs", "                    open_query = true;", "                    open_query = false;"),
  ("strict", "src/contract/compile.rs", "    if options.strict\n", "    if false && options.strict\n"),
 ]
-if __name__ == "__main__" and which and which[0] == "first_contact":
-    for name, path, old, new in FIRST_CONTACT:
-        if only and name not in only: continue
+def run_mutations(mutations, names, test_filter):
+    """Apply each mutation alone, run the integration tests (filtered), report, revert."""
+    for name, path, old, new in mutations:
+        if names and name not in names: continue
         src = open(path).read()
         assert src.count(old) == 1, (name, src.count(old))
         open(path, 'w').write(src.replace(old, new))
         try:
-            r = subprocess.run(["cargo", "test", "-q", "--test", "integration", "first_contact"], capture_output=True, text=True)
+            r = subprocess.run(["cargo", "test", "-q", "--test", "integration", *test_filter], capture_output=True, text=True)
             out = r.stdout + r.stderr
             failed = [l for l in out.splitlines() if l.startswith("    integration::")]
             status = "RED" if r.returncode else "still GREEN"
@@ -104,3 +105,6 @@ if __name__ == "__main__" and which and which[0] == "first_contact":
             print(f"{name}: {status} {failed}", flush=True)
         finally:
             open(path, 'w').write(src)
+
+if __name__ == "__main__" and which and which[0] == "first_contact":
+    run_mutations(FIRST_CONTACT, only, ["first_contact"])

@@ -569,10 +569,7 @@ impl Warnings {
         schemas: &mut Schemas,
         pointer: &str,
     ) -> Option<std::sync::Arc<jsonschema::Validator>> {
-        schemas
-            .validator(pointer)
-            .map_err(|e| self.push(pointer, Skipped::Validator, e.reason()))
-            .ok()
+        self.kept(pointer, schemas.validator(pointer))
     }
 
     fn shape(
@@ -580,8 +577,11 @@ impl Warnings {
         schemas: &mut Schemas,
         pointer: &str,
     ) -> Option<std::sync::Arc<super::BodyShape>> {
-        schemas
-            .shape(pointer)
+        self.kept(pointer, schemas.shape(pointer))
+    }
+
+    fn kept<T>(&mut self, pointer: &str, compiled: Result<T, SpecError>) -> Option<T> {
+        compiled
             .map_err(|e| self.push(pointer, Skipped::Validator, e.reason()))
             .ok()
     }
