@@ -260,6 +260,11 @@ fn exploded_object(
 /// is the string "12" where `id` is a string, the number 12 where it is a number).
 fn property_value(param: &Param, prop: &str, raw: &str) -> Value {
     match param.properties.iter().find(|(name, _)| name == prop) {
+        // `filter[id]=1,2` for an array property: its items, comma-separated (or JSON text).
+        Some((_, ty @ FieldType::Array(item))) => match scalar(raw, ty) {
+            json @ Value::Array(_) => json,
+            _ => Value::Array(raw.split(',').map(|s| scalar(s, item)).collect()),
+        },
         Some((_, ty)) => scalar(raw, ty),
         None => guess(raw),
     }

@@ -70,6 +70,11 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
     for p in params {
         let name = p["name"].as_str().unwrap();
         let location = p["in"].as_str().unwrap();
+        // OpenAPI: header parameters named Accept, Content-Type or Authorization are ignored.
+        let reserved = ["accept", "content-type", "authorization"];
+        if location == "header" && reserved.contains(&name.to_ascii_lowercase().as_str()) {
+            continue;
+        }
         let (value, json_content) = match p.get("schema") {
             Some(s) => (param_value(doc, p, s), false),
             None => {
@@ -164,8 +169,12 @@ fn is_json(media: &str) -> bool {
 /// A parameter's value: its own example or the schema's; object parameters carry every
 /// declared property, so exploded and deepObject keys are really sent.
 fn param_value(doc: &Value, param: &Value, schema: &Value) -> Value {
+    // A parameter's own example of an object is often of another object (its inside is not
+    // checked here), so objects are generated.
+    let object = type_of(deref(doc, schema)) == "object";
     param
         .get("example")
+        .filter(|_| !object)
         .cloned()
         .unwrap_or_else(|| generate(doc, schema, 0, true))
 }
