@@ -57,7 +57,7 @@ for name, path, old, new in muts:
 # and a broken 3.0 nullable normalization.
 GUARDS = [
  ("deep_object", "src/audit/params.rs", "deep_object(param, &pairs, &mut used).or_else(", "by_name(param, &pairs, &mut used).or_else("),
- ("exploded_object", "src/audit/params.rs", "if param.properties.iter().any(|p| p == key) {", "if false && param.properties.iter().any(|p| p == key) {"),
+ ("exploded_object", "src/audit/params.rs", "if param.properties.iter().any(|(p, _)| p == key) {", "if false && param.properties.iter().any(|(p, _)| p == key) {"),
  ("nullable", "src/spec/normalize.rs", "        make_nullable(schema);\n", "\n"),
 ]
 if __name__ == "__main__" and which and which[0] == "guards":
