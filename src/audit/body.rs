@@ -152,10 +152,14 @@ pub(super) fn match_media<'m, M: Named>(media: &'m [M], content_type: &str) -> O
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let (kind, sub) = essence.split_once('/')?;
     // Declared types are compared by their essence too: `application/json; charset=utf-8`
-    // in the spec accepts `application/json;charset=UTF-8` on the wire.
+    // in the spec accepts `application/json;charset=UTF-8` on the wire (and a declared type
+    // without a slash, `applicationjson`, accepts itself).
     let declared = |m: &'m M| m.name().split(';').next().unwrap_or("").trim();
+    if let Some(exact) = media.iter().find(|m| declared(m) == essence) {
+        return Some(exact);
+    }
+    let (kind, sub) = essence.split_once('/')?;
     media.iter().find(|m| declared(m) == essence).or_else(|| {
         media.iter().find(|m| {
             let Some((mk, ms)) = declared(m).split_once('/') else {

@@ -156,6 +156,8 @@ fn routes_real_specs_declare_reach_the_operation_meant() {
             "/v1/{name}": {"get": {"operationId": "getThing", "responses": {}, "parameters": [
                 {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "view", "in": "query", "schema": {"type": "string"}}]}},
+            "/typed": {"post": {"operationId": "typed", "responses": {}, "requestBody": {"content": {
+                "application/json; charset=utf-8": {"schema": {"type": "object"}}}}}},
             "/v1/{parent}": {"get": {"operationId": "listChildren", "responses": {}, "parameters": [
                 {"name": "parent", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "pageSize", "in": "query", "schema": {"type": "integer"}}]}}
@@ -188,6 +190,17 @@ fn routes_real_specs_declare_reach_the_operation_meant() {
     assert_eq!(
         errors(&c, "POST", "/", &wrong),
         ["create body_schema_violation /Name"]
+    );
+    // Declared media types with parameters match by essence.
+    let utf8 = [
+        ("content-type", "application/json;charset=UTF-8"),
+        ("body", "{}"),
+    ];
+    assert_eq!(errors(&c, "POST", "/typed", &utf8), Vec::<String>::new());
+    let text = [("content-type", "text/plain"), ("body", "{}")];
+    assert_eq!(
+        errors(&c, "POST", "/typed", &text),
+        ["typed unsupported_media_type content-type"]
     );
     // Two templates on one route: the operation the request fits.
     assert_eq!(
