@@ -160,14 +160,12 @@ pub(super) fn match_media<'m, M: Named>(media: &'m [M], content_type: &str) -> O
         return Some(exact);
     }
     let (kind, sub) = essence.split_once('/')?;
-    media.iter().find(|m| declared(m) == essence).or_else(|| {
-        media.iter().find(|m| {
-            let Some((mk, ms)) = declared(m).split_once('/') else {
-                return false;
-            };
-            (mk == "*" || mk == kind)
-                && (ms == "*" || ms == sub || (ms.starts_with("*+") && sub.ends_with(&ms[1..])))
-        })
+    media.iter().find(|m| {
+        let Some((mk, ms)) = declared(m).split_once('/') else {
+            return false;
+        };
+        (mk == "*" || mk == kind)
+            && (ms == "*" || ms == sub || (ms.starts_with("*+") && sub.ends_with(&ms[1..])))
     })
 }
 
