@@ -72,15 +72,14 @@ pub enum RouteError {
 
 impl Router {
     /// Add operation `index` under `method` and `template`; `describe` names an operation
-    /// index for the duplicate error. `Ok(true)`: matchit refused the template and the
-    /// segment matcher holds it.
+    /// index for the duplicate error.
     pub fn insert(
         &mut self,
         method: &str,
         template: &str,
         index: usize,
         describe: impl Fn(usize) -> String,
-    ) -> Result<bool, RouteError> {
+    ) -> Result<(), RouteError> {
         let position = self.by_method.iter().position(|(m, _)| m == method);
         let table = match position {
             Some(i) => &mut self.by_method[i].1,
@@ -89,9 +88,8 @@ impl Router {
                 &mut self.by_method.last_mut().expect("just pushed").1
             }
         };
-        let fell_back = table.insert(method, template, index, &describe)?;
-        self.any.insert(method, template, index, &describe)?;
-        Ok(fell_back)
+        table.insert(method, template, index, &describe)?;
+        self.any.insert(method, template, index, &describe)
     }
 
     /// Route a raw request path (no query string, base path already stripped).
@@ -141,9 +139,8 @@ impl Table {
         template: &str,
         index: usize,
         describe: &impl Fn(usize) -> String,
-    ) -> Result<bool, RouteError> {
+    ) -> Result<(), RouteError> {
         let normalized = normalize_template(template);
-        let mut fell_back = false;
         let entry = match self.index.get(&normalized) {
             Some(entry) => *entry,
             None => {
@@ -154,7 +151,6 @@ impl Table {
                     .is_err()
                 {
                     self.fallback.push(Fallback::new(&normalized, entry));
-                    fell_back = true;
                 }
                 self.index.insert(normalized.clone(), entry);
                 self.templates.push(normalized);
@@ -181,7 +177,7 @@ impl Table {
             template: template.to_string(),
             compound,
         });
-        Ok(fell_back)
+        Ok(())
     }
 
     /// The slots of the most concrete template matching `path`, with its parameter values.
