@@ -1,7 +1,7 @@
 //! Before anything is compiled, every schema of the document is checked against the JSON
-//! Schema 2020-12 meta-schema (the check jsonschema runs when it compiles, including its
-//! ECMA-262 check of `pattern`), and each keyword it refuses is taken out of a copy of the
-//! document: a `pattern` in another regex dialect (`\p{XDigit}`, `\A...\Z`) is removed, an
+//! Schema 2020-12 meta-schema (the check jsonschema runs when it compiles) and every `pattern`
+//! is compiled (which that check does not do), and each keyword refused is taken out of a copy
+//! of the document: a `pattern` in another regex dialect (`\p{XDigit}`, `\A...\Z`) is removed, an
 //! invalid keyword is removed, an invalid subschema becomes `true` (a malformed annotation such
 //! as `examples: "x"` is removed without a warning: it checked nothing). Without this, one bad
 //! pattern in a shared component refuses every body that refers to it, or the whole spec.
@@ -50,11 +50,10 @@ fn meta() -> &'static MetaValidator<'static> {
 pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
     let mut roots = Vec::new();
     find_roots(&doc, &mut String::new(), &mut roots);
-    // Pointer of each fix to what it does; a BTreeMap so that fixes apply deepest-last in a
-    // stable order and one location is fixed once.
-    let mut fixes: BTreeMap<String, (Fix, Skipped, String)> = BTreeMap::new();
+    // Pointer of each fix to what it does and the warning it gives (none for an annotation); a
+    // BTreeMap so that fixes apply in a stable order and one location is fixed once.
+    let mut fixes: BTreeMap<String, (Fix, Option<Skipped>, String)> = BTreeMap::new();
     let mut tried = HashMap::new();
-    let mut quiet: Vec<String> = Vec::new();
     for root in &roots {
         let Some(schema) = doc.pointer(root) else {
             continue;
@@ -65,7 +64,7 @@ pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
             if let Some(reason) = refused_pattern(&mut tried, pattern) {
                 fixes
                     .entry(pointer)
-                    .or_insert((Fix::Remove, Skipped::Pattern, reason));
+                    .or_insert((Fix::Remove, Some(Skipped::Pattern), reason));
             }
         }
         if meta().is_valid(schema) {
@@ -75,34 +74,31 @@ pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
             let at = format!("{root}{}", error.instance_path().as_str());
             let (pointer, fix) = fix_for(&doc, root, &at);
             let reason = match pointer.rsplit('/').next() {
-                Some("pattern") => Skipped::Pattern,
-                _ if pointer.contains("/patternProperties") => Skipped::Pattern,
+                Some("pattern") => Some(Skipped::Pattern),
+                _ if pointer.contains("/patternProperties") => Some(Skipped::Pattern),
                 // A malformed annotation checks nothing: removed, with nothing to warn about.
-                Some(k) if ANNOTATIONS.contains(&k) => {
-                    quiet.push(pointer);
-                    continue;
-                }
-                _ => Skipped::Schema,
+                Some(k) if ANNOTATIONS.contains(&k) => None,
+                _ => Some(Skipped::Schema),
             };
             fixes
                 .entry(pointer)
                 .or_insert((fix, reason, error.masked().to_string()));
         }
     }
-    if fixes.is_empty() && quiet.is_empty() {
+    if fixes.is_empty() {
         return (doc, Vec::new());
     }
     let mut fixed = Arc::unwrap_or_clone(doc);
-    for pointer in quiet.iter().rev() {
-        apply(&mut fixed, pointer, Fix::Remove);
-    }
-    let mut warnings = Vec::new();
     // Children before parents (reverse order): a parent's removal must not hide a child's fix.
-    for (pointer, (fix, reason, detail)) in fixes.iter().rev() {
+    for (pointer, (fix, _, _)) in fixes.iter().rev() {
         apply(&mut fixed, pointer, *fix);
-        warnings.push(LoadWarning::new(pointer.clone(), *reason, detail.clone()));
     }
-    warnings.reverse();
+    let warnings = fixes
+        .into_iter()
+        .filter_map(|(pointer, (_, reason, detail))| {
+            Some(LoadWarning::new(pointer, reason?, detail))
+        })
+        .collect();
     (Arc::new(fixed), warnings)
 }
 
