@@ -275,6 +275,19 @@ pub struct Evidence {
     pub write_request_id: Option<String>,
 }
 
+/// `text` cut to at most `max` bytes at a character boundary, ending in `...` when cut (problem
+/// details, load warnings).
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
 /// Serialize a time as RFC 3339 with milliseconds, as every event and finding writes it.
 pub(crate) fn rfc3339<S: serde::Serializer>(
     at: &std::time::SystemTime,

@@ -549,7 +549,7 @@ struct Warnings {
 }
 
 impl Warnings {
-    fn push(&mut self, pointer: &str, reason: Skipped, detail: impl Into<String>) {
+    fn push(&mut self, pointer: &str, reason: Skipped, detail: impl AsRef<str>) {
         if !self.skipped_here.contains(&reason) {
             self.skipped_here.push(reason);
         }
@@ -602,9 +602,11 @@ fn mark_skipped(doc: &Value, warnings: &[LoadWarning], operations: &mut [Operati
         let mut reached = Vec::new();
         reach(doc, &op.pointer, &mut seen, &mut reached);
         for w in &changed {
-            let hit = reached
-                .iter()
-                .any(|p: &String| w.pointer == *p || w.pointer.starts_with(&format!("{p}/")));
+            let hit = reached.iter().any(|p| {
+                w.pointer
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            });
             if hit && !op.skipped.contains(&w.reason) {
                 op.skipped.push(w.reason);
             }

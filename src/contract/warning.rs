@@ -68,20 +68,11 @@ pub struct LoadWarning {
 }
 
 impl LoadWarning {
-    pub fn new(pointer: impl Into<String>, reason: Skipped, detail: impl Into<String>) -> Self {
-        let mut detail: String = detail.into();
-        if detail.len() > 300 {
-            let mut end = 300;
-            while !detail.is_char_boundary(end) {
-                end -= 1;
-            }
-            detail.truncate(end);
-            detail.push('…');
-        }
+    pub fn new(pointer: impl Into<String>, reason: Skipped, detail: impl AsRef<str>) -> Self {
         LoadWarning {
             pointer: pointer.into(),
             reason,
-            detail,
+            detail: crate::finding::shorten(detail.as_ref(), 300),
         }
     }
 }

@@ -95,14 +95,7 @@ pub fn silent_clear(mut blocked: Response<Bytes>, findings: &[&Finding]) -> Resp
 }
 
 fn shorten(detail: &str) -> String {
-    if detail.len() <= DETAIL_MAX {
-        return detail.to_string();
-    }
-    let mut end = DETAIL_MAX - 3;
-    while !detail.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &detail[..end])
+    crate::finding::shorten(detail, DETAIL_MAX)
 }
 
 #[cfg(test)]
