@@ -32,26 +32,6 @@ muts = [
  ("catalog_union", "src/catalog/compare.rs", "                many => Err(format!(\"the type union {many:?} is not taught\")),", "                _many => Ok(FieldType::Any),"),
  ("response_blame", "src/finding.rs", "            | Kind::ReplaceWillDropField => Blame::Server,", "            | Kind::ReplaceWillDropField => Blame::Client,"),
 ]
-which = sys.argv[1:]
-only = which[1:] if which[:1] == ["first_contact"] else []
-for name in [] if which[:1] == ['guards'] else [None]:
-  pass
-for name, path, old, new in muts:
-    if which and name not in which: continue
-    if which[:1] == ['guards']: break
-    src = open(path).read()
-    assert src.count(old) == 1, (name, src.count(old))
-    open(path, 'w').write(src.replace(old, new))
-    try:
-        r = subprocess.run(["cargo", "test", "-q", "--test", "integration"], capture_output=True, text=True)
-        out = r.stdout + r.stderr
-        failed = [l for l in out.splitlines() if l.startswith("    integration::")]
-        status = "RED" if r.returncode != 0 else "still GREEN"
-        if "error[" in out or "could not compile" in out: status = "DOES NOT COMPILE"
-        print(f"{name}: {status} {failed}")
-    finally:
-        open(path, 'w').write(src)
-
 # Guards beyond the kinds: the no-false-positive generator must catch a style reader that
 # stops understanding a style
 # and a broken 3.0 nullable normalization.
@@ -60,18 +40,6 @@ GUARDS = [
  ("exploded_object", "src/audit/params.rs", "if param.properties.iter().any(|(p, _)| p == key) {", "if false && param.properties.iter().any(|(p, _)| p == key) {"),
  ("nullable", "src/spec/normalize.rs", "        make_nullable(schema);\n", "\n"),
 ]
-if __name__ == "__main__" and which and which[0] == "guards":
-    for name, path, old, new in GUARDS:
-        src = open(path).read()
-        assert src.count(old) == 1, name
-        open(path, 'w').write(src.replace(old, new))
-        try:
-            r = subprocess.run(["cargo", "test", "-q", "--test", "integration"], capture_output=True, text=True)
-            failed = [l for l in (r.stdout + r.stderr).splitlines() if l.startswith("    integration::")]
-            print(f"{name}: {'RED' if r.returncode else 'still GREEN'} {failed}")
-        finally:
-            open(path, 'w').write(src)
-
 # First contact (issue 12): each acceptance of a real-spec shape, and each lenient-load rule,
 # broken in turn; `python3 scripts/mutants.py first_contact` runs the first_contact tests only.
 FIRST_CONTACT = [
@@ -106,5 +74,13 @@ def run_mutations(mutations, names, test_filter):
         finally:
             open(path, 'w').write(src)
 
-if __name__ == "__main__" and which and which[0] == "first_contact":
-    run_mutations(FIRST_CONTACT, only, ["first_contact"])
+# `mutants.py [kind ...]`: the finding kinds (all, or those named); `mutants.py guards`;
+# `mutants.py first_contact [name ...]`.
+if __name__ == "__main__":
+    which = sys.argv[1:]
+    if which[:1] == ["guards"]:
+        run_mutations(GUARDS, [], [])
+    elif which[:1] == ["first_contact"]:
+        run_mutations(FIRST_CONTACT, which[1:], ["first_contact"])
+    else:
+        run_mutations(muts, which, [])
