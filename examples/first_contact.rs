@@ -125,6 +125,11 @@ fn one(dir: &Path, file: &Path, strict: bool, generate: bool, tally: &Mutex<Tall
     for w in &contract.warnings {
         *t.warnings.entry(w.reason).or_default() += 1;
     }
+    if std::env::var("FIRST_CONTACT_WARNINGS").is_ok() {
+        for w in &contract.warnings {
+            println!("warning {name} {} {}: {}", w.reason.as_str(), w.pointer, w.detail);
+        }
+    }
     drop(t);
     if generate {
         audit_generated(&name, file, &contract, tally);

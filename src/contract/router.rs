@@ -279,9 +279,13 @@ fn split_compound<'p>(template: &str, path: &'p str) -> Option<Vec<&'p str>> {
             let close = rest[open..].find('}').map_or(rest.len() - 1, |c| c + open);
             rest = &rest[close + 1..];
             let literal = &rest[..rest.find('{').unwrap_or(rest.len())];
-            let end = match literal.is_empty() {
-                true => value.len(),
-                false => value.find(literal)?,
+            // Two parameters with nothing between them (`{id}{mediaTypeExtension}`): the only
+            // ones in real specs are a name and its file extension, split at the last dot.
+            let adjacent = literal.is_empty() && rest.starts_with('{');
+            let end = match (literal.is_empty(), adjacent) {
+                (true, true) => value.rfind('.').unwrap_or(value.len()),
+                (true, false) => value.len(),
+                (false, _) => value.find(literal)?,
             };
             values.push(&value[..end]);
             value = &value[end..];
@@ -450,6 +454,11 @@ mod tests {
             ["main", "dev", "7"]
         );
         assert_eq!(split_compound("/c/{base}...{head}", "/c/main"), None);
+        assert_eq!(
+            split_compound("/p/{id}{ext}", "/p/v1.2.json").unwrap(),
+            ["v1.2", ".json"]
+        );
+        assert_eq!(split_compound("/p/{id}{ext}", "/p/x").unwrap(), ["x", ""]);
         assert_eq!(template_params("/a/{id}/b/{name}.json"), ["id", "name"]);
         let (path, keys) = split_route("/#X-Amz-Target=Svc.Op&Version={v}");
         assert_eq!(path, "/");

@@ -102,7 +102,13 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
                 {"name": "nums", "in": "query", "explode": false,
                  "schema": {"type": "array", "minItems": 1, "items": {"type": "integer"}}}], "responses": {}}},
             "/deep": {"get": {"operationId": "deep", "parameters": [{"name": "expand", "in": "query",
-                "style": "deepObject", "schema": {"type": "array", "items": {"type": "string"}}}], "responses": {}}}
+                "style": "deepObject", "schema": {"type": "array", "items": {"type": "string"}}}], "responses": {}}},
+            "/either": {"get": {"operationId": "either", "parameters": [{"name": "image", "in": "query",
+                "schema": {"oneOf": [{"type": "integer"}, {"type": "integer", "minimum": 0}]}}],
+                "responses": {}}},
+            "/files/{name}{ext}": {"get": {"operationId": "file", "responses": {}, "parameters": [
+                {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "ext", "in": "path", "required": true, "schema": {"enum": [".json", ".xml"]}}]}}
         })),
         false,
     )
@@ -127,6 +133,12 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
         // deepObject declared on an array: the name itself is declared.
         ("/deep?expand=a&expand=b", &[]),
         ("/deep?expnd=a", &["deep unknown_query_param expnd"]),
+        // `oneOf` is read as `anyOf`: a value two branches take is accepted, none still is not.
+        ("/either?image=5", &[]),
+        ("/either?image=x", &["either param_type_mismatch image"]),
+        // Two path parameters with nothing between them: a name and its extension.
+        ("/files/v1.2.json", &[]),
+        ("/files/v1.2.yaml", &["file param_type_mismatch ext"]),
     ];
     let mut problems = Vec::new();
     for (target, want) in cases {
@@ -190,6 +202,20 @@ fn routes_real_specs_declare_reach_the_operation_meant() {
     assert_eq!(
         errors(&c, "POST", "/", &wrong),
         ["create body_schema_violation /Name"]
+    );
+    // A body two `oneOf` branches take is accepted; one that no branch takes is not.
+    let overlap = op(
+        "overlap",
+        json!({"oneOf": [{"properties": {"a": {"type": "string"}}},
+                         {"properties": {"b": {"type": "string"}}}]}),
+    );
+    let o = compile(spec(json!({"/o": {"post": overlap}})), false).unwrap();
+    let both = [json, ("body", r#"{"a":"x"}"#)];
+    assert_eq!(errors(&o, "POST", "/o", &both), Vec::<String>::new());
+    let neither = [json, ("body", r#"{"a":7,"b":7}"#)];
+    assert_eq!(
+        errors(&o, "POST", "/o", &neither),
+        ["overlap body_schema_violation "]
     );
     // Declared media types with parameters match by essence.
     let utf8 = [

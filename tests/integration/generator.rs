@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use driftwatch::contract::deref;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value, json};
 
 pub const METHODS: [&str; 8] = [
@@ -66,8 +66,9 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
             None => {}
         }
     }
+    let names: Vec<&str> = params.iter().filter_map(|p| p["name"].as_str()).collect();
     let mut cookies = Vec::new();
-    for p in params {
+    for p in params.iter().copied() {
         let name = p["name"].as_str().unwrap();
         let location = p["in"].as_str().unwrap();
         // OpenAPI: header parameters named Accept, Content-Type or Authorization are ignored.
@@ -75,7 +76,24 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
         if location == "header" && reserved.contains(&name.to_ascii_lowercase().as_str()) {
             continue;
         }
+        let required = p.get("required") == Some(&json!(true));
+        if !required && p.get("schema").is_some_and(|s| !satisfiable(doc, s)) {
+            continue;
+        }
+        // An optional exploded object whose property is also a parameter's name (AWS's
+        // `LaunchTemplate.Version` beside `Version`): no serialization tells the two apart.
+        let exploded = location == "query"
+            && p.get("style").is_none_or(|s| s == "form")
+            && p.get("explode") != Some(&json!(false));
+        let properties = p.get("schema").map(|s| deref(doc, s)).and_then(|s| s.get("properties"));
+        let collides = properties
+            .and_then(Value::as_object)
+            .is_some_and(|props| props.keys().any(|k| names.contains(&k.as_str())));
+        if !required && exploded && collides {
+            continue;
+        }
         let (value, json_content) = match p.get("schema") {
+            Some(s) if location == "path" => (param_value(doc, p, &non_empty(doc, s)), false),
             Some(s) => (param_value(doc, p, s), false),
             None => {
                 let media = p["content"].as_object().unwrap().values().next().unwrap();
@@ -169,14 +187,55 @@ fn is_json(media: &str) -> bool {
 /// A parameter's value: its own example or the schema's; object parameters carry every
 /// declared property, so exploded and deepObject keys are really sent.
 fn param_value(doc: &Value, param: &Value, schema: &Value) -> Value {
-    // A parameter's own example of an object is often of another object (its inside is not
-    // checked here), so objects are generated.
-    let object = type_of(deref(doc, schema)) == "object";
+    // A parameter's own example is used where it fits the schema (objects and arrays are
+    // always generated: their insides are not checked here).
+    let s = deref(doc, schema);
     param
         .get("example")
-        .filter(|_| !object)
+        .filter(|e| fits(s, type_of(s), e))
         .cloned()
         .unwrap_or_else(|| generate(doc, schema, 0, true))
+}
+
+/// A path parameter's schema with `minLength` at least 1: `/projects//experiments` reaches
+/// no operation on any server, though `minLength: 0` allows it.
+fn non_empty(doc: &Value, schema: &Value) -> Value {
+    let mut s = deref(doc, schema).clone();
+    if let Some(map) = s.as_object_mut()
+        && map.get("minLength").and_then(Value::as_u64) == Some(0)
+    {
+        map.insert("minLength".into(), json!(1));
+    }
+    s
+}
+
+/// Whether some value fits `s`: not when every `enum` member is of another type than the
+/// declared one (`type: string, enum: [true, false]`, an array whose `enum` lists strings).
+/// An optional field or parameter of such a schema is left out; a required one makes its
+/// operation unsatisfiable (pinned by name in examples/first_contact.rs).
+fn satisfiable(doc: &Value, schema: &Value) -> bool {
+    let s = deref(doc, schema);
+    let ty = type_of(s);
+    let members_fit = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_none_or(|e| e.iter().any(|v| of_type(ty, v)));
+    let items_fit = ty != "array" || s.get("items").is_none_or(|i| satisfiable(doc, i));
+    members_fit && items_fit
+}
+
+/// Whether `v` is of JSON Schema type `ty` (`composite` and unknown types take anything).
+fn of_type(ty: &str, v: &Value) -> bool {
+    match ty {
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        "null" => v.is_null(),
+        _ => true,
+    }
 }
 
 fn text(value: &Value) -> String {
@@ -188,6 +247,17 @@ fn text(value: &Value) -> String {
 
 fn enc(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
+}
+
+/// RFC 3986: clients leave the unreserved characters `-._~` as they are.
+const PATH_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+fn enc_path(s: &str) -> String {
+    utf8_percent_encode(s, PATH_VALUE).to_string()
 }
 
 fn joined(value: &Value, sep: &str) -> String {
@@ -204,8 +274,8 @@ fn joined(value: &Value, sep: &str) -> String {
 
 fn path_value(name: &str, value: &Value, style: &str, explode: bool) -> String {
     let items: Vec<String> = match value {
-        Value::Array(items) => items.iter().map(|v| enc(&text(v))).collect(),
-        other => vec![enc(&text(other))],
+        Value::Array(items) => items.iter().map(|v| enc_path(&text(v))).collect(),
+        other => vec![enc_path(&text(other))],
     };
     match (style, explode) {
         ("label", true) => format!(".{}", items.join(".")),
@@ -255,14 +325,13 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
     if let Some(c) = s.get("const") {
         return c.clone();
     }
-    if let Some(first) = s
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|e| e.iter().find(|v| !v.is_null()))
-    {
-        return first.clone();
-    }
     let ty = type_of(s);
+    if let Some(members) = s.get("enum").and_then(Value::as_array) {
+        let typed = members.iter().find(|v| !v.is_null() && of_type(ty, v));
+        if let Some(first) = typed.or(members.iter().find(|v| !v.is_null())) {
+            return first.clone();
+        }
+    }
     let given = [
         s.get("default"),
         s.get("example"),
@@ -324,7 +393,14 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
         let first = concrete.iter().find(fits_type).or(concrete.first());
         let branch = deref(doc, first.copied().unwrap_or(&branches[0]));
         if ty != "object" {
-            return generate(doc, branch, depth + 1, top);
+            let mut value = generate(doc, branch, depth + 1, top);
+            // `required` beside the branches (no `type`, no `properties`) still applies.
+            if let Value::Object(obj) = &mut value {
+                for (k, v) in object(doc, s, depth, top) {
+                    obj.entry(k).or_insert(v);
+                }
+            }
+            return value;
         }
         // An object whose branches only add constraints (`required: [a]` or `[b]`): send
         // the first branch's fields and none that only another branch requires.
@@ -445,7 +521,12 @@ fn fits(s: &Value, ty: &str, v: &Value) -> bool {
         ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) => true,
         _ => false,
     };
+    let listed = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_none_or(|e| e.contains(v));
     type_ok
+        && listed
         && s.get("minimum")
             .and_then(Value::as_f64)
             .is_none_or(|m| v.as_f64().is_none_or(|x| x >= m))
@@ -505,7 +586,8 @@ fn object(doc: &Value, s: &Value, depth: usize, top: bool) -> Map<String, Value>
     {
         let read_only = prop.get("readOnly") == Some(&json!(true))
             || deref(doc, prop).get("readOnly") == Some(&json!(true));
-        if read_only || !(top || required.contains(&name.as_str())) {
+        let required_here = required.contains(&name.as_str());
+        if read_only || !(top || required_here) || (!required_here && !satisfiable(doc, prop)) {
             continue;
         }
         // Nullable body fields are sent as null, to exercise both nullable spellings
