@@ -127,7 +127,12 @@ fn one(dir: &Path, file: &Path, strict: bool, generate: bool, tally: &Mutex<Tall
     }
     if std::env::var("FIRST_CONTACT_WARNINGS").is_ok() {
         for w in &contract.warnings {
-            println!("warning {name} {} {}: {}", w.reason.as_str(), w.pointer, w.detail);
+            println!(
+                "warning {name} {} {}: {}",
+                w.reason.as_str(),
+                w.pointer,
+                w.detail
+            );
         }
     }
     drop(t);
@@ -157,6 +162,10 @@ fn audit_generated(name: &str, file: &Path, contract: &Contract, tally: &Mutex<T
                 local.not_generated.push(format!("{name} {id}"));
                 continue;
             };
+            if std::env::var("FIRST_CONTACT_SHOW").is_ok_and(|show| show == id) {
+                let body = String::from_utf8_lossy(b.body.as_deref().unwrap_or_default());
+                println!("show {name} {id}: {} {}\n{body}", b.method, b.target);
+            }
             let view = RequestView::new(&b.method, &b.target, &b.headers, b.body.as_deref());
             let findings = audit_request(contract, &view);
             local.audited += 1;

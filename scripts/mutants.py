@@ -56,7 +56,7 @@ FIRST_CONTACT = [
  ("schema_skipped", "src/contract/sanitize.rs", "        if meta().is_valid(schema) {", "        if true || meta().is_valid(schema) {"),
  ("parameter_skipped", "src/contract/compile.rs", "                    open_query = true;", "                    open_query = false;"),
  ("strict", "src/contract/compile.rs", "    if options.strict\n", "    if false && options.strict\n"),
- ("one_of_overlap", "src/audit.rs", "fn overlapping_branches(error: &jsonschema::ValidationError) -> bool {\n", "fn overlapping_branches(error: &jsonschema::ValidationError) -> bool {\n    return false;\n"),
+ ("one_of_overlap", "src/contract/compile.rs", "let read = super::one_of::read_one_of_as_any_of(shared.clone());", "let read = shared.clone();"),
  ("adjacent_params", "src/contract/router.rs", "(true, true) => value.rfind('.').unwrap_or(value.len()),", "(true, true) => value.len(),"),
 ]
 def run_mutations(mutations, names, test_filter):

@@ -149,15 +149,3 @@ fn weight(findings: &[Finding]) -> (Option<crate::finding::Severity>, usize) {
 pub fn audit_request(contract: &Contract, request: &RequestView) -> Vec<Finding> {
     audit(contract, request).findings
 }
-
-/// The one JSON Schema error a request or response is not reported for: a value that fits
-/// more than one branch of a `oneOf`. Real specs (Zoom, Adyen, 1Password, ShipEngine, Jira)
-/// write `oneOf` over branches that overlap, so a value their servers accept fits two; no
-/// client drifts into that, and a value that fits no branch is still reported. `oneOf` is
-/// read as `anyOf` (docs/findings.md, readings).
-fn overlapping_branches(error: &jsonschema::ValidationError) -> bool {
-    matches!(
-        error.kind(),
-        jsonschema::error::ValidationErrorKind::OneOfMultipleValid { .. }
-    )
-}

@@ -3,6 +3,7 @@
 //! audit reads it; nothing re-parses the spec per request. Share it behind an `Arc`.
 
 mod compile;
+mod one_of;
 mod operation;
 mod resolve;
 mod response;

@@ -107,8 +107,7 @@ pub(super) fn check_value(
     // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
     if let Some(validator) = media.validator.as_ref().filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
-            let merge_omits = partial && matches!(error.kind(), ValidationErrorKind::Required { .. });
-            if merge_omits || super::overlapping_branches(&error) {
+            if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
                 continue;
             }
             if let Some(finding) = schema_finding(&error, top_level, shape.is_some()) {

@@ -344,16 +344,11 @@ fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
     if param.allow_empty && sent.text.as_str() == Some("") {
         return; // `allowEmptyValue: true`: `?pretty=` is the parameter sent without a value.
     }
-    let errors = |v| {
-        validator
-            .iter_errors(v)
-            .filter(|e| !super::overlapping_branches(e))
-    };
-    let valid = |v| validator.is_valid(v) || errors(v).next().is_none();
-    if valid(&sent.typed) || valid(&sent.text) {
+    if validator.is_valid(&sent.typed) || validator.is_valid(&sent.text) {
         return;
     }
-    let reason = errors(&sent.typed)
+    let reason = validator
+        .iter_errors(&sent.typed)
         .next()
         .map(|e| match e.kind() {
             jsonschema::error::ValidationErrorKind::Type { .. } => {

@@ -112,9 +112,6 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     let validator = compiled.map(|c| &c.validator);
     if let Some(validator) = validator.filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
-            if super::overlapping_branches(&error) {
-                continue;
-            }
             for f in schema_findings(&error, shape, value) {
                 push(f, out);
             }

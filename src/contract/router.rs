@@ -282,9 +282,15 @@ fn split_compound<'p>(template: &str, path: &'p str) -> Option<Vec<&'p str>> {
             // Two parameters with nothing between them (`{id}{mediaTypeExtension}`): the only
             // ones in real specs are a name and its file extension, split at the last dot.
             let adjacent = literal.is_empty() && rest.starts_with('{');
+            // Before the segment's last parameter, the separator's last occurrence: `{lat}.{format}`
+            // on `71.441.json` is `71.441` and `json`.
+            let after = &rest[literal.len()..];
+            let last = after.matches('{').count() == 1;
+            let suffix = after.rsplit_once('}').map_or("", |(_, s)| s);
             let end = match (literal.is_empty(), adjacent) {
                 (true, true) => value.rfind('.').unwrap_or(value.len()),
                 (true, false) => value.len(),
+                (false, _) if last => value.strip_suffix(suffix)?.rfind(literal)?,
                 (false, _) => value.find(literal)?,
             };
             values.push(&value[..end]);
@@ -459,6 +465,14 @@ mod tests {
             ["v1.2", ".json"]
         );
         assert_eq!(split_compound("/p/{id}{ext}", "/p/x").unwrap(), ["x", ""]);
+        assert_eq!(
+            split_compound("/m/{lat}.{format}", "/m/71.441.json").unwrap(),
+            ["71.441", "json"]
+        );
+        assert_eq!(
+            split_compound("/m/{a}.{b}.html", "/m/1.5.x.html").unwrap(),
+            ["1.5", "x"]
+        );
         assert_eq!(template_params("/a/{id}/b/{name}.json"), ["id", "name"]);
         let (path, keys) = split_route("/#X-Amz-Target=Svc.Op&Version={v}");
         assert_eq!(path, "/");

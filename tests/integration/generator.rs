@@ -85,7 +85,10 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
         let exploded = location == "query"
             && p.get("style").is_none_or(|s| s == "form")
             && p.get("explode") != Some(&json!(false));
-        let properties = p.get("schema").map(|s| deref(doc, s)).and_then(|s| s.get("properties"));
+        let properties = p
+            .get("schema")
+            .map(|s| deref(doc, s))
+            .and_then(|s| s.get("properties"));
         let collides = properties
             .and_then(Value::as_object)
             .is_some_and(|props| props.keys().any(|k| names.contains(&k.as_str())));
@@ -342,39 +345,8 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
     if let Some(v) = given.into_iter().flatten().find(|v| fits(s, ty, v)) {
         return v.clone();
     }
-    if let Some(all) = s.get("allOf").and_then(Value::as_array) {
-        let mut merged = Map::new();
-        let mut scalar = None;
-        // A branch that only annotates (`{"description": ...}` beside a `$ref`) adds no value.
-        let constrains = |b: &Value| {
-            let b = deref(doc, b);
-            [
-                "type",
-                "properties",
-                "items",
-                "allOf",
-                "oneOf",
-                "anyOf",
-                "enum",
-                "const",
-            ]
-            .iter()
-            .any(|k| b.get(*k).is_some())
-        };
-        for branch in all.iter().filter(|b| constrains(b)) {
-            match generate(doc, branch, depth + 1, top) {
-                Value::Object(o) => merged.extend(o),
-                other => scalar = Some(other),
-            }
-        }
-        let own = object(doc, s, depth, top);
-        for (k, v) in own {
-            merged.entry(k).or_insert(v);
-        }
-        return match scalar {
-            Some(v) if merged.is_empty() => v,
-            _ => Value::Object(merged),
-        };
+    if s.get("allOf").is_some_and(Value::is_array) {
+        return generate(doc, &merge_all_of(doc, s, 0), depth + 1, top);
     }
     for key in ["oneOf", "anyOf"] {
         let Some(branches) = s.get(key).and_then(Value::as_array) else {
@@ -490,6 +462,58 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
         "null" => json!(null),
         _ => string(s),
     }
+}
+
+/// `allOf` as one schema: the branches' `properties` joined (a property two branches declare
+/// is the `allOf` of both, so `from: {required: [email]}` refines the base's `from`), their
+/// `required` lists joined, and any other keyword from the first schema that has it. A value is
+/// generated once from the whole, so no branch overwrites another's field with a placeholder.
+fn merge_all_of(doc: &Value, s: &Value, depth: usize) -> Value {
+    let mut out = s.as_object().cloned().unwrap_or_default();
+    let Some(Value::Array(branches)) = out.remove("allOf") else {
+        return Value::Object(out);
+    };
+    for branch in &branches {
+        let branch = deref(doc, branch);
+        let branch = match branch.get("allOf") {
+            Some(_) if depth < 8 => merge_all_of(doc, branch, depth + 1),
+            _ => branch.clone(),
+        };
+        let Value::Object(map) = branch else { continue };
+        for (key, value) in map {
+            match (key.as_str(), out.get_mut(&key), value) {
+                ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+                    for (name, p) in theirs {
+                        match mine.get_mut(&name) {
+                            Some(existing) => {
+                                let read_only = [&*existing, &p]
+                                    .iter()
+                                    .any(|x| deref(doc, x).get("readOnly") == Some(&json!(true)));
+                                let both =
+                                    json!({"allOf": [existing.clone(), p], "readOnly": read_only});
+                                *existing = both;
+                            }
+                            None => {
+                                mine.insert(name, p);
+                            }
+                        }
+                    }
+                }
+                ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                    for name in theirs {
+                        if !mine.contains(&name) {
+                            mine.push(name);
+                        }
+                    }
+                }
+                (_, Some(_), _) => {}
+                (_, None, value) => {
+                    out.insert(key, value);
+                }
+            }
+        }
+    }
+    Value::Object(out)
 }
 
 fn type_of(s: &Value) -> &str {

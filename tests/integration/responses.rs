@@ -45,7 +45,8 @@ fn response_examples(doc: &Value, operation: &Value) -> Vec<(u16, String, String
 /// these are real drift between its examples and its schemas, which the response audit finds
 /// (every undeclared field is re-checked below against the raw schema; spot checks by name
 /// follow). The other specs carry no response examples; their responses are covered by the
-/// kinds tests and by the story tests.
+/// kinds tests and by the story tests. Nine examples of each GitHub spec fit two branches of
+/// a `oneOf` and are not reported since `oneOf` is read as `anyOf` (docs/findings.md).
 /// (spec, examples, examples with findings, findings by kind)
 type Pinned = (&'static str, usize, usize, &'static [(&'static str, usize)]);
 
@@ -55,28 +56,28 @@ const EXAMPLES: &[Pinned] = &[
     (
         "github/api.github.com.json.gz",
         1051,
-        236,
+        227,
         &[
             ("replace_will_drop_field", 1),
-            ("response_schema_violation", 519),
+            ("response_schema_violation", 510),
             ("undeclared_response_field", 116),
         ],
     ),
     (
         "github/ghes-3.17.json.gz",
         778,
-        161,
+        152,
         &[
-            ("response_schema_violation", 343),
+            ("response_schema_violation", 334),
             ("undeclared_response_field", 40),
         ],
     ),
     (
         "github/ghes-3.19.json.gz",
         835,
-        179,
+        170,
         &[
-            ("response_schema_violation", 365),
+            ("response_schema_violation", 356),
             ("undeclared_response_field", 50),
         ],
     ),
