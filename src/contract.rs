@@ -3,8 +3,8 @@
 //! audit reads it; nothing re-parses the spec per request. Share it behind an `Arc`.
 
 mod compile;
-mod one_of;
 mod operation;
+mod readings;
 mod resolve;
 mod response;
 mod router;

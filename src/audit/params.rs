@@ -53,7 +53,13 @@ fn check_path(op: &Operation, values: &[&str], out: &mut Vec<Finding>) {
         } else {
             ','
         };
-        let items: Vec<Cow<str>> = text.split(delimiter).map(Cow::Borrowed).collect();
+        // Only arrays and objects are delimited: `,4F` is one string (AWS WorkDocs' ids).
+        let items: Vec<Cow<str>> = match param.summary.ty {
+            FieldType::Array(_) | FieldType::Object => {
+                text.split(delimiter).map(Cow::Borrowed).collect()
+            }
+            _ => vec![Cow::Borrowed(text)],
+        };
         validate(param, &sent_from(param, items, param.explode), out);
     }
 }

@@ -25,7 +25,7 @@ const METHODS: [&str; 8] = [
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
     let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone());
     // Validators see `oneOf` as `anyOf`; operations and warnings keep the document's pointers.
-    let read = super::one_of::read_one_of_as_any_of(shared.clone());
+    let read = super::readings::read(shared.clone());
     let doc: &Value = &shared;
     let mut schemas = Schemas::new(read, &spec.source)?;
     let mut warnings = Warnings {

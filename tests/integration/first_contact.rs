@@ -106,6 +106,11 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
             "/either": {"get": {"operationId": "either", "parameters": [{"name": "image", "in": "query",
                 "schema": {"oneOf": [{"type": "integer"}, {"type": "integer", "minimum": 0}]}}],
                 "responses": {}}},
+            "/tsp/{tspId}/{rating}/{id}": {"get": {"operationId": "tsp", "responses": {}, "parameters": [
+                {"name": "tspId", "in": "path", "required": true, "schema": {"type": "string", "enum": [1, 2]}},
+                {"name": "rating", "in": "path", "required": true, "schema": {"type": "integer", "enum": ["1", "2"]}},
+                {"name": "id", "in": "path", "required": true, "schema": {"type": "string", "minLength": 2}},
+                {"name": "mixin", "in": "query", "schema": {"type": "array", "enum": ["live"], "items": {"type": "string"}}}]}},
             "/files/{name}{ext}": {"get": {"operationId": "file", "responses": {}, "parameters": [
                 {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "ext", "in": "path", "required": true, "schema": {"enum": [".json", ".xml"]}}]}}
@@ -136,6 +141,13 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
         // `oneOf` is read as `anyOf`: a value two branches take is accepted, none still is not.
         ("/either?image=5", &[]),
         ("/either?image=x", &["either param_type_mismatch image"]),
+        // An enum of another type than its schema's is read in that type; a string path
+        // value with a comma is one string; an array's enum of strings lists its items.
+        ("/tsp/1/2/%2C4F?mixin=live", &[]),
+        ("/tsp/3/2/ab", &["tsp param_type_mismatch tspId"]),
+        ("/tsp/1/3/ab", &["tsp param_type_mismatch rating"]),
+        ("/tsp/1/2/%2C", &["tsp param_type_mismatch id"]),
+        ("/tsp/1/2/ab?mixin=dead", &["tsp param_type_mismatch mixin"]),
         // Two path parameters with nothing between them: a name and its extension.
         ("/files/v1.2.json", &[]),
         ("/files/v1.2.yaml", &["file param_type_mismatch ext"]),

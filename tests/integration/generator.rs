@@ -200,14 +200,17 @@ fn param_value(doc: &Value, param: &Value, schema: &Value) -> Value {
         .unwrap_or_else(|| generate(doc, schema, 0, true))
 }
 
-/// A path parameter's schema with `minLength` at least 1: `/projects//experiments` reaches
-/// no operation on any server, though `minLength: 0` allows it.
+/// A path parameter's schema without the empty value: `/projects//experiments` reaches no
+/// operation on any server, though `minLength: 0` (or an `enum` with `""`) allows it.
 fn non_empty(doc: &Value, schema: &Value) -> Value {
     let mut s = deref(doc, schema).clone();
-    if let Some(map) = s.as_object_mut()
-        && map.get("minLength").and_then(Value::as_u64) == Some(0)
-    {
-        map.insert("minLength".into(), json!(1));
+    if let Some(map) = s.as_object_mut() {
+        if map.get("minLength").and_then(Value::as_u64).unwrap_or(0) == 0 {
+            map.insert("minLength".into(), json!(1));
+        }
+        if let Some(Value::Array(members)) = map.get_mut("enum") {
+            members.retain(|m| m != "");
+        }
     }
     s
 }

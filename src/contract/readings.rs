@@ -1,0 +1,286 @@
+//! Readings of real specs, applied to a copy of the document before validators compile (the
+//! operations and load warnings keep the document's own pointers). docs/findings.md lists
+//! them with the requests that show each.
+//!
+//! - `oneOf` is read as `anyOf`. Real specs (Zoom, Adyen, 1Password, ShipEngine, Jira, IX-API)
+//!   write `oneOf` over branches that overlap, so a value their servers accept fits two branches
+//!   and fails "exactly one", at the top of a body or deep inside a branch of another `oneOf`.
+//!   A client cannot drift into an overlap, and a value that fits no branch is still reported.
+//!   jsonschema has no switch for this, so the keyword is renamed, and every `$ref` that points
+//!   through a renamed `oneOf` is renamed with it. A `oneOf` beside an `anyOf` of its own is
+//!   left as it is.
+//! - An `enum` whose members are not of the schema's `type` lists them in that type:
+//!   `type: string, enum: [1, 2]` (Zoom's `tspId`) accepts `"1"`, `type: integer, enum: ["1"]`
+//!   (Trakt's `rating`) accepts `1`; no value could fit it as written, and on the wire (a path, a
+//!   query) the two spellings are one text. An `enum` of scalars on an array schema (BBC's
+//!   `mixin`) lists its items' values.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use percent_encoding::percent_decode_str;
+use serde_json::{Map, Value};
+
+use crate::spec::push_token;
+
+/// Keys whose values are data, not schemas: never walked.
+const DATA: [&str; 5] = ["example", "examples", "default", "enum", "const"];
+
+/// The document as read; not copied when no reading changes it.
+pub(super) fn read(mut doc: Arc<Value>) -> Arc<Value> {
+    let mut found = Found::default();
+    find(&doc, &mut String::new(), &mut found);
+    if found.one_ofs.is_empty() && !found.mistyped_enum {
+        return doc;
+    }
+    rename(Arc::make_mut(&mut doc), &mut String::new(), &found.one_ofs);
+    doc
+}
+
+#[derive(Default)]
+struct Found {
+    /// The pointer of every `oneOf` list that can be renamed.
+    one_ofs: HashSet<String>,
+    /// Whether some `enum` lists members of another type than its schema's.
+    mistyped_enum: bool,
+}
+
+fn find(value: &Value, pointer: &mut String, out: &mut Found) {
+    match value {
+        Value::Object(map) => {
+            out.mistyped_enum |= typed_enum(map).is_some();
+            for (key, child) in map {
+                if DATA.contains(&key.as_str()) || key.starts_with("x-") {
+                    continue;
+                }
+                let len = pointer.len();
+                push_token(pointer, key);
+                if key == "oneOf" && child.is_array() && !map.contains_key("anyOf") {
+                    out.one_ofs.insert(pointer.clone());
+                }
+                find(child, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                pointer.push_str(&format!("/{i}"));
+                find(item, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn rename(value: &mut Value, pointer: &mut String, renamed: &HashSet<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get_mut("$ref") {
+                *target = renamed_ref(target, renamed);
+            }
+            if let Some(fix) = typed_enum(map) {
+                fix.apply(map);
+            }
+            let mut one_of = false;
+            for (key, child) in map.iter_mut() {
+                if DATA.contains(&key.as_str()) || key.starts_with("x-") {
+                    continue;
+                }
+                let len = pointer.len();
+                push_token(pointer, key);
+                one_of |= key == "oneOf" && renamed.contains(pointer.as_str());
+                rename(child, pointer, renamed);
+                pointer.truncate(len);
+            }
+            if one_of && let Some(branches) = map.shift_remove("oneOf") {
+                map.insert("anyOf".into(), branches);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let len = pointer.len();
+                pointer.push_str(&format!("/{i}"));
+                rename(item, pointer, renamed);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How a schema's `enum` is read when its members are not of its `type`.
+enum EnumFix {
+    /// The members, each in the schema's type (those that have no such spelling left out).
+    Members(Vec<Value>),
+    /// An array's `enum` of scalars: moved into `items` (dropped if `items` has one).
+    ToItems,
+}
+
+impl EnumFix {
+    fn apply(self, map: &mut Map<String, Value>) {
+        match self {
+            EnumFix::Members(members) => {
+                map.insert("enum".into(), Value::Array(members));
+            }
+            EnumFix::ToItems => {
+                let members = map.shift_remove("enum").unwrap_or_default();
+                if let Some(Value::Object(items)) = map.get_mut("items") {
+                    items.entry("enum").or_insert(members);
+                }
+            }
+        }
+    }
+}
+
+/// The fix for `map`'s `enum`, or `None` when its members are of its `type` (or no `type`).
+fn typed_enum(map: &Map<String, Value>) -> Option<EnumFix> {
+    let ty = map.get("type")?.as_str()?;
+    let members = map.get("enum")?.as_array()?;
+    if ty == "array" {
+        return members
+            .iter()
+            .all(|m| !m.is_array() && !m.is_null())
+            .then_some(EnumFix::ToItems);
+    }
+    let fits = |m: &Value| m.is_null() || of_type(ty, m);
+    if members.iter().all(fits) {
+        return None;
+    }
+    let mut typed: Vec<Value> = Vec::new();
+    for member in members.iter().filter_map(|m| as_type(ty, m)) {
+        if !typed.contains(&member) {
+            typed.push(member);
+        }
+    }
+    (!typed.is_empty()).then_some(EnumFix::Members(typed))
+}
+
+fn of_type(ty: &str, v: &Value) -> bool {
+    match ty {
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "object" => v.is_object(),
+        _ => true,
+    }
+}
+
+/// `v` spelled in type `ty`, as a path or query carries it: `1` as `"1"`, `"1"` as `1`.
+fn as_type(ty: &str, v: &Value) -> Option<Value> {
+    if v.is_null() || of_type(ty, v) {
+        return Some(v.clone());
+    }
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        _ => return None,
+    };
+    match ty {
+        "string" => Some(Value::String(text)),
+        "integer" => text.parse::<i64>().ok().map(Value::from),
+        "number" => text
+            .parse::<f64>()
+            .ok()
+            .and_then(|n| serde_json::Number::from_f64(n))
+            .map(Value::Number),
+        "boolean" => text.parse::<bool>().ok().map(Value::Bool),
+        _ => None,
+    }
+}
+
+/// `#/a/oneOf/0` as `#/a/anyOf/0` where `/a/oneOf` was renamed. Each token is compared
+/// percent-decoded (`%7Bid%7D`) and written back as it was.
+fn renamed_ref(target: &str, renamed: &HashSet<String>) -> String {
+    let Some(fragment) = target.strip_prefix('#') else {
+        return target.to_string();
+    };
+    let mut decoded = String::new();
+    let mut out = String::from("#");
+    for (i, token) in fragment.split('/').enumerate() {
+        if i > 0 {
+            decoded.push('/');
+            out.push('/');
+        }
+        decoded.push_str(&percent_decode_str(token).decode_utf8_lossy());
+        if token == "oneOf" && renamed.contains(&decoded) {
+            out.push_str("anyOf");
+        } else {
+            out.push_str(token);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn one_of_and_the_refs_through_it_are_renamed() {
+        let doc = Arc::new(json!({"components": {"schemas": {
+            "A": {"oneOf": [{"type": "string"}, {"properties": {"oneOf": {"type": "string"}}}]},
+            "B": {"$ref": "#/components/schemas/A/oneOf/1"},
+            "C": {"anyOf": [{"type": "object"}], "oneOf": [{"required": ["a"]}]},
+            "D": {"$ref": "#/components/schemas/C/oneOf/0"},
+            "E": {"example": {"oneOf": [1]}}
+        }}}));
+        let out = read(doc);
+        let s = &out["components"]["schemas"];
+        assert_eq!(s["A"].get("oneOf"), None);
+        assert_eq!(
+            s["A"]["anyOf"][1]["properties"]["oneOf"],
+            json!({"type": "string"})
+        );
+        assert_eq!(s["B"]["$ref"], "#/components/schemas/A/anyOf/1");
+        assert_eq!(s["C"]["oneOf"], json!([{"required": ["a"]}]));
+        assert_eq!(s["D"]["$ref"], "#/components/schemas/C/oneOf/0");
+        assert_eq!(s["E"]["example"], json!({"oneOf": [1]}));
+    }
+
+    #[test]
+    fn an_enum_of_another_type_is_read_in_the_schema_s_type() {
+        let doc = Arc::new(json!({"components": {"schemas": {
+            "Tsp": {"type": "string", "enum": [1, 2]},
+            "Rating": {"type": "integer", "enum": ["1", "2", "x", null]},
+            "Mixin": {"type": "array", "enum": ["live", "promotions"], "items": {"type": "string"}},
+            "Tagged": {"type": "array", "enum": ["a"], "items": {"enum": ["b"]}},
+            "Fine": {"type": ["string", "null"], "enum": [1]}
+        }}}));
+        let out = read(doc);
+        let s = &out["components"]["schemas"];
+        assert_eq!(s["Tsp"]["enum"], json!(["1", "2"]));
+        assert_eq!(s["Rating"]["enum"], json!([1, 2, null]));
+        assert_eq!(
+            s["Mixin"],
+            json!({"type": "array", "items": {"type": "string", "enum": ["live", "promotions"]}})
+        );
+        assert_eq!(
+            s["Tagged"],
+            json!({"type": "array", "items": {"enum": ["b"]}})
+        );
+        assert_eq!(
+            s["Fine"]["enum"],
+            json!([1]),
+            "a type list is left as written"
+        );
+    }
+
+    #[test]
+    fn a_document_without_one_of_is_not_copied() {
+        let doc = Arc::new(json!({"components": {"schemas": {"A": {"anyOf": [true]}}}}));
+        assert!(Arc::ptr_eq(&doc, &read(doc.clone())));
+    }
+
+    #[test]
+    fn percent_encoded_tokens_are_compared_decoded() {
+        let renamed = HashSet::from(["/paths/~1a~1{id}/post/oneOf".to_string()]);
+        assert_eq!(
+            renamed_ref("#/paths/~1a~1%7Bid%7D/post/oneOf/0", &renamed),
+            "#/paths/~1a~1%7Bid%7D/post/anyOf/0"
+        );
+    }
+}
