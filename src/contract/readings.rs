@@ -184,7 +184,7 @@ fn as_type(ty: &str, v: &Value) -> Option<Value> {
         "number" => text
             .parse::<f64>()
             .ok()
-            .and_then(|n| serde_json::Number::from_f64(n))
+            .and_then(serde_json::Number::from_f64)
             .map(Value::Number),
         "boolean" => text.parse::<bool>().ok().map(Value::Bool),
         _ => None,
