@@ -59,6 +59,9 @@ FIRST_CONTACT = [
  ("one_of_overlap", "src/contract/compile.rs", "let read = super::readings::read(shared.clone());", "let read = shared.clone();"),
  ("typed_enum", "src/contract/readings.rs", "            if let Some(fix) = typed_enum(map) {", "            if let Some(fix) = typed_enum(map).filter(|_| false) {"),
  ("path_string_with_comma", "src/audit/params.rs", "            _ => vec![Cow::Borrowed(text)],", "            _ => text.split(delimiter).map(Cow::Borrowed).collect(),"),
+ ("repeated_array_property", "src/audit/params.rs", "(Some(Value::Array(items)), Value::Array(more)) => items.extend(more),", "(Some(Value::Array(_)), Value::Array(_)) => {}"),
+ ("object_item_as_json", "src/audit/params.rs", "json @ Value::Object(_) => Value::Array(vec![json]),", "json @ Value::Object(_) => json,"),
+ ("required_free_form", "src/audit/params.rs", "            !(p.free_form && p.style == Style::Form", "            !(false && p.style == Style::Form"),
  ("adjacent_params", "src/contract/router.rs", "(true, true) => value.rfind('.').unwrap_or(value.len()),", "(true, true) => value.len(),"),
 ]
 def run_mutations(mutations, names, test_filter):

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::coerce::{guess, observed_type, scalar};
 use super::suggest::did_you_mean;
@@ -101,6 +101,16 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
         for ((key, _), used) in pairs.iter().zip(used.iter_mut()) {
             *used |= *key == name;
         }
+    }
+    // A required exploded object that takes any key (AWS's `Attributes`, sent as
+    // `Attributes.entry.1.key=...`) is sent when a key no other parameter takes is there.
+    if used.contains(&false) {
+        missing.retain(|p| {
+            !(p.free_form
+                && p.style == Style::Form
+                && p.explode
+                && p.summary.ty == FieldType::Object)
+        });
     }
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();
     if !free_form && !op.open_query && used.contains(&false) {
@@ -251,8 +261,22 @@ fn exploded_object(
     for (i, (key, value)) in pairs.iter().enumerate() {
         if param.properties.iter().any(|(p, _)| p == key) {
             used[i] = true;
-            typed.insert(key.to_string(), property_value(param, key, value));
-            text.insert(key.to_string(), Value::String(value.to_string()));
+            let value_typed = property_value(param, key, value);
+            // An array property's text form is its items as strings, like its typed form.
+            let value_text = match &value_typed {
+                Value::Array(items) if items.len() == 1 => json!([value.as_ref()]),
+                Value::Array(_) => value.split(',').map(Value::from).collect(),
+                _ => Value::String(value.to_string()),
+            };
+            // An array property sent once per item (`Accounts=1&Accounts=2`) is all of them.
+            for (map, v) in [(&mut typed, value_typed), (&mut text, value_text)] {
+                match (map.get_mut(key.as_ref()), v) {
+                    (Some(Value::Array(items)), Value::Array(more)) => items.extend(more),
+                    (_, v) => {
+                        map.insert(key.to_string(), v);
+                    }
+                }
+            }
         }
     }
     (!typed.is_empty()).then(|| Sent {
@@ -268,7 +292,15 @@ fn property_value(param: &Param, prop: &str, raw: &str) -> Value {
     match param.properties.iter().find(|(name, _)| name == prop) {
         // `filter[id]=1,2` for an array property: its items, comma-separated (or JSON text).
         Some((_, ty @ FieldType::Array(item))) => match scalar(raw, ty) {
+            // An array of arrays sent one item per key: `["a","b"]` is one item.
+            Value::Array(inner)
+                if matches!(**item, FieldType::Array(_)) && !inner.iter().all(Value::is_array) =>
+            {
+                Value::Array(vec![Value::Array(inner)])
+            }
             json @ Value::Array(_) => json,
+            // One object item as JSON text, its key repeated for the others.
+            json @ Value::Object(_) => Value::Array(vec![json]),
             _ => Value::Array(raw.split(',').map(|s| scalar(s, item)).collect()),
         },
         Some((_, ty)) => scalar(raw, ty),
@@ -356,11 +388,14 @@ fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
     let reason = validator
         .iter_errors(&sent.typed)
         .next()
-        .map(|e| match e.kind() {
-            jsonschema::error::ValidationErrorKind::Type { .. } => {
+        .map(|e| match (e.kind(), e.instance_path().as_str()) {
+            (jsonschema::error::ValidationErrorKind::Type { .. }, "") => {
                 format!("expected {}, got {}", param.summary, sent.observed)
             }
-            _ => e.masked().to_string(),
+            (_, "") => e.masked().to_string(),
+            // Inside an object or array value: where, so that "expected object, got object"
+            // never stands for a wrong property.
+            (_, at) => format!("at `{at}`: {}", e.masked()),
         })
         .unwrap_or_default();
     out.push(

@@ -111,6 +111,12 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
                 {"name": "rating", "in": "path", "required": true, "schema": {"type": "integer", "enum": ["1", "2"]}},
                 {"name": "id", "in": "path", "required": true, "schema": {"type": "string", "minLength": 2}},
                 {"name": "mixin", "in": "query", "schema": {"type": "array", "enum": ["live"], "items": {"type": "string"}}}]}},
+            "/aws": {"get": {"operationId": "aws", "responses": {}, "parameters": [
+                {"name": "Targets", "in": "query", "required": true, "schema": {"type": "object", "properties": {
+                    "Accounts": {"type": "array", "items": {"type": "string", "pattern": "^[0-9]{12}$"}},
+                    "Rules": {"type": "array", "items": {"type": "object", "required": ["Arn"]}},
+                    "Pairs": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}}}},
+                {"name": "Attributes", "in": "query", "required": true, "schema": {"type": "object"}}]}},
             "/files/{name}{ext}": {"get": {"operationId": "file", "responses": {}, "parameters": [
                 {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "ext", "in": "path", "required": true, "schema": {"enum": [".json", ".xml"]}}]}}
@@ -148,6 +154,25 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
         ("/tsp/1/3/ab", &["tsp param_type_mismatch rating"]),
         ("/tsp/1/2/%2C", &["tsp param_type_mismatch id"]),
         ("/tsp/1/2/ab?mixin=dead", &["tsp param_type_mismatch mixin"]),
+        // An exploded object's array property, its key once per item (AWS's query APIs): strings,
+        // objects and arrays as JSON text; a required object that takes any key is sent when a
+        // key no other parameter takes is there.
+        (
+            "/aws?Accounts=401301656279&Accounts=401301656280&Rules=%7B%22Arn%22%3A%22a%22%7D&Pairs=%5B%22a%22%5D&Attributes.entry.1.key=k",
+            &[],
+        ),
+        (
+            "/aws?Accounts=401301656279&Accounts=4013&Attributes.entry.1.key=k",
+            &["aws param_type_mismatch Targets"],
+        ),
+        (
+            "/aws?Rules=%7B%7D&Attributes.entry.1.key=k",
+            &["aws param_type_mismatch Targets"],
+        ),
+        (
+            "/aws?Accounts=401301656279",
+            &["aws missing_required_param Attributes"],
+        ),
         // Two path parameters with nothing between them: a name and its extension.
         ("/files/v1.2.json", &[]),
         ("/files/v1.2.yaml", &["file param_type_mismatch ext"]),

@@ -103,6 +103,19 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
                 (generate(doc, &media["schema"], 0, false), true)
             }
         };
+        // A required object that takes any key and declares none is sent with one of ours: an
+        // empty object serializes to nothing, the same as leaving it out.
+        let value = match value {
+            Value::Object(map) if map.is_empty() && required => {
+                let open = p["schema"].get("additionalProperties") != Some(&json!(false));
+                if open {
+                    json!({"key1": "x"})
+                } else {
+                    Value::Object(map)
+                }
+            }
+            other => other,
+        };
         let style = p.get("style").and_then(Value::as_str).unwrap_or(
             if matches!(location, "query" | "cookie") {
                 "form"
@@ -301,9 +314,18 @@ fn query_pairs(name: &str, value: &Value, style: &str, explode: bool) -> Vec<Str
             .iter()
             .map(|(k, v)| format!("{n}%5B{}%5D={}", enc(k), enc(&text(v))))
             .collect(),
+        // An array property once per item (`Accounts=1&Accounts=2`); OpenAPI leaves nested
+        // values undefined, and this is how AWS's query APIs send them.
         (Value::Object(map), "form", true) => map
             .iter()
-            .map(|(k, v)| format!("{}={}", enc(k), enc(&text(v))))
+            .flat_map(|(k, v)| {
+                match v {
+                    Value::Array(items) => items.iter().map(text).collect(),
+                    other => vec![text(other)],
+                }
+                .into_iter()
+                .map(move |v| format!("{}={}", enc(k), enc(&v)))
+            })
             .collect(),
         (Value::Object(_), "spaceDelimited", _) => {
             vec![format!("{n}={}", enc(&joined(value, " ")))]
@@ -566,24 +588,37 @@ fn pattern(s: &Value) -> Option<regex::Regex> {
 }
 
 /// rand_regex generates from unanchored patterns only (a sample of the unanchored pattern
-/// matches the anchored one too), and reads `\\d` as Unicode where ECMA-262 means ASCII.
+/// matches the anchored one too), and reads `\d` as Unicode where ECMA-262 means ASCII. An
+/// escaped backslash (`\\d` is a backslash and a `d`) is kept as it is.
 fn strip_anchors(p: &str) -> String {
-    let p = p
-        .replace("\\d", "[0-9]")
-        .replace("\\w", "[A-Za-z0-9_]")
-        .replace("\\s", "[ ]");
     let chars: Vec<char> = p.chars().collect();
     let mut out = String::new();
-    for (i, c) in chars.iter().enumerate() {
-        let escaped = i > 0 && chars[i - 1] == '\\';
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' && i + 1 < chars.len() {
+            match chars[i + 1] {
+                'd' => out.push_str("[0-9]"),
+                'w' => out.push_str("[A-Za-z0-9_]"),
+                's' => out.push_str("[ ]"),
+                n => {
+                    out.push(c);
+                    out.push(n);
+                }
+            }
+            i += 2;
+            continue;
+        }
+        let after_open = i > 0 && matches!(chars[i - 1], '|' | '(') && !out.ends_with("\\(");
         let drop = match c {
-            '^' => !escaped && (i == 0 || matches!(chars[i - 1], '|' | '(')),
-            '$' => !escaped && (i + 1 == chars.len() || matches!(chars[i + 1], '|' | ')')),
+            '^' => i == 0 || after_open,
+            '$' => i + 1 == chars.len() || matches!(chars[i + 1], '|' | ')'),
             _ => false,
         };
         if !drop {
-            out.push(*c);
+            out.push(c);
         }
+        i += 1;
     }
     out
 }
@@ -713,9 +748,13 @@ fn string(s: &Value) -> Value {
         let generator = rand_regex::Regex::compile(&strip_anchors(p), 6)
             .unwrap_or_else(|e| panic!("pattern {p}: {e}"));
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        // Samples of a pattern rand_regex only approximates (anchors inside groups, escapes it
+        // reads otherwise) are kept only where the pattern, as jsonschema runs it, matches.
+        let matches = |t: &String| jsonschema::is_valid(&json!({"pattern": p}), &json!(t));
         let hit = (0..200)
             .map(|_| rng.sample::<String, _>(&generator))
-            .find(|t| (min..=max).contains(&t.chars().count()));
+            .filter(|t| (min..=max).contains(&t.chars().count()))
+            .find(matches);
         return json!(
             hit.unwrap_or_else(|| panic!("pattern {p}: no sample within length {min}..={max}"))
         );
