@@ -11,7 +11,61 @@ use super::bundle::{EXTERNAL, NAME_MAPS, is_literal_key};
 
 /// Normalize every schema in a bundled 3.0 document.
 pub(crate) fn normalize_document(doc: &mut Value) {
+    mark_read_only_refs(doc);
     walk_document(doc, false);
+}
+
+/// A property that is a `$ref` to a `readOnly` schema (InfluxDB's `self: {$ref: Link}`) is
+/// read-only too: the mark is copied beside the `$ref`, so that the property leaves `required`
+/// like one marked in place.
+fn mark_read_only_refs(doc: &mut Value) {
+    let mut marks = Vec::new();
+    find_read_only_refs(doc, doc, &mut String::new(), &mut marks);
+    for pointer in marks {
+        if let Some(Value::Object(property)) = doc.pointer_mut(&pointer) {
+            property.insert("readOnly".into(), Value::Bool(true));
+        }
+    }
+}
+
+fn find_read_only_refs(doc: &Value, value: &Value, pointer: &mut String, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                for (name, property) in properties {
+                    let target = property
+                        .get("$ref")
+                        .and_then(Value::as_str)
+                        .and_then(|r| r.strip_prefix('#'))
+                        .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy())
+                        .and_then(|p| doc.pointer(&p));
+                    if target.is_some_and(|t| t.get("readOnly") == Some(&Value::Bool(true))) {
+                        let mut at = format!("{pointer}/properties");
+                        super::push_token(&mut at, name);
+                        out.push(at);
+                    }
+                }
+            }
+            for (key, child) in map {
+                if is_literal_key(key) {
+                    continue;
+                }
+                let len = pointer.len();
+                super::push_token(pointer, key);
+                find_read_only_refs(doc, child, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                pointer.push_str(&format!("/{i}"));
+                find_read_only_refs(doc, item, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn walk_document(value: &mut Value, in_names: bool) {
@@ -188,6 +242,22 @@ mod tests {
     fn norm(mut v: Value) -> Value {
         normalize_schema(&mut v);
         v
+    }
+
+    #[test]
+    fn a_property_referring_to_a_read_only_schema_leaves_required() {
+        let mut doc = json!({"components": {"schemas": {
+            "Link": {"type": "string", "readOnly": true},
+            "Links": {"type": "object", "required": ["self", "next"], "properties": {
+                "self": {"$ref": "#/components/schemas/Link"},
+                "next": {"type": "string"}
+            }}
+        }}});
+        normalize_document(&mut doc);
+        assert_eq!(
+            doc["components"]["schemas"]["Links"]["required"],
+            json!(["next"])
+        );
     }
 
     #[test]

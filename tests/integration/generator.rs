@@ -439,7 +439,10 @@ fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
         "object" => Value::Object(object(doc, s, depth, top)),
         "array" => {
             // Two items, so that delimited styles (`a,b`, `a|b`) are really split.
-            let max = s.get("maxItems").and_then(Value::as_u64).unwrap_or(2);
+            let max = s
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(u64::MAX);
             let min = s
                 .get("minItems")
                 .and_then(Value::as_u64)
