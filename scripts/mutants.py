@@ -62,6 +62,8 @@ FIRST_CONTACT = [
  ("repeated_array_property", "src/audit/params.rs", "(Some(Value::Array(items)), Value::Array(more)) => items.extend(more),", "(Some(Value::Array(_)), Value::Array(_)) => {}"),
  ("object_item_as_json", "src/audit/params.rs", "json @ Value::Object(_) => Value::Array(vec![json]),", "json @ Value::Object(_) => json,"),
  ("required_free_form", "src/audit/params.rs", "            !(p.free_form && p.style == Style::Form", "            !(false && p.style == Style::Form"),
+ ("json_path_not_split", "src/audit/params.rs", "            _ if param.json_content => vec![Cow::Borrowed(text)],\n", ""),
+ ("json_header_not_split", "src/audit/params.rs", "        _ if param.json_content => vec![Cow::Borrowed(raw.trim())],\n", ""),
  ("adjacent_params", "src/contract/router.rs", "(true, true) => value.rfind('.').unwrap_or(value.len()),", "(true, true) => value.len(),"),
 ]
 def run_mutations(mutations, names, test_filter):

@@ -55,6 +55,7 @@ fn check_path(op: &Operation, values: &[&str], out: &mut Vec<Finding>) {
         };
         // Only arrays and objects are delimited: `,4F` is one string (AWS WorkDocs' ids).
         let items: Vec<Cow<str>> = match param.summary.ty {
+            _ if param.json_content => vec![Cow::Borrowed(text)],
             FieldType::Array(_) | FieldType::Object => {
                 text.split(delimiter).map(Cow::Borrowed).collect()
             }
@@ -170,6 +171,8 @@ fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) 
 /// string is taken whole (`x-fapi-auth-date: Mon, 01 Jan 2026 ...` holds commas).
 fn split<'r>(param: &Param, raw: &'r str) -> Vec<Cow<'r, str>> {
     match param.summary.ty {
+        // JSON text (`content: application/json`): its commas are its own.
+        _ if param.json_content => vec![Cow::Borrowed(raw.trim())],
         FieldType::Array(_) | FieldType::Object => {
             raw.split(',').map(|s| Cow::Borrowed(s.trim())).collect()
         }
@@ -331,7 +334,16 @@ fn sent_from(param: &Param, items: Vec<Cow<str>>, pairs_with_eq: bool) -> Sent {
             observed: "array<string>".into(),
         },
         FieldType::Array(item) => {
-            let typed = items.iter().map(|s| scalar(s, item)).collect();
+            // Items that are arrays or objects, as JSON text: the commas inside them are not
+            // delimiters (`[1,2]` is one item, `["a"],["b"]` two).
+            let nested = matches!(**item, FieldType::Array(_) | FieldType::Object);
+            let sequence = nested
+                .then(|| serde_json::from_str::<Vec<Value>>(&format!("[{}]", items.join(","))).ok())
+                .flatten();
+            let typed = match sequence {
+                Some(values) => values,
+                None => items.iter().map(|s| scalar(s, item)).collect(),
+            };
             let text = items.iter().map(|s| Value::String(s.to_string())).collect();
             let observed = items
                 .iter()

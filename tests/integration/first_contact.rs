@@ -117,6 +117,11 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
                     "Rules": {"type": "array", "items": {"type": "object", "required": ["Arn"]}},
                     "Pairs": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}}}},
                 {"name": "Attributes", "in": "query", "required": true, "schema": {"type": "object"}}]}},
+            "/f(ids={ids})": {"get": {"operationId": "odata", "responses": {}, "parameters": [
+                {"name": "ids", "in": "path", "required": true, "content": {"application/json": {
+                    "schema": {"type": "array", "items": {"type": "string"}}}}},
+                {"name": "meta", "in": "header", "content": {"application/json": {
+                    "schema": {"type": "object", "properties": {"a": {"type": "array"}}}}}}]}},
             "/files/{name}{ext}": {"get": {"operationId": "file", "responses": {}, "parameters": [
                 {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "ext", "in": "path", "required": true, "schema": {"enum": [".json", ".xml"]}}]}}
@@ -177,7 +182,32 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
         ("/files/v1.2.json", &[]),
         ("/files/v1.2.yaml", &["file param_type_mismatch ext"]),
     ];
+    // JSON text (`content: application/json`) in a path or a header: its commas are its own.
+    let meta = |v: &'static str| [("meta", v)];
+    let json_cases: &[(&str, &[(&str, &str)], &[&str])] = &[
+        (
+            "/f(ids=%5B%22a%22%2C%22b%22%5D)",
+            &meta(r#"{"a":[1,2]}"#),
+            &[],
+        ),
+        (
+            "/f(ids=%5B1%2C2%5D)",
+            &[],
+            &["odata param_type_mismatch ids"],
+        ),
+        (
+            "/f(ids=%5B%22a%22%5D)",
+            &meta(r#"{"a":1}"#),
+            &["odata param_type_mismatch meta"],
+        ),
+    ];
     let mut problems = Vec::new();
+    for (target, headers, want) in json_cases {
+        let got = errors(&c, "GET", target, headers);
+        if got != *want {
+            problems.push(format!("{target}: got {got:?}, want {want:?}"));
+        }
+    }
     for (target, want) in cases {
         let got = errors(&c, "GET", target, &[]);
         if got != *want {

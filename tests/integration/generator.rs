@@ -80,8 +80,9 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
         if !required && p.get("schema").is_some_and(|s| !satisfiable(doc, s)) {
             continue;
         }
-        // An optional exploded object whose property is also a parameter's name (AWS's
-        // `LaunchTemplate.Version` beside `Version`): no serialization tells the two apart.
+        // An optional exploded object whose property is also a parameter's name or another
+        // object's property (AWS's `LaunchTemplate.Version` beside `Version`, EC2's three
+        // `{Value}` objects): no serialization tells them apart.
         let exploded = location == "query"
             && p.get("style").is_none_or(|s| s == "form")
             && p.get("explode") != Some(&json!(false));
@@ -89,9 +90,19 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
             .get("schema")
             .map(|s| deref(doc, s))
             .and_then(|s| s.get("properties"));
+        let elsewhere = |k: &str| {
+            names.contains(&k)
+                || params.iter().filter(|q| !std::ptr::eq(**q, p)).any(|q| {
+                    let props = q
+                        .get("schema")
+                        .map(|s| deref(doc, s))
+                        .and_then(|s| s.get("properties"));
+                    props.is_some_and(|props| props.get(k).is_some())
+                })
+        };
         let collides = properties
             .and_then(Value::as_object)
-            .is_some_and(|props| props.keys().any(|k| names.contains(&k.as_str())));
+            .is_some_and(|props| props.keys().any(|k| elsewhere(k)));
         if !required && exploded && collides {
             continue;
         }
@@ -128,6 +139,9 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
             .and_then(Value::as_bool)
             .unwrap_or(style == "form");
         match location {
+            "path" if json_content => {
+                path = path.replace(&format!("{{{name}}}"), &enc_path(&value.to_string()))
+            }
             "path" => {
                 path = path.replace(
                     &format!("{{{name}}}"),
@@ -136,7 +150,9 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
             }
             "query" if json_content => query.push(format!("{name}={}", enc(&value.to_string()))),
             "query" => query.extend(query_pairs(name, &value, style, explode)),
+            "header" if json_content => headers.push((name.to_string(), value.to_string())),
             "header" => headers.push((name.to_string(), joined(&value, ","))),
+            "cookie" if json_content => cookies.push(format!("{name}={}", enc(&value.to_string()))),
             "cookie" => cookies.push(format!("{name}={}", joined(&value, ","))),
             _ => unreachable!(),
         }
@@ -309,6 +325,16 @@ fn path_value(name: &str, value: &Value, style: &str, explode: bool) -> String {
 
 fn query_pairs(name: &str, value: &Value, style: &str, explode: bool) -> Vec<String> {
     let n = enc(name);
+    // A query has no spelling for null: a nullable property sent as null is left out.
+    let value = &match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
     match (value, style, explode) {
         (Value::Object(map), "deepObject", _) => map
             .iter()
@@ -347,7 +373,7 @@ fn query_pairs(name: &str, value: &Value, style: &str, explode: bool) -> Vec<Str
 /// writable property is sent (a replace write must not omit any); deeper, only required ones.
 fn generate(doc: &Value, schema: &Value, depth: usize, top: bool) -> Value {
     let s = deref(doc, schema);
-    if depth > 12 {
+    if depth > 16 {
         return json!(null);
     }
     if let Some(c) = s.get("const") {
@@ -566,8 +592,13 @@ fn type_of(s: &Value) -> &str {
 fn fits(s: &Value, ty: &str, v: &Value) -> bool {
     let type_ok = match (ty, v) {
         ("string", Value::String(text)) => {
+            let chars = text.chars().count() as u64;
             pattern(s).is_none_or(|p| p.is_match(text))
-                && text.len() as u64 >= s.get("minLength").and_then(Value::as_u64).unwrap_or(0)
+                && chars >= s.get("minLength").and_then(Value::as_u64).unwrap_or(0)
+                && chars
+                    <= s.get("maxLength")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(u64::MAX)
         }
         ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
         ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) => true,
@@ -582,6 +613,9 @@ fn fits(s: &Value, ty: &str, v: &Value) -> bool {
         && s.get("minimum")
             .and_then(Value::as_f64)
             .is_none_or(|m| v.as_f64().is_none_or(|x| x >= m))
+        && s.get("maximum")
+            .and_then(Value::as_f64)
+            .is_none_or(|m| v.as_f64().is_none_or(|x| x <= m))
 }
 
 fn pattern(s: &Value) -> Option<regex::Regex> {

@@ -46,7 +46,8 @@ fn response_examples(doc: &Value, operation: &Value) -> Vec<(u16, String, String
 /// (every undeclared field is re-checked below against the raw schema; spot checks by name
 /// follow). The other specs carry no response examples; their responses are covered by the
 /// kinds tests and by the story tests. Nine examples of each GitHub spec fit two branches of
-/// a `oneOf` and are not reported since `oneOf` is read as `anyOf` (docs/findings.md).
+/// a `oneOf` and are not reported since `oneOf` is read as `anyOf` (docs/findings.md); in
+/// each GHES spec one more leaves out a required property whose `$ref` target is `readOnly`.
 /// (spec, examples, examples with findings, findings by kind)
 type Pinned = (&'static str, usize, usize, &'static [(&'static str, usize)]);
 
@@ -66,18 +67,18 @@ const EXAMPLES: &[Pinned] = &[
     (
         "github/ghes-3.17.json.gz",
         778,
-        152,
+        151,
         &[
-            ("response_schema_violation", 334),
+            ("response_schema_violation", 331),
             ("undeclared_response_field", 40),
         ],
     ),
     (
         "github/ghes-3.19.json.gz",
         835,
-        170,
+        169,
         &[
-            ("response_schema_violation", 356),
+            ("response_schema_violation", 353),
             ("undeclared_response_field", 50),
         ],
     ),
