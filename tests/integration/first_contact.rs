@@ -184,7 +184,8 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
     ];
     // JSON text (`content: application/json`) in a path or a header: its commas are its own.
     let meta = |v: &'static str| [("meta", v)];
-    let json_cases: &[(&str, &[(&str, &str)], &[&str])] = &[
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let json_cases: &[Case] = &[
         (
             "/f(ids=%5B%22a%22%2C%22b%22%5D)",
             &meta(r#"{"a":[1,2]}"#),
