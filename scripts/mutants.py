@@ -64,6 +64,7 @@ FIRST_CONTACT = [
  ("required_free_form", "src/audit/params.rs", "            !(p.free_form && p.style == Style::Form", "            !(false && p.style == Style::Form"),
  ("json_path_not_split", "src/audit/params.rs", "            _ if param.json_content => vec![Cow::Borrowed(text)],\n", ""),
  ("json_header_not_split", "src/audit/params.rs", "        _ if param.json_content => vec![Cow::Borrowed(raw.trim())],\n", ""),
+ ("own_name_first", "src/audit/params.rs", "if property && !names.contains(&key.as_ref()) {", "if property {"),
  ("adjacent_params", "src/contract/router.rs", "(true, true) => value.rfind('.').unwrap_or(value.len()),", "(true, true) => value.len(),"),
 ]
 def run_mutations(mutations, names, test_filter):

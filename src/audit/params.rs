@@ -70,6 +70,12 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     let mut used = vec![false; pairs.len()];
     let mut missing = Vec::new();
     let mut free_form = false;
+    // A key that is a parameter's own name is that parameter's, never an exploded object's
+    // property (EC2: `Value` beside three `{Value}` objects).
+    let names: Vec<&str> = op
+        .params_in(Location::Query)
+        .map(|p| p.name.as_str())
+        .collect();
     for param in op.params_in(Location::Query) {
         let sent = match param.style {
             // deepObject is defined for objects; on an array, a primitive or an `anyOf` of an
@@ -80,7 +86,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
             }
             Style::Form if param.explode && param.summary.ty == FieldType::Object => {
                 free_form |= param.free_form;
-                exploded_object(param, &pairs, &mut used)
+                exploded_object(param, &pairs, &mut used, &names)
             }
             _ => by_name(param, &pairs, &mut used),
         };
@@ -258,11 +264,13 @@ fn exploded_object(
     param: &Param,
     pairs: &[(Cow<str>, Cow<str>)],
     used: &mut [bool],
+    names: &[&str],
 ) -> Option<Sent> {
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
-        if param.properties.iter().any(|(p, _)| p == key) {
+        let property = param.properties.iter().any(|(p, _)| p == key);
+        if property && !names.contains(&key.as_ref()) {
             used[i] = true;
             let value_typed = property_value(param, key, value);
             // An array property's text form is its items as strings, like its typed form.

@@ -122,6 +122,10 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
                     "schema": {"type": "array", "items": {"type": "string"}}}}},
                 {"name": "meta", "in": "header", "content": {"application/json": {
                     "schema": {"type": "object", "properties": {"a": {"type": "array"}}}}}}]}},
+            "/ec2": {"get": {"operationId": "ec2", "responses": {}, "parameters": [
+                {"name": "Value", "in": "query", "schema": {"type": "string"}},
+                {"name": "Check", "in": "query", "schema": {"type": "object", "properties": {
+                    "Value": {"type": "boolean"}, "Mode": {"type": "integer"}}}}]}},
             "/files/{name}{ext}": {"get": {"operationId": "file", "responses": {}, "parameters": [
                 {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "ext", "in": "path", "required": true, "schema": {"enum": [".json", ".xml"]}}]}}
@@ -178,6 +182,9 @@ fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
             "/aws?Accounts=401301656279",
             &["aws missing_required_param Attributes"],
         ),
+        // A key that is a parameter's own name is that parameter's, not an object's property.
+        ("/ec2?Value=x", &[]),
+        ("/ec2?Value=x&Mode=no", &["ec2 param_type_mismatch Check"]),
         // Two path parameters with nothing between them: a name and its extension.
         ("/files/v1.2.json", &[]),
         ("/files/v1.2.yaml", &["file param_type_mismatch ext"]),

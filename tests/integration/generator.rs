@@ -593,7 +593,7 @@ fn fits(s: &Value, ty: &str, v: &Value) -> bool {
     let type_ok = match (ty, v) {
         ("string", Value::String(text)) => {
             let chars = text.chars().count() as u64;
-            pattern(s).is_none_or(|p| p.is_match(text))
+            matches_pattern(s, text)
                 && chars >= s.get("minLength").and_then(Value::as_u64).unwrap_or(0)
                 && chars
                     <= s.get("maxLength")
@@ -618,10 +618,11 @@ fn fits(s: &Value, ty: &str, v: &Value) -> bool {
             .is_none_or(|m| v.as_f64().is_none_or(|x| x <= m))
 }
 
-fn pattern(s: &Value) -> Option<regex::Regex> {
+/// Whether `text` matches `s`'s pattern as jsonschema runs it (ECMA-262, lookarounds too).
+fn matches_pattern(s: &Value, text: &str) -> bool {
     s.get("pattern")
         .and_then(Value::as_str)
-        .and_then(|p| regex::Regex::new(p).ok())
+        .is_none_or(|p| jsonschema::is_valid(&json!({"pattern": p}), &json!(text)))
 }
 
 /// rand_regex generates from unanchored patterns only (a sample of the unanchored pattern
@@ -787,7 +788,7 @@ fn string(s: &Value) -> Value {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         // Samples of a pattern rand_regex only approximates (anchors inside groups, escapes it
         // reads otherwise) are kept only where the pattern, as jsonschema runs it, matches.
-        let matches = |t: &String| jsonschema::is_valid(&json!({"pattern": p}), &json!(t));
+        let matches = |t: &String| matches_pattern(s, t);
         let hit = (0..200)
             .map(|_| rng.sample::<String, _>(&generator))
             .filter(|t| (min..=max).contains(&t.chars().count()))
