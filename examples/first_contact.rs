@@ -14,6 +14,7 @@
 mod generator;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -25,7 +26,7 @@ use driftwatch::contract::{Contract, ContractOptions, Skipped, deref};
 use driftwatch::finding::{Kind, Severity};
 use driftwatch::request::RequestView;
 use driftwatch::spec::Spec;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Operations for which no valid request exists, with why (file under DIR, operation id).
 const UNSATISFIABLE: &[(&str, &str, &str)] = &[];
@@ -199,6 +200,16 @@ fn audit_generated(name: &str, file: &Path, contract: &Contract, tally: &Mutex<T
                 b.target,
                 alarms.join("\n    ")
             ));
+            if let Ok(path) = std::env::var("FIRST_CONTACT_BODIES") {
+                let line = json!({"file": name, "op": id, "method": method, "template": template,
+                    "body": b.body.as_deref().map(String::from_utf8_lossy)});
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(path)
+                    .unwrap();
+                writeln!(f, "{line}").unwrap();
+            }
         }
     }
     let mut t = tally.lock().unwrap();

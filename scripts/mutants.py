@@ -65,6 +65,8 @@ FIRST_CONTACT = [
  ("json_path_not_split", "src/audit/params.rs", "            _ if param.json_content => vec![Cow::Borrowed(text)],\n", ""),
  ("json_header_not_split", "src/audit/params.rs", "        _ if param.json_content => vec![Cow::Borrowed(raw.trim())],\n", ""),
  ("own_name_first", "src/audit/params.rs", "if property && !names.contains(&key.as_ref()) {", "if property {"),
+ ("other_templates", "src/audit.rs", "            if weight(&findings).0 >= Some(crate::finding::Severity::Error) {", "            if false {"),
+ ("suffix_fallback", "src/contract/router.rs", "                if refused || partial {", "                if refused {"),
  ("adjacent_params", "src/contract/router.rs", "(true, true) => value.rfind('.').unwrap_or(value.len()),", "(true, true) => value.len(),"),
 ]
 def run_mutations(mutations, names, test_filter):

@@ -125,6 +125,29 @@ impl Contract {
         self.by_id.get(id).map(|i| &self.operations[*i])
     }
 
+    /// Every other operation whose template the path fits (base path stripped as in
+    /// [`Contract::route`]), with its raw path values: the candidates for a request the
+    /// routed operation refuses. Empty for most paths.
+    pub fn also_matching<'c, 'p>(
+        &'c self,
+        method: &str,
+        path: &'p str,
+        routed: &Operation,
+    ) -> Vec<(&'c Operation, Vec<&'p str>)> {
+        let method = method.to_ascii_uppercase();
+        let stripped = self.base_paths.iter().find_map(|base| {
+            let rest = path.strip_prefix(base.as_str())?;
+            (rest.starts_with('/')).then_some(rest)
+        });
+        let path = stripped.unwrap_or(path);
+        self.router
+            .matching(&method, path)
+            .into_iter()
+            .filter_map(|(i, values)| Some((self.operations.get(i)?, values)))
+            .filter(|(op, _)| op.id != routed.id)
+            .collect()
+    }
+
     /// Route a request by method (any case) and raw path (no query string).
     pub fn route<'c, 'p>(&'c self, method: &str, path: &'p str) -> Route<'c, 'p> {
         let mut upper = [0u8; 16];

@@ -112,6 +112,31 @@ impl Router {
     }
 }
 
+impl Router {
+    /// Every operation of `method` whose template `path` fits, with its parameter values, in
+    /// the order declared: for a request the operation it was routed to refuses (a concrete
+    /// `/sites/{id}/zones/{zone}` beside `/sites/{id}/{kind}/count`). Compound templates are
+    /// left out. A scan of the method's templates, so only run on a refused request.
+    pub fn matching<'r, 'p>(&'r self, method: &str, path: &'p str) -> Vec<(usize, Vec<&'p str>)> {
+        let path = trim_trailing_slash(path);
+        let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (entry, template) in table.templates.iter().enumerate() {
+            let Some(values) = fallback::match_template(template, path) else {
+                continue;
+            };
+            for slot in &table.entries[entry] {
+                if slot.method == method && !slot.compound {
+                    out.push((slot.index, values.clone()));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// The operation among `slots` for `method`: a compound slot whose separators are in the path
 /// first, then the plain one.
 fn found<'r, 'p>(
@@ -145,11 +170,17 @@ impl Table {
             Some(entry) => *entry,
             None => {
                 let entry = self.entries.len();
-                if self
+                // A parameter with literal text beside it (`{a}.vtex.com.br`) is also matched
+                // segment by segment: matchit does not go back once it took such a segment,
+                // so `/x.vtex.com.br/api/other` misses `/{a}.{b}.com.br/api/other` beside it.
+                let partial = normalized
+                    .split('/')
+                    .any(|s| s.contains('{') && !(s.starts_with('{') && s.ends_with('}')));
+                let refused = self
                     .matcher
                     .insert(matchit_form(&normalized), entry)
-                    .is_err()
-                {
+                    .is_err();
+                if refused || partial {
                     self.fallback.push(Fallback::new(&normalized, entry));
                 }
                 self.index.insert(normalized.clone(), entry);
@@ -465,6 +496,20 @@ mod tests {
             ["v1.2", ".json"]
         );
         assert_eq!(split_compound("/p/{id}{ext}", "/p/x").unwrap(), ["x", ""]);
+        let mut router = Router::default();
+        for (i, t) in [
+            "/{a}.vtex.com.br/api/orders",
+            "/{a}.{env}.com.br/api/fulfil",
+        ]
+        .iter()
+        .enumerate()
+        {
+            router.insert("POST", t, i, |_| String::new()).unwrap();
+        }
+        assert!(matches!(
+            router.route("POST", "/x.vtex.com.br/api/fulfil"),
+            Routed::Found(1, _)
+        ));
         assert_eq!(
             split_compound("/m/{lat}.{format}", "/m/71.441.json").unwrap(),
             ["71.441", "json"]

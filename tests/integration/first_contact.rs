@@ -245,6 +245,18 @@ fn routes_real_specs_declare_reach_the_operation_meant() {
                 {"name": "view", "in": "query", "schema": {"type": "string"}}]}},
             "/typed": {"post": {"operationId": "typed", "responses": {}, "requestBody": {"content": {
                 "application/json; charset=utf-8": {"schema": {"type": "object"}}}}}},
+            "/sites/{site}/zones/{zone}": {"get": {"operationId": "getZone", "responses": {}, "parameters": [
+                {"name": "site", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "zone", "in": "path", "required": true, "schema": {"type": "string"}}]}},
+            "/sites/{site}/{kind}/count": {"get": {"operationId": "countZones", "responses": {}, "parameters": [
+                {"name": "site", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "kind", "in": "path", "required": true, "schema": {"enum": ["zones", "rssizones"]}},
+                {"name": "distinct", "in": "query", "schema": {"type": "string"}}]}},
+            "/{account}.vtex.com.br/api/orders": {"get": {"operationId": "orders", "responses": {}, "parameters": [
+                {"name": "account", "in": "path", "required": true, "schema": {"type": "string"}}]}},
+            "/{account}.{env}.com.br/api/fulfil": {"get": {"operationId": "fulfil", "responses": {}, "parameters": [
+                {"name": "account", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "env", "in": "path", "required": true, "schema": {"type": "string"}}]}},
             "/v1/{parent}": {"get": {"operationId": "listChildren", "responses": {}, "parameters": [
                 {"name": "parent", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "pageSize", "in": "query", "schema": {"type": "integer"}}]}}
@@ -315,6 +327,28 @@ fn routes_real_specs_declare_reach_the_operation_meant() {
     assert_eq!(
         errors(&c, "GET", "/v1/x?pagesize=2", &[]),
         ["getThing unknown_query_param pagesize"]
+    );
+    // A segment with literal text beside its parameter: matched past a sibling's suffix.
+    assert_eq!(
+        errors(&c, "GET", "/x.vtex.com.br/api/fulfil", &[]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&c, "GET", "/x.vtex.com.br/api/other", &[]),
+        ["- unknown_operation /x.vtex.com.br/api/other"]
+    );
+    // A request the more concrete template refuses, audited against another the path fits.
+    assert_eq!(
+        errors(&c, "GET", "/sites/s/zones/count", &[]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&c, "GET", "/sites/s/zones/count?distinct=scope", &[]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&c, "GET", "/sites/s/zones/count?distnct=scope", &[]),
+        ["getZone unknown_query_param distnct"]
     );
     let ambiguous: Vec<&str> = c
         .warnings

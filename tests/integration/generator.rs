@@ -686,6 +686,11 @@ fn object(doc: &Value, s: &Value, depth: usize, top: bool) -> Map<String, Value>
     {
         let read_only = prop.get("readOnly") == Some(&json!(true))
             || deref(doc, prop).get("readOnly") == Some(&json!(true));
+        // A property whose schema is `false` (Vercel declares one named `additionalProperties`)
+        // must be absent.
+        if prop == &json!(false) {
+            continue;
+        }
         let required_here = required.contains(&name.as_str());
         if read_only || !(top || required_here) || (!required_here && !satisfiable(doc, prop)) {
             continue;
@@ -732,11 +737,18 @@ fn object(doc: &Value, s: &Value, depth: usize, top: bool) -> Map<String, Value>
     out
 }
 
+/// Null is a value of `s`: 3.0's `nullable` or 3.1's `null` type, and its `enum` (if any)
+/// lists null (Vercel: `type: [string, null]` with an `enum` of strings is not nullable).
 fn nullable(s: &Value) -> bool {
-    s.get("nullable") == Some(&json!(true))
+    let typed = s.get("nullable") == Some(&json!(true))
         || s.get("type")
             .and_then(Value::as_array)
-            .is_some_and(|t| t.contains(&json!("null")))
+            .is_some_and(|t| t.contains(&json!("null")));
+    let listed = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_none_or(|e| e.contains(&Value::Null) || s.get("nullable") == Some(&json!(true)));
+    typed && listed
 }
 
 fn number(s: &Value, integer: bool) -> Value {

@@ -87,6 +87,30 @@ impl Fallback {
     }
 }
 
+/// The parameter values of `path` under a normalized template, parsed as it goes (no
+/// allocation unless it matches): for the rare scan of every template of a method.
+pub(super) fn match_template<'p>(template: &str, path: &'p str) -> Option<Vec<&'p str>> {
+    if template.matches('/').count() != path.matches('/').count() {
+        return None;
+    }
+    let mut values = Vec::new();
+    for (segment, part) in template.split('/').zip(path.split('/')) {
+        match segment.split_once('{') {
+            None if segment == part => {}
+            None => return None,
+            Some((prefix, rest)) => {
+                let suffix = rest.split_once('}').map_or("", |(_, s)| s);
+                let value = part.strip_prefix(prefix)?.strip_suffix(suffix)?;
+                if value.is_empty() {
+                    return None;
+                }
+                values.push(value);
+            }
+        }
+    }
+    Some(values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +122,12 @@ mod tests {
         assert_eq!(f.matches("/v1/:cancel"), None);
         assert_eq!(f.matches("/v1/op"), None);
         assert_eq!(f.matches("/v1/op:cancel/x"), None);
+        assert_eq!(
+            match_template("/v1/{p2}:cancel", "/v1/op:cancel"),
+            Some(vec!["op"])
+        );
+        assert_eq!(match_template("/v1/{p2}:cancel", "/v1/op"), None);
+        assert_eq!(match_template("/v1/{p2}", "/v1/op/x"), None);
         assert!(Specificity::of("/v1/{p2}:cancel") > Specificity::of("/v1/{p2}"));
         assert!(Specificity::of("/v1/list") > Specificity::of("/v1/{p2}:cancel"));
         assert!(Specificity::of("/a/{p1}/b") < Specificity::of("/a/x/{p2}"));
