@@ -117,7 +117,7 @@ impl Router {
     /// the order declared: for a request the operation it was routed to refuses (a concrete
     /// `/sites/{id}/zones/{zone}` beside `/sites/{id}/{kind}/count`). Compound templates are
     /// left out. A scan of the method's templates, so only run on a refused request.
-    pub fn matching<'r, 'p>(&'r self, method: &str, path: &'p str) -> Vec<(usize, Vec<&'p str>)> {
+    pub fn matching<'p>(&self, method: &str, path: &'p str) -> Vec<(usize, Vec<&'p str>)> {
         let path = trim_trailing_slash(path);
         let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method) else {
             return Vec::new();
