@@ -56,8 +56,8 @@ FIRST_CONTACT = [
  ("schema_skipped", "src/contract/sanitize.rs", "        if meta().is_valid(schema) {", "        if true || meta().is_valid(schema) {"),
  ("parameter_skipped", "src/contract/compile.rs", "                    open_query = true;", "                    open_query = false;"),
  ("strict", "src/contract/compile.rs", "    if options.strict\n", "    if false && options.strict\n"),
- ("one_of_overlap", "src/contract/compile.rs", "let read = super::readings::read(shared.clone());", "let read = shared.clone();"),
- ("typed_enum", "src/contract/readings.rs", "            if let Some(fix) = typed_enum(map) {", "            if let Some(fix) = typed_enum(map).filter(|_| false) {"),
+ ("one_of_overlap", "src/spec/readings.rs", "        rename(doc, &mut String::new(), &found.one_ofs);", "        rename(doc, &mut String::new(), &HashSet::new());"),
+ ("typed_enum", "src/spec/readings.rs", "            if let Some(fix) = typed_enum(map) {", "            if let Some(fix) = typed_enum(map).filter(|_| false) {"),
  ("path_string_with_comma", "src/audit/params.rs", "            _ => vec![Cow::Borrowed(text)],", "            _ => text.split(delimiter).map(Cow::Borrowed).collect(),"),
  ("repeated_array_property", "src/audit/params.rs", "(Some(Value::Array(items)), Value::Array(more)) => items.extend(more),", "(Some(Value::Array(_)), Value::Array(_)) => {}"),
  ("object_item_as_json", "src/audit/params.rs", "json @ Value::Object(_) => Value::Array(vec![json]),", "json @ Value::Object(_) => json,"),
@@ -67,6 +67,7 @@ FIRST_CONTACT = [
  ("own_name_first", "src/audit/params.rs", "if property && !names.contains(&key.as_ref()) {", "if property {"),
  ("other_templates", "src/audit.rs", "            if weight(&findings).0 >= Some(crate::finding::Severity::Error) {", "            if false {"),
  ("suffix_fallback", "src/contract/router.rs", "                if refused || partial {", "                if refused {"),
+ ("pointer_as_written", "src/contract/compile.rs", "        warning.pointer = spec.pointer_as_written(&warning.pointer);", "        warning.pointer = warning.pointer.clone();"),
  ("adjacent_params", "src/contract/router.rs", "(true, true) => value.rfind('.').unwrap_or(value.len()),", "(true, true) => value.len(),"),
 ]
 def run_mutations(mutations, names, test_filter):

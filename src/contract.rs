@@ -4,7 +4,6 @@
 
 mod compile;
 mod operation;
-mod readings;
 mod resolve;
 mod response;
 mod router;

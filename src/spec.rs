@@ -8,6 +8,7 @@ pub(crate) use bundle::push_token;
 mod error;
 mod normalize;
 mod read;
+mod readings;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +38,8 @@ pub struct Spec {
     /// A short hash of the document (12 hex digits of its SHA-256), carried by every finding
     /// event and metric so a finding can be tied to the spec revision that produced it.
     pub revision: String,
+    /// Pointers (as written) of the `oneOf`s read as `anyOf` (docs/findings.md, readings).
+    one_ofs_read: std::sync::Arc<std::collections::HashSet<String>>,
 }
 
 impl Spec {
@@ -66,13 +69,21 @@ impl Spec {
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);
+        let one_ofs_read = readings::read(&mut doc);
         Ok(Spec {
             source: source.to_path_buf(),
             openapi,
             version,
             doc: std::sync::Arc::new(doc),
             revision,
+            one_ofs_read: std::sync::Arc::new(one_ofs_read),
         })
+    }
+
+    /// A pointer into [`Spec::doc`] as the file spells it (a `oneOf` read as `anyOf` is named
+    /// `oneOf`), for messages that send the reader to the file.
+    pub fn pointer_as_written(&self, pointer: &str) -> String {
+        readings::original_pointer(pointer, &self.one_ofs_read)
     }
 }
 

@@ -24,10 +24,8 @@ const METHODS: [&str; 8] = [
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
     let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone());
-    // Validators see `oneOf` as `anyOf`; operations and warnings keep the document's pointers.
-    let read = super::readings::read(shared.clone());
     let doc: &Value = &shared;
-    let mut schemas = Schemas::new(read, &spec.source)?;
+    let mut schemas = Schemas::new(shared.clone(), &spec.source)?;
     let mut warnings = Warnings {
         list: sanitized,
         skipped_here: Vec::new(),
@@ -78,6 +76,9 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         }
     }
     mark_skipped(doc, &warnings.list, &mut operations);
+    for warning in &mut warnings.list {
+        warning.pointer = spec.pointer_as_written(&warning.pointer);
+    }
     if options.strict
         && let Some(first) = warnings.list.first()
     {

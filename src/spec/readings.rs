@@ -1,6 +1,7 @@
-//! Readings of real specs, applied to a copy of the document before validators compile (the
-//! operations and load warnings keep the document's own pointers). docs/findings.md lists
-//! them with the requests that show each.
+//! Readings of real specs, applied to the document when it is loaded, before anything else
+//! reads it (in place: a second copy of GitHub's document would add 60 MB). Load warnings are
+//! given with the document's own pointers ([`original_pointer`]). docs/findings.md lists the
+//! readings with the requests that show each.
 //!
 //! - `oneOf` is read as `anyOf`. Real specs (Zoom, Adyen, 1Password, ShipEngine, Jira, IX-API)
 //!   write `oneOf` over branches that overlap, so a value their servers accept fits two branches
@@ -16,25 +17,42 @@
 //!   `mixin`) lists its items' values.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value};
 
-use crate::spec::push_token;
+use super::push_token;
 
 /// Keys whose values are data, not schemas: never walked.
 const DATA: [&str; 5] = ["example", "examples", "default", "enum", "const"];
 
-/// The document as read; not copied when no reading changes it.
-pub(super) fn read(mut doc: Arc<Value>) -> Arc<Value> {
+/// Apply the readings to `doc`; the pointers (as written) of the `oneOf`s renamed `anyOf`.
+pub(crate) fn read(doc: &mut Value) -> HashSet<String> {
     let mut found = Found::default();
-    find(&doc, &mut String::new(), &mut found);
-    if found.one_ofs.is_empty() && !found.mistyped_enum {
-        return doc;
+    find(doc, &mut String::new(), &mut found);
+    if !found.one_ofs.is_empty() || found.mistyped_enum {
+        rename(doc, &mut String::new(), &found.one_ofs);
     }
-    rename(Arc::make_mut(&mut doc), &mut String::new(), &found.one_ofs);
-    doc
+    found.one_ofs
+}
+
+/// A pointer into the document as read, spelled as in the document as written (`anyOf` back
+/// to `oneOf` where it was renamed).
+pub(crate) fn original_pointer(pointer: &str, renamed: &HashSet<String>) -> String {
+    if renamed.is_empty() {
+        return pointer.to_string();
+    }
+    let mut out = String::new();
+    for token in pointer.split('/').skip(1) {
+        out.push('/');
+        let as_written = format!("{out}oneOf");
+        if token == "anyOf" && renamed.contains(&as_written) {
+            out.push_str("oneOf");
+        } else {
+            out.push_str(token);
+        }
+    }
+    out
 }
 
 #[derive(Default)]
@@ -221,14 +239,18 @@ mod tests {
 
     #[test]
     fn one_of_and_the_refs_through_it_are_renamed() {
-        let doc = Arc::new(json!({"components": {"schemas": {
+        let mut out = json!({"components": {"schemas": {
             "A": {"oneOf": [{"type": "string"}, {"properties": {"oneOf": {"type": "string"}}}]},
             "B": {"$ref": "#/components/schemas/A/oneOf/1"},
             "C": {"anyOf": [{"type": "object"}], "oneOf": [{"required": ["a"]}]},
             "D": {"$ref": "#/components/schemas/C/oneOf/0"},
             "E": {"example": {"oneOf": [1]}}
-        }}}));
-        let out = read(doc);
+        }}});
+        let renamed = read(&mut out);
+        assert_eq!(
+            original_pointer("/components/schemas/A/anyOf/1/properties", &renamed),
+            "/components/schemas/A/oneOf/1/properties"
+        );
         let s = &out["components"]["schemas"];
         assert_eq!(s["A"].get("oneOf"), None);
         assert_eq!(
@@ -243,14 +265,14 @@ mod tests {
 
     #[test]
     fn an_enum_of_another_type_is_read_in_the_schema_s_type() {
-        let doc = Arc::new(json!({"components": {"schemas": {
+        let mut out = json!({"components": {"schemas": {
             "Tsp": {"type": "string", "enum": [1, 2]},
             "Rating": {"type": "integer", "enum": ["1", "2", "x", null]},
             "Mixin": {"type": "array", "enum": ["live", "promotions"], "items": {"type": "string"}},
             "Tagged": {"type": "array", "enum": ["a"], "items": {"enum": ["b"]}},
             "Fine": {"type": ["string", "null"], "enum": [1]}
-        }}}));
-        let out = read(doc);
+        }}});
+        read(&mut out);
         let s = &out["components"]["schemas"];
         assert_eq!(s["Tsp"]["enum"], json!(["1", "2"]));
         assert_eq!(s["Rating"]["enum"], json!([1, 2, null]));
@@ -267,12 +289,6 @@ mod tests {
             json!([1]),
             "a type list is left as written"
         );
-    }
-
-    #[test]
-    fn a_document_without_one_of_is_not_copied() {
-        let doc = Arc::new(json!({"components": {"schemas": {"A": {"anyOf": [true]}}}}));
-        assert!(Arc::ptr_eq(&doc, &read(doc.clone())));
     }
 
     #[test]
