@@ -56,7 +56,7 @@ FIRST_CONTACT = [
  ("schema_skipped", "src/contract/sanitize.rs", "        if meta().is_valid(schema) {", "        if true || meta().is_valid(schema) {"),
  ("parameter_skipped", "src/contract/compile.rs", "                    open_query = true;", "                    open_query = false;"),
  ("strict", "src/contract/compile.rs", "    if options.strict\n", "    if false && options.strict\n"),
- ("one_of_overlap", "src/spec/readings.rs", "        rename(doc, &mut String::new(), &found.one_ofs);", "        rename(doc, &mut String::new(), &HashSet::new());"),
+ ("one_of_overlap", "src/spec/readings.rs", "            if one_of && let Some(branches) = map.shift_remove(\"oneOf\") {", "            if false && one_of && let Some(branches) = map.shift_remove(\"oneOf\") {"),
  ("typed_enum", "src/spec/readings.rs", "            if let Some(fix) = typed_enum(map) {", "            if let Some(fix) = typed_enum(map).filter(|_| false) {"),
  ("path_string_with_comma", "src/audit/params.rs", "            _ => vec![Cow::Borrowed(text)],", "            _ => text.split(delimiter).map(Cow::Borrowed).collect(),"),
  ("repeated_array_property", "src/audit/params.rs", "(Some(Value::Array(items)), Value::Array(more)) => items.extend(more),", "(Some(Value::Array(_)), Value::Array(_)) => {}"),

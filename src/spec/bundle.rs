@@ -232,6 +232,11 @@ fn collect_refs(value: &Value, at: &mut String, in_names: bool, out: &mut Vec<(S
 /// Append one JSON pointer token, escaped (`~` as `~0`, `/` as `~1`).
 pub(crate) fn push_token(pointer: &mut String, token: &str) {
     pointer.push('/');
+    // Most tokens need no escaping: one copy, not a char at a time (whole-document walks).
+    if !token.contains(['~', '/']) {
+        pointer.push_str(token);
+        return;
+    }
     for c in token.chars() {
         match c {
             '~' => pointer.push_str("~0"),

@@ -19,51 +19,72 @@ pub(crate) fn normalize_document(doc: &mut Value) {
 /// read-only too: the mark is copied beside the `$ref`, so that the property leaves `required`
 /// like one marked in place.
 fn mark_read_only_refs(doc: &mut Value) {
-    let mut marks = Vec::new();
-    find_read_only_refs(doc, doc, &mut String::new(), &mut marks);
-    for pointer in marks {
-        if let Some(Value::Object(property)) = doc.pointer_mut(&pointer) {
-            property.insert("readOnly".into(), Value::Bool(true));
-        }
+    let mut found = std::collections::HashSet::new();
+    find_read_only_refs(doc, doc, &mut found);
+    let read_only: std::collections::HashSet<String> =
+        found.into_iter().map(String::from).collect();
+    if !read_only.is_empty() {
+        mark(doc, &read_only);
     }
 }
 
-fn find_read_only_refs(doc: &Value, value: &Value, pointer: &mut String, out: &mut Vec<String>) {
+/// Every `$ref` of a property whose target is `readOnly` (no pointers built on the way: this
+/// walks the whole document).
+fn find_read_only_refs<'d>(
+    doc: &Value,
+    value: &'d Value,
+    out: &mut std::collections::HashSet<&'d str>,
+) {
     match value {
         Value::Object(map) => {
             if let Some(Value::Object(properties)) = map.get("properties") {
-                for (name, property) in properties {
-                    let target = property
-                        .get("$ref")
-                        .and_then(Value::as_str)
-                        .and_then(|r| r.strip_prefix('#'))
+                for property in properties.values() {
+                    let Some(target) = property.get("$ref").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let read_only = target
+                        .strip_prefix('#')
                         .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy())
-                        .and_then(|p| doc.pointer(&p));
-                    if target.is_some_and(|t| t.get("readOnly") == Some(&Value::Bool(true))) {
-                        let mut at = format!("{pointer}/properties");
-                        super::push_token(&mut at, name);
-                        out.push(at);
+                        .and_then(|p| doc.pointer(&p))
+                        .is_some_and(|t| t.get("readOnly") == Some(&Value::Bool(true)));
+                    if read_only {
+                        out.insert(target);
                     }
                 }
             }
             for (key, child) in map {
-                if is_literal_key(key) {
-                    continue;
+                if !is_literal_key(key) {
+                    find_read_only_refs(doc, child, out);
                 }
-                let len = pointer.len();
-                super::push_token(pointer, key);
-                find_read_only_refs(doc, child, pointer, out);
-                pointer.truncate(len);
             }
         }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let len = pointer.len();
-                pointer.push_str(&format!("/{i}"));
-                find_read_only_refs(doc, item, pointer, out);
-                pointer.truncate(len);
+        Value::Array(items) => items.iter().for_each(|v| find_read_only_refs(doc, v, out)),
+        _ => {}
+    }
+}
+
+fn mark(value: &mut Value, read_only: &std::collections::HashSet<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(properties)) = map.get_mut("properties") {
+                for property in properties.values_mut() {
+                    let Value::Object(p) = property else { continue };
+                    let hit = p
+                        .get("$ref")
+                        .and_then(Value::as_str)
+                        .is_some_and(|r| read_only.contains(r));
+                    if hit {
+                        p.insert("readOnly".into(), Value::Bool(true));
+                    }
+                }
+            }
+            for (key, child) in map.iter_mut() {
+                if !is_literal_key(key) {
+                    mark(child, read_only);
+                }
             }
         }
+        Value::Array(items) => items.iter_mut().for_each(|v| mark(v, read_only)),
         _ => {}
     }
 }

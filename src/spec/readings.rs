@@ -31,7 +31,7 @@ pub(crate) fn read(doc: &mut Value) -> HashSet<String> {
     let mut found = Found::default();
     find(doc, &mut String::new(), &mut found);
     if !found.one_ofs.is_empty() || found.mistyped_enum {
-        rename(doc, &mut String::new(), &found.one_ofs);
+        rename(doc, &found.one_ofs);
     }
     found.one_ofs
 }
@@ -92,38 +92,30 @@ fn find(value: &Value, pointer: &mut String, out: &mut Found) {
     }
 }
 
-fn rename(value: &mut Value, pointer: &mut String, renamed: &HashSet<String>) {
+/// Rename what [`find`] found: the same test on each map, so no pointers are built here.
+fn rename(value: &mut Value, renamed: &HashSet<String>) {
     match value {
         Value::Object(map) => {
-            if let Some(Value::String(target)) = map.get_mut("$ref") {
+            if let Some(Value::String(target)) = map.get_mut("$ref")
+                && target.contains("/oneOf/")
+            {
                 *target = renamed_ref(target, renamed);
             }
             if let Some(fix) = typed_enum(map) {
                 fix.apply(map);
             }
-            let mut one_of = false;
             for (key, child) in map.iter_mut() {
-                if DATA.contains(&key.as_str()) || key.starts_with("x-") {
-                    continue;
+                if !DATA.contains(&key.as_str()) && !key.starts_with("x-") {
+                    rename(child, renamed);
                 }
-                let len = pointer.len();
-                push_token(pointer, key);
-                one_of |= key == "oneOf" && renamed.contains(pointer.as_str());
-                rename(child, pointer, renamed);
-                pointer.truncate(len);
             }
+            let one_of =
+                map.get("oneOf").is_some_and(Value::is_array) && !map.contains_key("anyOf");
             if one_of && let Some(branches) = map.shift_remove("oneOf") {
                 map.insert("anyOf".into(), branches);
             }
         }
-        Value::Array(items) => {
-            for (i, item) in items.iter_mut().enumerate() {
-                let len = pointer.len();
-                pointer.push_str(&format!("/{i}"));
-                rename(item, pointer, renamed);
-                pointer.truncate(len);
-            }
-        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rename(v, renamed)),
         _ => {}
     }
 }
