@@ -134,17 +134,25 @@ impl Contract {
         routed: &Operation,
     ) -> Vec<(&'c Operation, Vec<&'p str>)> {
         let method = method.to_ascii_uppercase();
-        let stripped = self.base_paths.iter().find_map(|base| {
-            let rest = path.strip_prefix(base.as_str())?;
-            (rest.starts_with('/')).then_some(rest)
-        });
-        let path = stripped.unwrap_or(path);
+        let path = self.without_base_path(path).unwrap_or(path);
         self.router
             .matching(&method, path)
             .into_iter()
             .filter_map(|(i, values)| Some((self.operations.get(i)?, values)))
             .filter(|(op, _)| op.id != routed.id)
             .collect()
+    }
+
+    /// `path` after the first base path (a `servers` URL's path) it starts with, if any.
+    fn without_base_path<'p>(&self, path: &'p str) -> Option<&'p str> {
+        self.base_paths.iter().find_map(|base| {
+            let rest = path.strip_prefix(base.as_str())?;
+            (rest.is_empty() || rest.starts_with('/')).then_some(if rest.is_empty() {
+                "/"
+            } else {
+                rest
+            })
+        })
     }
 
     /// Route a request by method (any case) and raw path (no query string).
@@ -158,14 +166,7 @@ impl Contract {
             }
             false => method,
         };
-        let stripped = self.base_paths.iter().find_map(|base| {
-            let rest = path.strip_prefix(base.as_str())?;
-            (rest.is_empty() || rest.starts_with('/')).then_some(if rest.is_empty() {
-                "/"
-            } else {
-                rest
-            })
-        });
+        let stripped = self.without_base_path(path);
         let mut result = Route::NotFound;
         for candidate in stripped.into_iter().chain(std::iter::once(path)) {
             match self.router.route(method, candidate) {

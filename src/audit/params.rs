@@ -53,14 +53,9 @@ fn check_path(op: &Operation, values: &[&str], out: &mut Vec<Finding>) {
         } else {
             ','
         };
-        // Only arrays and objects are delimited: `,4F` is one string (AWS WorkDocs' ids).
-        let items: Vec<Cow<str>> = match param.summary.ty {
-            _ if param.json_content => vec![Cow::Borrowed(text)],
-            FieldType::Array(_) | FieldType::Object => {
-                text.split(delimiter).map(Cow::Borrowed).collect()
-            }
-            _ => vec![Cow::Borrowed(text)],
-        };
+        let items = delimited(param, text, delimiter)
+            .map(Cow::Borrowed)
+            .collect();
         validate(param, &sent_from(param, items, param.explode), out);
     }
 }
@@ -70,12 +65,6 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     let mut used = vec![false; pairs.len()];
     let mut missing = Vec::new();
     let mut free_form = false;
-    // A key that is a parameter's own name is that parameter's, never an exploded object's
-    // property (EC2: `Value` beside three `{Value}` objects).
-    let names: Vec<&str> = op
-        .params_in(Location::Query)
-        .map(|p| p.name.as_str())
-        .collect();
     for param in op.params_in(Location::Query) {
         let sent = match param.style {
             // deepObject is defined for objects; on an array, a primitive or an `anyOf` of an
@@ -84,9 +73,9 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
             Style::DeepObject => {
                 deep_object(param, &pairs, &mut used).or_else(|| by_name(param, &pairs, &mut used))
             }
-            Style::Form if param.explode && param.summary.ty == FieldType::Object => {
+            _ if is_exploded_object(param) => {
                 free_form |= param.free_form;
-                exploded_object(param, &pairs, &mut used, &names)
+                exploded_object(op, param, &pairs, &mut used)
             }
             _ => by_name(param, &pairs, &mut used),
         };
@@ -112,12 +101,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     // A required exploded object that takes any key (AWS's `Attributes`, sent as
     // `Attributes.entry.1.key=...`) is sent when a key no other parameter takes is there.
     if used.contains(&false) {
-        missing.retain(|p| {
-            !(p.free_form
-                && p.style == Style::Form
-                && p.explode
-                && p.summary.ty == FieldType::Object)
-        });
+        missing.retain(|p| !(p.free_form && is_exploded_object(p)));
     }
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();
     if !free_form && !op.open_query && used.contains(&false) {
@@ -176,14 +160,22 @@ fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) 
 /// A header or cookie value in `simple` style: arrays and objects are comma-separated; a
 /// string is taken whole (`x-fapi-auth-date: Mon, 01 Jan 2026 ...` holds commas).
 fn split<'r>(param: &Param, raw: &'r str) -> Vec<Cow<'r, str>> {
-    match param.summary.ty {
-        // JSON text (`content: application/json`): its commas are its own.
-        _ if param.json_content => vec![Cow::Borrowed(raw.trim())],
-        FieldType::Array(_) | FieldType::Object => {
-            raw.split(',').map(|s| Cow::Borrowed(s.trim())).collect()
-        }
-        _ => vec![Cow::Borrowed(raw.trim())],
-    }
+    delimited(param, raw, ',')
+        .map(|s| Cow::Borrowed(s.trim()))
+        .collect()
+}
+
+/// The items of a path or header value: only arrays and objects are delimited (`,4F` is one
+/// string, AWS WorkDocs' ids), and JSON text (`content: application/json`) keeps its commas.
+fn delimited<'r>(param: &Param, raw: &'r str, delimiter: char) -> std::str::SplitN<'r, char> {
+    let whole =
+        param.json_content || !matches!(param.summary.ty, FieldType::Array(_) | FieldType::Object);
+    raw.splitn(if whole { 1 } else { usize::MAX }, delimiter)
+}
+
+/// A `form` object parameter with `explode`: its properties arrive as query keys of their own.
+fn is_exploded_object(param: &Param) -> bool {
+    param.style == Style::Form && param.explode && param.summary.ty == FieldType::Object
 }
 
 fn check_cookies(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
@@ -261,16 +253,18 @@ fn deep_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool])
 
 /// An exploded form object: its properties arrive as query keys of their own.
 fn exploded_object(
+    op: &Operation,
     param: &Param,
     pairs: &[(Cow<str>, Cow<str>)],
     used: &mut [bool],
-    names: &[&str],
 ) -> Option<Sent> {
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
         let property = param.properties.iter().any(|(p, _)| p == key);
-        if property && !names.contains(&key.as_ref()) {
+        // A key that is a parameter's own name is that parameter's, never an exploded
+        // object's property (EC2: `Value` beside three `{Value}` objects).
+        if property && op.param(Location::Query, key).is_none() {
             used[i] = true;
             let value_typed = property_value(param, key, value);
             // An array property's text form is its items as strings, like its typed form.

@@ -26,6 +26,15 @@ use super::push_token;
 /// Keys whose values are data, not schemas: never walked.
 const DATA: [&str; 5] = ["example", "examples", "default", "enum", "const"];
 
+fn walked(key: &str) -> bool {
+    !DATA.contains(&key) && !key.starts_with("x-")
+}
+
+/// A `oneOf` list with no `anyOf` beside it: read as `anyOf`.
+fn renamable_one_of(map: &Map<String, Value>) -> bool {
+    map.get("oneOf").is_some_and(Value::is_array) && !map.contains_key("anyOf")
+}
+
 /// Apply the readings to `doc`; the pointers (as written) of the `oneOf`s renamed `anyOf`.
 pub(crate) fn read(doc: &mut Value) -> HashSet<String> {
     let mut found = Found::default();
@@ -67,13 +76,11 @@ fn find(value: &Value, pointer: &mut String, out: &mut Found) {
     match value {
         Value::Object(map) => {
             out.mistyped_enum |= typed_enum(map).is_some();
-            for (key, child) in map {
-                if DATA.contains(&key.as_str()) || key.starts_with("x-") {
-                    continue;
-                }
+            let one_of = renamable_one_of(map);
+            for (key, child) in map.iter().filter(|(key, _)| walked(key)) {
                 let len = pointer.len();
                 push_token(pointer, key);
-                if key == "oneOf" && child.is_array() && !map.contains_key("anyOf") {
+                if one_of && key == "oneOf" {
                     out.one_ofs.insert(pointer.clone());
                 }
                 find(child, pointer, out);
@@ -104,14 +111,12 @@ fn rename(value: &mut Value, renamed: &HashSet<String>) {
             if let Some(fix) = typed_enum(map) {
                 fix.apply(map);
             }
-            for (key, child) in map.iter_mut() {
-                if !DATA.contains(&key.as_str()) && !key.starts_with("x-") {
-                    rename(child, renamed);
-                }
+            for (_, child) in map.iter_mut().filter(|(key, _)| walked(key)) {
+                rename(child, renamed);
             }
-            let one_of =
-                map.get("oneOf").is_some_and(Value::is_array) && !map.contains_key("anyOf");
-            if one_of && let Some(branches) = map.shift_remove("oneOf") {
+            if renamable_one_of(map)
+                && let Some(branches) = map.shift_remove("oneOf")
+            {
                 map.insert("anyOf".into(), branches);
             }
         }
