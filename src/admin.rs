@@ -1,6 +1,8 @@
 //! The admin listener, separate from the proxy port: `/metrics` for Prometheus, `/healthz` and
 //! `/readyz` for the orchestrator, `/findings`, `/spec` and `/spec/diff` for the operator, and
-//! `POST /spec/reload`, the one request here that changes what the proxy does.
+//! `POST /spec/reload`, the one request here that changes what the proxy does. It sees the
+//! proxy only through a narrow handle ([`Admin`]): the shared sinks, the readiness flag, and
+//! [`Revisions`] to read the spec in force and ask for a reload.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,10 +18,20 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::proxy::Sidecar;
-use crate::sink::RecentQuery;
+use crate::policy::Mode;
+use crate::revision::Revisions;
+use crate::sink::{Recent, RecentQuery};
 
-pub async fn serve(listener: TcpListener, s: Arc<Sidecar>) {
+/// What the admin listener reads and may trigger.
+pub struct Admin {
+    pub registry: Arc<prometheus_client::registry::Registry>,
+    pub recent: Arc<Recent>,
+    pub ready: Arc<std::sync::atomic::AtomicBool>,
+    pub mode: Mode,
+    pub revisions: Arc<dyn Revisions>,
+}
+
+pub async fn serve(listener: TcpListener, s: Arc<Admin>) {
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -37,7 +49,7 @@ pub async fn serve(listener: TcpListener, s: Arc<Sidecar>) {
 }
 
 async fn answer(
-    s: Arc<Sidecar>,
+    s: Arc<Admin>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let query = req.uri().query().unwrap_or("");
@@ -60,25 +72,25 @@ async fn answer(
             "not ready\n".into(),
         ),
         "/spec" => {
-            let rev = s.revision();
+            let rev = s.revisions.current();
             let spec = &rev.spec;
             let warnings = &rev.contract.warnings;
             let body = json!({"revision": spec.revision, "openapi": spec.openapi, "operations": spec.operations,
-                              "source": spec.source, "mode": s.policy.mode.as_str(),
+                              "source": spec.source, "mode": s.mode.as_str(),
                               "warning_count": warnings.len(),
                               "warnings": &warnings[..warnings.len().min(200)]});
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         "/spec/reload" if req.method() == http::Method::POST => {
-            match crate::proxy::reload(&s, "POST /spec/reload").await {
+            match s.revisions.reload("POST /spec/reload").await {
                 Ok(rev) => {
                     let body = json!({"result": "success", "revision": rev.spec.revision,
                                       "previous": rev.previous, "changes": rev.changes.len()});
                     respond(StatusCode::OK, "application/json", body.to_string())
                 }
                 Err(error) => {
-                    let body = json!({"result": "error", "error": error,
-                                      "revision": s.revision().spec.revision});
+                    let body = json!({"result": "error", "error": error.to_string(),
+                                      "revision": s.revisions.current().spec.revision});
                     respond(StatusCode::UNPROCESSABLE_ENTITY, "application/json", body.to_string())
                 }
             }
@@ -89,7 +101,7 @@ async fn answer(
             "POST /spec/reload reloads the spec file\n".into(),
         ),
         "/spec/diff" => {
-            let rev = s.revision();
+            let rev = s.revisions.current();
             let body = json!({"from": rev.previous, "to": rev.spec.revision, "changes": rev.changes});
             respond(StatusCode::OK, "application/json", body.to_string())
         }
@@ -123,8 +135,19 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
     r
 }
 
+/// A `/findings` filter the client got wrong.
+#[derive(Debug, thiserror::Error)]
+enum QueryError {
+    #[error("limit `{0}` is not a number")]
+    Limit(String),
+    #[error("since `{0}`: {1}")]
+    Since(String, humantime::TimestampError),
+    #[error("unknown filter `{0}`: use kind, operation, since, limit")]
+    Unknown(String),
+}
+
 /// `kind`, `operation`, `limit`, and `since` as RFC 3339 or Unix seconds.
-fn parse_query(query: &str) -> Result<RecentQuery, String> {
+fn parse_query(query: &str) -> Result<RecentQuery, QueryError> {
     let mut q = RecentQuery::default();
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
         match key.as_ref() {
@@ -134,22 +157,18 @@ fn parse_query(query: &str) -> Result<RecentQuery, String> {
                 q.limit = Some(
                     value
                         .parse()
-                        .map_err(|_| format!("limit `{value}` is not a number"))?,
+                        .map_err(|_| QueryError::Limit(value.to_string()))?,
                 )
             }
             "since" => {
                 let since = match value.parse::<u64>() {
                     Ok(secs) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
                     Err(_) => humantime::parse_rfc3339_weak(&value)
-                        .map_err(|e| format!("since `{value}`: {e}"))?,
+                        .map_err(|e| QueryError::Since(value.to_string(), e))?,
                 };
                 q.since = Some(since);
             }
-            other => {
-                return Err(format!(
-                    "unknown filter `{other}`: use kind, operation, since, limit"
-                ));
-            }
+            other => return Err(QueryError::Unknown(other.to_string())),
         }
     }
     Ok(q)

@@ -30,6 +30,8 @@ pub mod policy;
 pub mod proxy;
 pub mod request;
 pub mod response;
+pub mod revision;
+pub mod settings;
 pub mod silent;
 pub mod sink;
 pub mod spec;

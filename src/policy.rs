@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use crate::config::EnforceConfig;
 use crate::finding::{Finding, Kind, Severity};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -40,21 +39,16 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Build from validated config (kind names were checked by `Config::validate`).
-    pub fn new(mode: Mode, enforce: &EnforceConfig) -> Policy {
-        let kinds = |m: &HashMap<String, Action>| {
-            m.iter()
-                .filter_map(|(k, a)| Some((Kind::parse(k)?, *a)))
-                .collect()
-        };
+    /// `kinds` over the default, then `operations` (by operation id) over `kinds`.
+    pub fn new(
+        mode: Mode,
+        kinds: HashMap<Kind, Action>,
+        operations: HashMap<String, HashMap<Kind, Action>>,
+    ) -> Policy {
         Policy {
             mode,
-            kinds: kinds(&enforce.kinds),
-            operations: enforce
-                .operations
-                .iter()
-                .map(|(op, m)| (op.clone(), kinds(m)))
-                .collect(),
+            kinds,
+            operations,
         }
     }
 
@@ -93,15 +87,13 @@ mod tests {
 
     #[test]
     fn defaults_then_kind_then_operation() {
-        let mut enforce = EnforceConfig::default();
-        enforce
-            .kinds
-            .insert("unknown_query_param".into(), Action::Log);
-        enforce.operations.insert(
-            "updateChannel".into(),
-            [("omitted_on_replace".to_string(), Action::Block)].into(),
-        );
-        let policy = Policy::new(Mode::Enforce, &enforce);
+        let kinds: HashMap<Kind, Action> = [(Kind::UnknownQueryParam, Action::Log)].into();
+        let operations: HashMap<String, HashMap<Kind, Action>> = [(
+            "updateChannel".to_string(),
+            [(Kind::OmittedOnReplace, Action::Block)].into(),
+        )]
+        .into();
+        let policy = Policy::new(Mode::Enforce, kinds.clone(), operations.clone());
         let unknown = Finding::new(Kind::UnknownQueryParam, Location::Query, "x");
         let mismatch = Finding::new(Kind::ParamTypeMismatch, Location::Query, "x");
         let omitted = Finding::new(Kind::OmittedOnReplace, Location::Body, "/a");
@@ -115,7 +107,7 @@ mod tests {
             policy.action(Some("updateChannel"), &omitted),
             Action::Block
         );
-        let observe = Policy::new(Mode::Observe, &enforce);
+        let observe = Policy::new(Mode::Observe, kinds, operations);
         assert_eq!(observe.action(Some("updateChannel"), &omitted), Action::Log);
         assert_eq!(observe.action(None, &mismatch), Action::Log);
     }

@@ -11,15 +11,16 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use crate::audit::{ReportedOnce, audit, audit_response};
-use crate::config::Config;
+use crate::config::{ConfigError, Layers};
 use crate::contract::Contract;
 use crate::finding::{Finding, Severity};
 use crate::memory::{Memory, scope_of};
 use crate::request::RequestView;
 use crate::response::ResponseView;
+use crate::settings::Settings;
 use crate::silent::{Tracker, resource_key};
 use crate::spec::Spec;
 use crate::traffic::Traffic;
@@ -77,6 +78,24 @@ impl FailOn {
     }
 }
 
+impl CheckArgs {
+    /// The config file's settings, with `--base-path` and `--strict` over it. The environment
+    /// is not read: an offline check gives the same verdict on every machine.
+    fn settings(&self) -> Result<Settings, ConfigError> {
+        let mut flags = Vec::new();
+        if let Some(base) = &self.base_path {
+            let base = toml::Value::String(base.clone());
+            flags.push(("spec.base_path", "--base-path", base));
+        }
+        if self.strict {
+            flags.push(("spec.strict", "--strict", toml::Value::Boolean(true)));
+        }
+        let file = self.config.as_deref();
+        let env = Vec::new();
+        Settings::load(Layers { file, env, flags })
+    }
+}
+
 /// One finding with the exchange it came from, as `--format json` prints it.
 #[derive(Serialize)]
 struct Row<'a> {
@@ -88,17 +107,9 @@ struct Row<'a> {
 }
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = match &args.config {
-        Some(path) => Config::load(Some(path), &[], std::iter::empty())?,
-        None => Config::default(),
-    };
+    let settings = args.settings()?;
     let spec = Spec::load(&args.spec)?;
-    let mut options = config.contract_options();
-    if args.base_path.is_some() {
-        options.base_path = args.base_path.clone();
-    }
-    options.strict |= args.strict;
-    let contract = Contract::compile(&spec, &options)?;
+    let contract = Contract::compile(&spec, &settings.spec.contract)?;
     let revision = spec.revision.clone();
     drop(spec);
     let traffic = Traffic::read(&args.traffic)?;
@@ -112,8 +123,8 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     // The same silent-clear memory the proxy keeps, across the recording: replaying an
     // incident's traffic gives the verdict the live sidecar gave.
-    let defaults = &config.memory;
-    let memory = Memory::new(defaults.max_entries, Duration::from_secs(defaults.ttl_secs));
+    let defaults = &settings.memory;
+    let memory = Memory::new(defaults.max_entries, defaults.ttl);
     let tracker = Tracker {
         memory: &memory,
         field_maps: &defaults.field_map,
@@ -133,8 +144,10 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             *unaudited.entry(reason.unaudited_reason()).or_default() += 1;
         }
         let mut findings = audited.findings;
-        let credential =
-            crate::request::Headers::get(exchange.headers.as_slice(), &defaults.scope_header);
+        let credential = crate::request::Headers::get(
+            exchange.headers.as_slice(),
+            defaults.scope_header.as_str(),
+        );
         let remembered = audited.operation.and_then(|op| {
             Some((
                 op,

@@ -19,6 +19,7 @@ use crate::demo::agent::{Agent, Call};
 use crate::demo::{SPEC, SPEC_NAME, api};
 use crate::policy::Mode;
 use crate::proxy::Sidecar;
+use crate::settings::Settings;
 
 #[derive(Args, Debug, Default)]
 pub struct DemoArgs {
@@ -85,13 +86,14 @@ async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
     config.proxy.upstream = Some(format!("http://{api}"));
     config.proxy.mode = mode;
     config.events.output = "none".into();
-    let sidecar =
-        Arc::new(super::serve::build(config, Some((Path::new(SPEC_NAME), spec.as_bytes()))).await?);
+    let settings = Settings::from_config(&config)?;
+    let embedded = Some((Path::new(SPEC_NAME), spec.as_bytes()));
+    let sidecar = Arc::new(super::serve::build(settings, embedded).await?);
     let proxy_listener = TcpListener::bind("127.0.0.1:0").await?;
     let admin_listener = TcpListener::bind("127.0.0.1:0").await?;
     let (proxy, admin) = (proxy_listener.local_addr()?, admin_listener.local_addr()?);
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(crate::proxy::run(
+    tokio::spawn(super::serve::serve(
         proxy_listener,
         admin_listener,
         sidecar.clone(),

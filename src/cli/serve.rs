@@ -1,5 +1,6 @@
-//! `driftwatch serve`: run the sidecar. Loads the config (file, flags, env), the spec, binds
-//! both listeners, and serves until SIGTERM or SIGINT, then drains and exits 0.
+//! `driftwatch serve`: run the sidecar. Builds the settings (flags > env > file), loads the
+//! spec, binds both listeners, wires the admin listener to the proxy, and serves until SIGTERM
+//! or SIGINT, then drains and exits 0.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,8 +10,11 @@ use clap::{Args, ValueEnum};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::config::Config;
-use crate::proxy::{Revision, Sidecar, Source};
+use crate::admin::Admin;
+use crate::config::{ConfigError, Flag, Layers};
+use crate::proxy::{Sidecar, Source, StartError};
+use crate::revision::Revision;
+use crate::settings::{Settings, SpecSource};
 use crate::spec::Spec;
 
 #[derive(Args, Debug, Default)]
@@ -55,44 +59,56 @@ enum Switch {
 }
 
 impl ServeArgs {
-    /// The flags as config overrides (`section.key`, value).
-    fn overrides(&self) -> Vec<(&'static str, String)> {
+    /// The flags as config overrides: the key each sets, the flag's spelling, the value.
+    fn flags(&self) -> Vec<Flag> {
+        let text = |v: &str| toml::Value::String(v.to_string());
         let mut out = Vec::new();
         if let Some(v) = &self.spec {
-            out.push(("spec.path", v.display().to_string()));
+            out.push(("spec.path", "--spec", text(&v.display().to_string())));
         }
         if let Some(v) = &self.upstream {
-            out.push(("proxy.upstream", v.clone()));
+            out.push(("proxy.upstream", "--upstream", text(v)));
         }
         if let Some(v) = &self.listen {
-            out.push(("proxy.listen", v.clone()));
+            out.push(("proxy.listen", "--listen", text(v)));
         }
         if let Some(v) = &self.admin_listen {
-            out.push(("admin.listen", v.clone()));
+            out.push(("admin.listen", "--admin-listen", text(v)));
         }
         if let Some(m) = self.mode {
-            out.push((
-                "proxy.mode",
-                if matches!(m, ModeArg::Enforce) {
-                    "enforce"
-                } else {
-                    "observe"
-                }
-                .into(),
-            ));
+            let mode = if matches!(m, ModeArg::Enforce) {
+                "enforce"
+            } else {
+                "observe"
+            };
+            out.push(("proxy.mode", "--mode", text(mode)));
+        }
+        if let Some(switch) = self.audit {
+            let on = toml::Value::Boolean(matches!(switch, Switch::On));
+            out.push(("audit.enabled", "--audit", on));
+        }
+        if self.strict {
+            out.push(("spec.strict", "--strict", toml::Value::Boolean(true)));
         }
         out
+    }
+
+    /// The settings from the config file, the environment and these flags (flags > env > file).
+    pub fn settings(&self, env: Vec<(String, String)>) -> Result<Settings, ConfigError> {
+        let settings = Settings::load(Layers {
+            file: self.config.as_deref(),
+            env,
+            flags: self.flags(),
+        })?;
+        settings.upstream()?;
+        Ok(settings)
     }
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let mut config = Config::load(args.config.as_deref(), &args.overrides(), std::env::vars())?;
-    if let Some(switch) = args.audit {
-        config.audit.enabled = matches!(switch, Switch::On);
-    }
-    config.spec.strict |= args.strict;
+    let settings = args.settings(std::env::vars().collect())?;
     init_logging();
-    let runtime = match config.proxy.workers {
+    let runtime = match settings.proxy.workers {
         1 => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?,
@@ -105,42 +121,74 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .build()?,
     };
     runtime.block_on(async move {
-        let sidecar = build(config, None).await?;
-        let proxy = TcpListener::bind(sidecar.config.proxy.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.proxy.listen))?;
-        let admin = TcpListener::bind(sidecar.config.admin.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sidecar.config.admin.listen))?;
-        sidecar.revision().log_warnings();
+        let (listen, admin_listen) = (settings.proxy.listen, settings.admin.listen);
+        let sidecar = build(settings, None).await?;
+        let bind = |addr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+        };
+        let (proxy, admin) = (bind(listen).await?, bind(admin_listen).await?);
+        let rev = sidecar.revision();
+        rev.log_warnings();
         tracing::info!(
-            listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.upstream.authority,
-            mode = sidecar.policy.mode.as_str(), spec = %sidecar.revision().spec.source, revision = %sidecar.revision().spec.revision,
-            operations = sidecar.revision().spec.operations, "driftwatch serving"
+            listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.settings.upstream()?.authority,
+            mode = sidecar.settings.policy.mode.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
+            operations = rev.spec.operations, "driftwatch serving"
         );
-        crate::proxy::run(proxy, admin, Arc::new(sidecar), shutdown_signal()).await?;
+        serve(proxy, admin, Arc::new(sidecar), shutdown_signal()).await?;
         tracing::info!("drained, exiting");
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// Load and compile the spec named by the config (a file or a URL, or given in memory) and
+/// Serve the proxy and, beside it, the admin listener, until `shutdown` resolves and the
+/// proxy has drained. The two meet only here: the admin listener gets a narrow handle.
+pub async fn serve(
+    proxy: TcpListener,
+    admin: TcpListener,
+    sidecar: Arc<Sidecar>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), StartError> {
+    let handle = Admin {
+        registry: sidecar.registry.clone(),
+        recent: sidecar.recent.clone(),
+        ready: sidecar.ready.clone(),
+        mode: sidecar.settings.policy.mode,
+        revisions: sidecar.clone(),
+    };
+    let admin_task = tokio::spawn(crate::admin::serve(admin, Arc::new(handle)));
+    let served = crate::proxy::run(proxy, sidecar, shutdown).await;
+    admin_task.abort();
+    served
+}
+
+/// Load and compile the spec the settings name (a file or a URL, or given in memory) and
 /// assemble a sidecar with a fresh registry.
-pub async fn build(config: Config, embedded: Option<(&Path, &[u8])>) -> anyhow::Result<Sidecar> {
-    let (spec, etag) = match (embedded, &config.spec.path, &config.spec.url) {
-        (Some((name, bytes)), _, _) => (Spec::parse(name, bytes)?, None),
-        (None, Some(path), _) => (Source::File(path.clone()).read()?, None),
-        (None, None, Some(url)) => {
-            let client = crate::proxy::client(&config)?;
-            let (source, etag) = crate::proxy::fetch(&client, &config, url, None)
-                .await
-                .map_err(|e| anyhow::anyhow!(e))?
+pub async fn build(
+    settings: Settings,
+    embedded: Option<(&Path, &[u8])>,
+) -> anyhow::Result<Sidecar> {
+    let (spec, etag) = match (embedded, &settings.spec.source) {
+        (Some((name, bytes)), _) => (Spec::parse(name, bytes)?, None),
+        (None, SpecSource::File(path)) => (Source::File(path.clone()).read()?, None),
+        (None, SpecSource::Url(url)) => {
+            let url = url.to_string();
+            let client = crate::proxy::client(&settings)?;
+            let timeout = settings.proxy.request_timeout;
+            let (source, etag) = crate::proxy::fetch(&client, timeout, &url, None)
+                .await?
                 .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?;
             (source.read()?, etag)
         }
-        (None, None, None) => anyhow::bail!("no spec: pass --spec or set spec.path or spec.url"),
+        (None, SpecSource::Embedded) => {
+            anyhow::bail!("no spec: pass --spec or set spec.path or spec.url")
+        }
     };
-    let revision = Revision::compile(&spec, &config)?;
+    let revision = Revision::compile(&spec, &settings.spec.contract)?;
     drop(spec);
-    Ok(Sidecar::new(config, revision, Registry::default())?.with_etag(etag))
+    Ok(Sidecar::new(settings, revision, Registry::default())?.with_etag(etag))
 }
-
 fn init_logging() {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());

@@ -9,7 +9,6 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use crate::catalog::{Mapping, Report, check, generate, read_tools};
-use crate::config::Config;
 use crate::contract::Contract;
 use crate::spec::Spec;
 
@@ -46,7 +45,7 @@ enum Format {
 
 pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let spec = Spec::load(&args.spec)?;
-    let contract = Contract::compile(&spec, &Config::default().contract_options())?;
+    let contract = Contract::compile(&spec, &Default::default())?;
     if args.generate {
         let enabled = match (&args.enable, args.all) {
             (_, true) => None,

@@ -9,7 +9,8 @@ use super::types::{FieldType, TypeSummary};
 use crate::finding::Location;
 
 /// How a write treats the fields it does not send (design.md, "Write semantics").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WriteSemantics {
     /// Full replace: an omitted field is cleared (default for PUT).
     Replace,

@@ -1,17 +1,21 @@
 //! Work on a response after its last byte went to the client, so no response waits on it:
 //! the response audit (status, media type, and the sampled body), remembering a GET for
 //! silent-clear memory, and confirming a silent clear a write left pending. Response findings
-//! are recorded, never acted on: the answer has already gone.
+//! are recorded, never acted on: the answer has already gone. Decoding, parsing and validating
+//! a copy is CPU work: it runs on a few threads of its own, fed by a bounded queue; a full
+//! queue is counted (`unaudited{reason="response_queue_full"}`), never waited on.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tokio::sync::Notify;
 
 use super::Sidecar;
 use super::headers::value_text;
-use super::tee::decode;
+pub(super) use super::tee::Copied;
+use super::tee::{Undecoded, decode};
 use crate::audit::audit_response;
 use crate::finding::Finding;
 use crate::memory::Key;
@@ -19,28 +23,63 @@ use crate::response::ResponseView;
 use crate::silent::{AtRisk, Tracker};
 use crate::sink::{Event, EventFinding};
 
-/// Late work in flight, so that shutdown waits for it: a drained connection has handed its
-/// last response copy over, but the audit of that copy may still be running.
-#[derive(Default)]
+/// Copies waiting for a worker at most; past it, response work is dropped and counted.
+const QUEUE: usize = 1024;
+
+type Job = (Late, Copied);
+
+/// The response workers, and the work in flight so that shutdown waits for it: a drained
+/// connection has handed its last copy over, but the audit of that copy may still be running.
 pub struct LateTasks {
-    pending: AtomicUsize,
-    idle: Notify,
+    queue: SyncSender<Job>,
+    pending: Arc<AtomicUsize>,
+    idle: Arc<Notify>,
 }
 
 impl LateTasks {
-    /// Run `late` on the runtime, counted until it finishes.
-    pub(super) fn spawn(late: Late, copy: Option<Vec<u8>>) {
-        let s = late.s.clone();
-        s.late.pending.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(async move {
-            late.run(copy);
-            if s.late.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-                s.late.idle.notify_waiters();
+    /// One worker per core: the work is CPU-bound and never blocks on I/O.
+    pub fn new() -> LateTasks {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (tx, rx) = sync_channel::<Job>(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let pending = Arc::new(AtomicUsize::new(0));
+        let idle = Arc::new(Notify::new());
+        for n in 0..threads {
+            let (rx, pending, idle) = (rx.clone(), pending.clone(), idle.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("driftwatch-late-{n}"))
+                .spawn(move || work(&rx, &pending, &idle));
+            if let Err(e) = spawned {
+                tracing::error!("cannot start a response worker: {e}");
             }
-        });
+        }
+        LateTasks {
+            queue: tx,
+            pending,
+            idle,
+        }
     }
 
-    /// Resolve once no late work is running.
+    /// Queue `late` with its copy; counted and dropped when the queue is full.
+    pub(super) fn spawn(late: Late, copy: Copied) {
+        let s = late.s.clone();
+        let tasks = &s.late;
+        tasks.pending.fetch_add(1, Ordering::SeqCst);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            tasks.queue.try_send((late, copy))
+        {
+            s.metrics.unaudited("response_queue_full");
+            tasks.done();
+        }
+    }
+
+    fn done(&self) {
+        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Resolve once no late work is queued or running.
     pub async fn idle(&self) {
         loop {
             let notified = self.idle.notified();
@@ -48,6 +87,18 @@ impl LateTasks {
                 return;
             }
             notified.await;
+        }
+    }
+}
+
+/// A worker: take jobs until the sidecar is gone (the queue's sender dropped).
+fn work(rx: &Mutex<Receiver<Job>>, pending: &AtomicUsize, idle: &Notify) {
+    loop {
+        let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok((late, copy)) = job else { return };
+        late.run(copy);
+        if pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            idle.notify_waiters();
         }
     }
 }
@@ -88,24 +139,21 @@ impl Late {
         self.audit_body || self.remember.is_some()
     }
 
-    /// Run with the body copy (`None`: not copied, or larger than `audit.max_response_body`).
-    pub fn run(self, copy: Option<Vec<u8>>) {
+    /// Run with the body copy, however the body ended: without one, the status and media
+    /// type are still audited and a write's pending clear is still armed.
+    pub fn run(self, copy: Copied) {
         let s = &self.s;
         let rev = self.rev.clone();
         let Some(op) = rev.contract.operation(&self.op_id) else {
             return;
         };
-        let limit = s.config.audit.max_response_body;
-        let decoded = copy.and_then(|bytes| decode(as_text(&self.encoding), bytes, limit));
-        if self.wants_body() && decoded.is_none() {
-            s.metrics.unaudited("response_too_large");
-        }
+        let decoded = self.decoded(copy);
         // Parsed once, for the audit and the memory alike.
         let json = decoded
             .as_deref()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok());
         let mut findings = Vec::new();
-        if s.config.audit.enabled {
+        if s.settings.audit.enabled {
             let headers = ContentType(as_text(&self.content_type));
             let view = ResponseView {
                 status: self.status,
@@ -119,7 +167,7 @@ impl Late {
         if let Some(remember) = self.remember {
             let tracker = Tracker {
                 memory: &s.memory,
-                field_maps: &s.config.memory.field_map,
+                field_maps: &s.settings.memory.field_map,
             };
             findings.extend(tracker.after_response(
                 op,
@@ -132,19 +180,36 @@ impl Late {
             ));
             s.metrics.memory(s.memory.len(), s.memory.evictions());
         }
-        if findings.is_empty() {
-            return;
+        if !findings.is_empty() {
+            let revision = rev.spec.revision.clone();
+            record(
+                s,
+                op,
+                revision,
+                self.request_id,
+                self.meta,
+                self.status,
+                findings,
+            );
         }
-        let revision = rev.spec.revision.clone();
-        record(
-            s,
-            op,
-            revision,
-            self.request_id,
-            self.meta,
-            self.status,
-            findings,
-        );
+    }
+
+    /// The decoded body, or `None` with the reason it is not read counted.
+    fn decoded(&self, copy: Copied) -> Option<Vec<u8>> {
+        let limit = self.s.settings.audit.max_response_body;
+        let reason = match copy {
+            Copied::NotWanted => return None,
+            Copied::Whole(bytes) => match decode(as_text(&self.encoding), bytes, limit) {
+                Ok(decoded) => return Some(decoded),
+                Err(Undecoded::TooLarge) => "response_too_large",
+                Err(Undecoded::Undecodable) => "response_undecodable",
+            },
+            Copied::TooLarge => "response_too_large",
+            Copied::UpstreamFailed => "response_upstream_failed",
+            Copied::ClientGone => "response_client_gone",
+        };
+        self.s.metrics.unaudited(reason);
+        None
     }
 }
 
@@ -173,7 +238,7 @@ fn record(
         path: meta.uri.path().to_string(),
         status: Some(status),
         action: "observed",
-        mode: s.policy.mode.as_str(),
+        mode: s.settings.policy.mode.as_str(),
         spec_revision: revision,
         findings: findings
             .into_iter()

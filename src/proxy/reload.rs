@@ -4,42 +4,38 @@
 //! and reason, and `/readyz` stays ready. Triggers: a change to the spec file (polled), SIGHUP,
 //! and `POST /spec/reload` on the admin listener.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
+use super::Sidecar;
 use super::source::Source;
-use super::{Revision, Sidecar};
 use crate::diff::{Class, diff};
+use crate::revision::{ReloadError, Revision, Revisions};
+use crate::settings::SpecSource;
 
-/// Load the spec file again and put it in force if it changed. Returns the revision in force.
-pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, String> {
+impl Revisions for Sidecar {
+    fn current(&self) -> Arc<Revision> {
+        self.revision()
+    }
+
+    fn reload<'a>(
+        &'a self,
+        trigger: &'static str,
+    ) -> Pin<Box<dyn Future<Output = Result<Arc<Revision>, ReloadError>> + Send + 'a>> {
+        Box::pin(reload(self, trigger))
+    }
+}
+
+/// Load the spec again and put it in force if it changed. Returns the revision in force.
+pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadError> {
     // One reload at a time: two triggers at once must not race each other's swap.
     let mut etag = s.reloading.lock().await;
     let old = s.revision();
-    let source = match (&s.config.spec.path, &s.config.spec.url) {
-        (Some(path), _) => Ok(Source::File(path.clone())),
-        (None, Some(url)) => match super::fetch(&s.client, &s.config, url, etag.as_deref()).await {
-            Ok(None) => return Ok(old), // 304: the spec in force is the current one
-            Ok(Some((source, tag))) => {
-                *etag = tag;
-                Ok(source)
-            }
-            Err(e) => Err(e),
-        },
-        (None, None) => {
-            return Err(
-                "the spec is embedded (no spec.path or spec.url): nothing to reload".into(),
-            );
-        }
-    };
-    let config = s.config.clone();
-    let loaded = match source {
-        Ok(source) => {
-            tokio::task::spawn_blocking(move || Revision::compile(&source.read()?, &config))
-                .await
-                .map_err(|e| format!("the reload task failed: {e}"))
-                .and_then(|r| r.map_err(|e| e.to_string()))
-        }
+    let loaded = match read(s, &mut etag).await {
+        Ok(None) => return Ok(old), // 304: the spec in force is the current one
+        Ok(Some(source)) => compile(s, source).await,
         Err(e) => Err(e),
     };
     let mut next = match loaded {
@@ -58,6 +54,49 @@ pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, St
     }
     next.changes = diff(&old.contract, &next.contract);
     next.previous = Some(old.spec.revision.clone());
+    report_changes(s, trigger, &old, &next);
+    s.metrics.spec(
+        &next.spec.revision,
+        &next.spec.openapi,
+        next.spec.operations,
+    );
+    s.metrics.prepare(&next.contract);
+    s.swap(next);
+    Ok(s.revision())
+}
+
+/// The document to load: the file, or the URL's body (`None`: unchanged, a 304).
+async fn read(s: &Sidecar, etag: &mut Option<String>) -> Result<Option<Source>, ReloadError> {
+    match &s.settings.spec.source {
+        SpecSource::File(path) => Ok(Some(Source::File(path.clone()))),
+        SpecSource::Url(url) => {
+            let url = url.to_string();
+            let timeout = s.settings.proxy.request_timeout;
+            match super::fetch(&s.client, timeout, &url, etag.as_deref()).await? {
+                None => Ok(None),
+                Some((source, tag)) => {
+                    *etag = tag;
+                    Ok(Some(source))
+                }
+            }
+        }
+        SpecSource::Embedded => Err(ReloadError::Embedded),
+    }
+}
+
+/// Read and compile off the runtime's workers: a large spec takes seconds of CPU.
+async fn compile(s: &Sidecar, source: Source) -> Result<Revision, ReloadError> {
+    let options = s.settings.spec.contract.clone();
+    let compiled =
+        tokio::task::spawn_blocking(move || Revision::compile(&source.read()?, &options)).await;
+    match compiled {
+        Ok(result) => Ok(result?),
+        Err(e) => Err(ReloadError::Task(e.to_string())),
+    }
+}
+
+/// Log what changed, and count it by class.
+fn report_changes(s: &Sidecar, trigger: &str, old: &Revision, next: &Revision) {
     let count = |c: Class| next.changes.iter().filter(|x| x.class == c).count();
     let (breaking, hazard, info) = (
         count(Class::Breaking),
@@ -65,38 +104,28 @@ pub async fn reload(s: &Arc<Sidecar>, trigger: &str) -> Result<Arc<Revision>, St
         count(Class::Info),
     );
     tracing::info!(trigger, from = %old.spec.revision, to = %next.spec.revision, breaking, hazard, info, "spec reloaded");
+    s.metrics.spec_changes(breaking, hazard, info);
     for c in &next.changes {
         tracing::info!(class = %c.class, kind = c.kind, operation = %c.operation, location = c.location,
             field = %c.field, from = ?c.from, to = ?c.to, "spec change");
     }
-    s.metrics.spec(
-        &next.spec.revision,
-        &next.spec.openapi,
-        next.spec.operations,
-    );
-    s.metrics.spec_changes(breaking, hazard, info);
-    s.metrics.prepare(&next.contract);
-    s.swap(next);
-    Ok(s.revision())
 }
 
 /// Poll the spec file's length and modification time (or the spec URL) every
 /// `spec.watch_interval_ms` and reload on a change. Polling, not inotify: Kubernetes updates a mounted ConfigMap by swapping a
 /// symlinked directory, which a watch on the file itself never sees; `metadata` follows the link.
 pub async fn watch(s: Arc<Sidecar>) {
-    let interval = s.config.spec.watch_interval_ms;
-    if interval == 0 {
+    let Some(interval) = s.settings.spec.watch_interval else {
         return;
-    }
-    let Some(path) = s.config.spec.path.clone() else {
-        if s.config.spec.url.is_none() {
-            return; // embedded: nothing to watch
-        }
+    };
+    let path = match &s.settings.spec.source {
+        SpecSource::File(path) => path.clone(),
+        SpecSource::Embedded => return,
         // A URL: ask every interval; an unchanged spec answers 304.
-        loop {
-            tokio::time::sleep(Duration::from_millis(interval)).await;
+        SpecSource::Url(_) => loop {
+            tokio::time::sleep(interval).await;
             let _ = reload(&s, "poll").await;
-        }
+        },
     };
     let stamp = |path: &std::path::Path| -> Option<(u64, SystemTime)> {
         let m = std::fs::metadata(path).ok()?;
@@ -104,7 +133,7 @@ pub async fn watch(s: Arc<Sidecar>) {
     };
     let mut seen = stamp(&path);
     loop {
-        tokio::time::sleep(Duration::from_millis(interval)).await;
+        tokio::time::sleep(interval).await;
         let now = stamp(&path);
         if now != seen && now.is_some() {
             seen = now;

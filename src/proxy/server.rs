@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -15,19 +14,20 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::Sidecar;
+use super::error::StartError;
 use super::forward::handle;
 use super::upstream::{read_certs, read_key};
 
-/// Serve the proxy on `proxy` and the admin endpoints on `admin` until `shutdown` resolves,
-/// then drain in-flight requests for up to `proxy.drain_timeout_ms`.
+/// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
+/// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
+/// admin listener beside it.
 pub async fn run(
     proxy: TcpListener,
-    admin: TcpListener,
     s: Arc<Sidecar>,
     shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
-    let tls = match (&s.config.proxy.tls_cert, &s.config.proxy.tls_key) {
-        (Some(cert), Some(key)) => {
+) -> Result<(), StartError> {
+    let tls = match &s.settings.proxy.tls {
+        Some((cert, key)) => {
             let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))
@@ -37,11 +37,10 @@ pub async fn run(
             config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             Some(TlsAcceptor::from(Arc::new(config)))
         }
-        _ => None,
+        None => None,
     };
     // SIGHUP's handler first: once anything answers, a SIGHUP must reload, not end the process.
     let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
-    let admin_task = tokio::spawn(crate::admin::serve(admin, s.clone()));
     let watch_task = tokio::spawn(super::reload::watch(s.clone()));
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
@@ -85,7 +84,7 @@ pub async fn run(
     }
     s.ready.store(false, Ordering::SeqCst);
     drop(proxy);
-    let drain = Duration::from_millis(s.config.proxy.drain_timeout_ms);
+    let drain = s.settings.proxy.drain_timeout;
     let drained = async {
         graceful.shutdown().await;
         s.late.idle().await;
@@ -93,7 +92,6 @@ pub async fn run(
     if tokio::time::timeout(drain, drained).await.is_err() {
         tracing::warn!("drain deadline of {drain:?} reached with requests still in flight");
     }
-    admin_task.abort();
     watch_task.abort();
     hup_task.abort();
     s.events.close();

@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 
 use super::body::UpstreamBody;
 use super::upstream::UpstreamClient;
-use crate::config::Config;
+use crate::revision::FetchError;
 use crate::spec::{Spec, SpecError};
 
 /// A spec document to read: a file, or the body fetched from a URL.
@@ -40,10 +40,10 @@ pub type Fetched = Option<(Source, Option<String>)>;
 /// GET `url`, conditional on `etag`.
 pub async fn fetch(
     client: &UpstreamClient,
-    config: &Config,
+    timeout: Duration,
     url: &str,
     etag: Option<&str>,
-) -> Result<Fetched, String> {
+) -> Result<Fetched, FetchError> {
     let mut request = Request::get(url);
     if let Some(tag) = etag {
         request = request.header(IF_NONE_MATCH, tag);
@@ -54,16 +54,27 @@ pub async fn fetch(
             trailers: None,
             exact: true,
         })
-        .map_err(|e| format!("{url}: not a URL driftwatch can fetch: {e}"))?;
-    let timeout = Duration::from_millis(config.proxy.request_timeout_ms);
+        .map_err(|e| FetchError::Url {
+            url: url.into(),
+            reason: e.to_string(),
+        })?;
     let response = tokio::time::timeout(timeout, client.request(request))
         .await
-        .map_err(|_| format!("{url}: no answer within {} ms", timeout.as_millis()))?
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|_| FetchError::Timeout {
+            url: url.into(),
+            ms: timeout.as_millis(),
+        })?
+        .map_err(|e| FetchError::Unreachable {
+            url: url.into(),
+            reason: e.to_string(),
+        })?;
     match response.status() {
         StatusCode::NOT_MODIFIED => return Ok(None),
         StatusCode::OK => {}
-        other => return Err(format!("{url}: answered {other}")),
+        status => {
+            let url = url.into();
+            return Err(FetchError::Status { url, status });
+        }
     }
     let tag = response
         .headers()
@@ -74,7 +85,10 @@ pub async fn fetch(
         .into_body()
         .collect()
         .await
-        .map_err(|e| format!("{url}: reading the body: {e}"))?
+        .map_err(|e| FetchError::Body {
+            url: url.into(),
+            reason: e.to_string(),
+        })?
         .to_bytes();
     let url = url.to_string();
     Ok(Some((Source::Fetched { url, body }, tag)))

@@ -1,7 +1,9 @@
 //! Response bodies stream to the client frame by frame as they arrive; where driftwatch needs
 //! to read one (a GET to remember, a write to confirm), a copy of up to `limit` bytes is kept
 //! on the side and handed to a task after the last frame: the client never waits on it. The
-//! copy is decoded (gzip, deflate, br) for reading; the client gets the bytes as sent.
+//! copy is decoded (gzip, deflate, br) for reading; the client gets the bytes as sent. The copy
+//! is handed over however the body ends: complete, cut by the upstream, or dropped when the
+//! client hangs up (`Drop`), so the response work is never silently skipped.
 
 use std::io::Read;
 use std::pin::Pin;
@@ -11,7 +13,22 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-type OnEnd = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
+type OnEnd = Box<dyn FnOnce(Copied) + Send>;
+
+/// How a response body ended, with the copy when there is one to read.
+#[derive(Debug)]
+pub enum Copied {
+    /// Every byte, within the limit.
+    Whole(Vec<u8>),
+    /// Complete, but larger than the limit: not kept.
+    TooLarge,
+    /// The upstream's body failed before its end.
+    UpstreamFailed,
+    /// The client went away before the last byte.
+    ClientGone,
+    /// No copy was asked for (only the status and media type are checked).
+    NotWanted,
+}
 
 pub struct Tee {
     inner: Incoming,
@@ -30,12 +47,12 @@ impl Tee {
         Tee { inner, copy: None }
     }
 
-    /// Stream `inner`, and call `on_end` with a copy (or `None` when it grew past `limit`)
-    /// once the last frame has gone to the client.
+    /// Stream `inner`, and call `on_end` with the copy once the last frame has gone to the
+    /// client, or with how the body ended short of it.
     pub fn copying(inner: Incoming, limit: usize, on_end: OnEnd) -> Tee {
         if inner.is_end_stream() {
             // An empty body (a 204) is never polled: it is complete already.
-            on_end(Some(Vec::new()));
+            on_end(Copied::Whole(Vec::new()));
             return Tee::pass(inner);
         }
         // One allocation where the length is known (Content-Length), within the bound.
@@ -53,10 +70,22 @@ impl Tee {
 }
 
 impl Tee {
-    fn finish(&mut self) {
+    /// Hand the copy over, once: `ended` says how the body ended when it did not complete.
+    fn finish(&mut self, ended: Option<Copied>) {
         if let Some(copy) = self.copy.take() {
-            (copy.on_end)((!copy.overflow).then_some(copy.buf));
+            let copied = match ended {
+                Some(short) => short,
+                None if copy.overflow => Copied::TooLarge,
+                None => Copied::Whole(copy.buf),
+            };
+            (copy.on_end)(copied);
         }
+    }
+}
+
+impl Drop for Tee {
+    fn drop(&mut self) {
+        self.finish(Some(Copied::ClientGone));
     }
 }
 
@@ -81,11 +110,12 @@ impl Body for Tee {
                 }
                 // hyper stops polling a body whose length is used up: finish here too.
                 if this.inner.is_end_stream() {
-                    this.finish();
+                    this.finish(None);
                 }
             }
-            Poll::Ready(None) => this.finish(),
-            _ => {}
+            Poll::Ready(None) => this.finish(None),
+            Poll::Ready(Some(Err(_))) => this.finish(Some(Copied::UpstreamFailed)),
+            Poll::Pending => {}
         }
         polled
     }
@@ -99,13 +129,22 @@ impl Body for Tee {
     }
 }
 
+/// Why a response copy could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Undecoded {
+    /// An encoding driftwatch does not read, or bytes that are not in it.
+    Undecodable,
+    /// Decoded, it would pass the limit.
+    TooLarge,
+}
+
 /// Decode a response copy by its `Content-Encoding`, reading at most `limit` decoded bytes
 /// (a compressed body cannot grow past the bound).
-pub fn decode(encoding: Option<&str>, bytes: Vec<u8>, limit: usize) -> Option<Vec<u8>> {
+pub fn decode(encoding: Option<&str>, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>, Undecoded> {
     let mut out = Vec::new();
     let cap = limit as u64 + 1;
     let read = match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("") | Some("identity") => return Some(bytes),
+        None | Some("") | Some("identity") => return Ok(bytes),
         Some("gzip") | Some("x-gzip") => flate2::read::GzDecoder::new(&bytes[..])
             .take(cap)
             .read_to_end(&mut out),
@@ -125,9 +164,13 @@ pub fn decode(encoding: Option<&str>, bytes: Vec<u8>, limit: usize) -> Option<Ve
         Some("br") => brotli::Decompressor::new(&bytes[..], 4096)
             .take(cap)
             .read_to_end(&mut out),
-        Some(_) => return None,
+        Some(_) => return Err(Undecoded::Undecodable),
     };
-    (read.is_ok() && out.len() <= limit).then_some(out)
+    match read {
+        Err(_) => Err(Undecoded::Undecodable),
+        Ok(_) if out.len() > limit => Err(Undecoded::TooLarge),
+        Ok(_) => Ok(out),
+    }
 }
 
 #[cfg(test)]
@@ -156,13 +199,21 @@ mod tests {
             .unwrap();
         assert_eq!(decode(Some("br"), br, 1024).unwrap(), text);
         assert_eq!(decode(None, text.to_vec(), 1024).unwrap(), text);
-        assert_eq!(decode(Some("zstd"), text.to_vec(), 1024), None);
+        assert_eq!(
+            decode(Some("zstd"), text.to_vec(), 1024),
+            Err(Undecoded::Undecodable)
+        );
+        assert_eq!(
+            decode(Some("gzip"), text.to_vec(), 1024),
+            Err(Undecoded::Undecodable),
+            "not gzip at all"
+        );
         let big = vec![b'a'; 10_000];
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&big).unwrap();
         assert_eq!(
             decode(Some("gzip"), gz.finish().unwrap(), 1024),
-            None,
+            Err(Undecoded::TooLarge),
             "decoded size is bounded"
         );
     }

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Uri;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -16,56 +15,17 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::body::UpstreamBody;
-use crate::config::Config;
+use super::error::StartError;
+use crate::settings::Settings;
 
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
 
-/// Where requests go: scheme and authority, and a path prefix prepended to every request path.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub scheme: String,
-    pub authority: http::uri::Authority,
-    pub prefix: String,
-}
-
-impl Upstream {
-    pub fn parse(url: &str) -> anyhow::Result<Upstream> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| anyhow::anyhow!("upstream `{url}` is not a URL: {e}"))?;
-        let scheme = uri.scheme_str().unwrap_or_default().to_string();
-        anyhow::ensure!(
-            scheme == "http" || scheme == "https",
-            "upstream `{url}` must start with http:// or https://"
-        );
-        let authority = uri
-            .authority()
-            .cloned()
-            .ok_or_else(|| anyhow::anyhow!("upstream `{url}` has no host"))?;
-        let prefix = uri.path().trim_end_matches('/').to_string();
-        Ok(Upstream {
-            scheme,
-            authority,
-            prefix,
-        })
-    }
-
-    /// The upstream URI for a raw path-and-query, kept byte for byte.
-    pub fn uri(&self, path_and_query: &str) -> Result<Uri, http::Error> {
-        Uri::builder()
-            .scheme(self.scheme.as_str())
-            .authority(self.authority.clone())
-            .path_and_query(format!("{}{path_and_query}", self.prefix))
-            .build()
-    }
-}
-
-pub fn client(config: &Config) -> anyhow::Result<UpstreamClient> {
+pub fn client(settings: &Settings) -> Result<UpstreamClient, StartError> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_millis(config.proxy.connect_timeout_ms)));
-    let tls = client_tls(config)?;
+    http.set_connect_timeout(Some(settings.proxy.connect_timeout));
+    let tls = client_tls(settings)?;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
@@ -76,14 +36,16 @@ pub fn client(config: &Config) -> anyhow::Result<UpstreamClient> {
         .build(https))
 }
 
-fn client_tls(config: &Config) -> anyhow::Result<rustls::ClientConfig> {
+fn client_tls(settings: &Settings) -> Result<rustls::ClientConfig, StartError> {
+    let config = &settings.upstream_tls;
     let mut roots = RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
-    if let Some(ca) = &config.upstream_tls.ca_file {
+    if let Some(ca) = &config.ca_file {
         for cert in read_certs(ca)? {
-            roots.add(cert).map_err(|e| {
-                anyhow::anyhow!("{}: not a usable CA certificate: {e}", ca.display())
+            roots.add(cert).map_err(|e| StartError::Certificates {
+                file: ca.clone(),
+                reason: format!("not a usable CA certificate: {e}"),
             })?;
         }
     }
@@ -92,10 +54,7 @@ fn client_tls(config: &Config) -> anyhow::Result<rustls::ClientConfig> {
     ))
     .with_safe_default_protocol_versions()?
     .with_root_certificates(roots);
-    let tls = match (
-        &config.upstream_tls.client_cert,
-        &config.upstream_tls.client_key,
-    ) {
+    let tls = match (&config.client_cert, &config.client_key) {
         (Some(cert), Some(key)) => {
             builder.with_client_auth_cert(read_certs(cert)?, read_key(key)?)?
         }
@@ -104,21 +63,25 @@ fn client_tls(config: &Config) -> anyhow::Result<rustls::ClientConfig> {
     Ok(tls)
 }
 
-pub fn read_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, StartError> {
+    let failed = |reason: String| StartError::Certificates {
+        file: path.into(),
+        reason,
+    };
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| anyhow::anyhow!("{}: cannot read PEM certificates: {e}", path.display()))?;
-    anyhow::ensure!(
-        !certs.is_empty(),
-        "{}: no PEM certificate in it",
-        path.display()
-    );
+        .map_err(|e| failed(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(failed("no PEM certificate in it".into()));
+    }
     Ok(certs)
 }
 
-pub fn read_key(path: &Path) -> anyhow::Result<PrivateKeyDer<'static>> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| anyhow::anyhow!("{}: cannot read a PEM private key: {e}", path.display()))
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, StartError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| StartError::Key {
+        file: path.into(),
+        reason: e.to_string(),
+    })
 }
 
 /// Why an upstream request failed, as the `cause` label: `connect`, `tls`, `timeout`, `other`.

@@ -63,13 +63,40 @@ pub struct EventLog {
 
 const QUEUE: usize = 8192;
 
+/// Where events go: `events.output` is `stdout`, `none`, or a file path to append to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventOutput {
+    Stdout,
+    Discard,
+    File(std::path::PathBuf),
+}
+
+impl std::fmt::Display for EventOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventOutput::Stdout => write!(f, "stdout"),
+            EventOutput::Discard => write!(f, "none"),
+            EventOutput::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl EventOutput {
+    pub fn parse(output: &str) -> EventOutput {
+        match output {
+            "none" => EventOutput::Discard,
+            "stdout" => EventOutput::Stdout,
+            path => EventOutput::File(path.into()),
+        }
+    }
+}
+
 impl EventLog {
-    /// `stdout`, `none`, or a file path to append to.
-    pub fn open(output: &str) -> std::io::Result<EventLog> {
+    pub fn open(output: &EventOutput) -> std::io::Result<EventLog> {
         let sink: Option<Box<dyn Write + Send>> = match output {
-            "none" => None,
-            "stdout" => Some(Box::new(std::io::stdout())),
-            path => Some(Box::new(
+            EventOutput::Discard => None,
+            EventOutput::Stdout => Some(Box::new(std::io::stdout())),
+            EventOutput::File(path) => Some(Box::new(
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)

@@ -19,14 +19,17 @@ use crate::finding::Finding;
 pub enum Outcome {
     Forwarded,
     Blocked,
+    /// Not forwarded: the client's request could not be (an unreadable body, a bad target).
+    ClientError,
     UpstreamError,
 }
 
 impl Outcome {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Forwarded => "forwarded",
             Outcome::Blocked => "blocked",
+            Outcome::ClientError => "client_error",
             Outcome::UpstreamError => "upstream_error",
         }
     }
@@ -36,6 +39,8 @@ impl Outcome {
 struct OperationOutcome {
     operation: String,
     outcome: String,
+    /// The status the client received.
+    code: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -234,10 +239,11 @@ impl Metrics {
         m
     }
 
-    pub fn request(&self, operation: &str, outcome: Outcome) {
+    pub fn request(&self, operation: &str, outcome: Outcome, status: http::StatusCode) {
         let labels = OperationOutcome {
             operation: operation.into(),
             outcome: outcome.as_str().into(),
+            code: status.as_str().into(),
         };
         self.requests.get_or_create(&labels).inc();
     }

@@ -283,10 +283,13 @@ fn the_kubernetes_manifests_run_driftwatch_as_a_probed_sidecar_with_a_valid_conf
         .unwrap();
     let path = std::env::temp_dir().join(format!("driftwatch-k8s-{}.toml", std::process::id()));
     std::fs::write(&path, toml).unwrap();
-    let config = driftwatch::config::Config::load(Some(&path), &[], std::iter::empty())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let layers = driftwatch::config::Layers {
+        file: Some(&path),
+        ..Default::default()
+    };
+    let settings = driftwatch::settings::Settings::load(layers).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        config.spec.path.as_deref(),
-        Some(std::path::Path::new("/etc/driftwatch/openapi.yaml"))
+        settings.spec.source,
+        driftwatch::settings::SpecSource::File("/etc/driftwatch/openapi.yaml".into())
     );
 }

@@ -259,7 +259,7 @@ async fn enforce_refuses_with_problem_json_and_the_upstream_receives_nothing() {
     assert_eq!(
         sample(
             &m,
-            "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"blocked\"}"
+            "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"blocked\",code=\"422\"}"
         ),
         1.0
     );
@@ -319,11 +319,15 @@ async fn metrics_move_by_the_right_amounts() {
         1.0
     );
     assert_eq!(
-        delta("driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\"}"),
+        delta(
+            "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\"}"
+        ),
         3.0
     );
     assert_eq!(
-        delta("driftwatch_requests_total{operation=\"getChannel\",outcome=\"forwarded\"}"),
+        delta(
+            "driftwatch_requests_total{operation=\"getChannel\",outcome=\"forwarded\",code=\"200\"}"
+        ),
         1.0
     );
     assert_eq!(delta("driftwatch_audit_duration_seconds_count"), 5.0);
@@ -365,7 +369,7 @@ async fn an_upstream_that_refuses_connections_gives_502_problem_json_and_is_coun
     assert_eq!(
         sample(
             &m,
-            "driftwatch_requests_total{operation=\"getChannel\",outcome=\"upstream_error\"}"
+            "driftwatch_requests_total{operation=\"getChannel\",outcome=\"upstream_error\",code=\"502\"}"
         ),
         1.0
     );

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use driftwatch::config::Config;
+use driftwatch::settings::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -16,7 +17,7 @@ pub struct Running {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<anyhow::Result<()>>>,
+    task: Option<JoinHandle<Result<(), driftwatch::proxy::StartError>>>,
 }
 
 impl Running {
@@ -50,12 +51,13 @@ pub fn config(upstream: &str, edit: impl FnOnce(&mut Config)) -> Config {
 }
 
 pub async fn start(config: Config) -> Running {
-    let sidecar = driftwatch::cli::serve::build(config, None).await.unwrap();
+    let settings = Settings::from_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let sidecar = driftwatch::cli::serve::build(settings, None).await.unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (addr, admin_addr) = (proxy.local_addr().unwrap(), admin.local_addr().unwrap());
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(driftwatch::proxy::run(
+    let task = tokio::spawn(driftwatch::cli::serve::serve(
         proxy,
         admin,
         Arc::new(sidecar),

@@ -3,10 +3,11 @@
 //! and keeps it to its end (its response audit included), so a reload never changes the rules
 //! under a request in flight.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::config::Config;
-use crate::contract::Contract;
+use crate::contract::{Contract, ContractOptions};
 use crate::diff::Change;
 use crate::spec::{Spec, SpecError};
 
@@ -43,9 +44,9 @@ impl Revision {
         }
     }
 
-    /// Compile `spec` with the config's contract options.
-    pub fn compile(spec: &Spec, config: &Config) -> Result<Revision, SpecError> {
-        let contract = Contract::compile(spec, &config.contract_options())?;
+    /// Compile `spec` with the settings' contract options.
+    pub fn compile(spec: &Spec, options: &ContractOptions) -> Result<Revision, SpecError> {
+        let contract = Contract::compile(spec, options)?;
         Ok(Revision {
             spec: SpecInfo {
                 revision: spec.revision.clone(),
@@ -58,4 +59,47 @@ impl Revision {
             changes: Vec::new(),
         })
     }
+}
+
+/// Why a reload left the revision in force as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("the spec is embedded (no spec.path or spec.url): nothing to reload")]
+    Embedded,
+    /// The spec URL could not be fetched: the server holding the spec is at fault.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The new document does not load: its author is at fault (file, pointer and reason).
+    #[error(transparent)]
+    Load(#[from] SpecError),
+    #[error("the reload task failed: {0}")]
+    Task(String),
+}
+
+/// Why the spec URL gave no document.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("{url}: not a URL driftwatch can fetch: {reason}")]
+    Url { url: String, reason: String },
+    #[error("{url}: no answer within {ms} ms")]
+    Timeout { url: String, ms: u128 },
+    #[error("{url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("{url}: answered {status}")]
+    Status {
+        url: String,
+        status: http::StatusCode,
+    },
+    #[error("{url}: reading the body: {reason}")]
+    Body { url: String, reason: String },
+}
+
+/// What the admin listener may do with the spec: read the revision in force, ask for a reload.
+/// The proxy implements it; the admin listener sees nothing else of the proxy.
+pub trait Revisions: Send + Sync {
+    fn current(&self) -> Arc<Revision>;
+    fn reload<'a>(
+        &'a self,
+        trigger: &'static str,
+    ) -> Pin<Box<dyn Future<Output = Result<Arc<Revision>, ReloadError>> + Send + 'a>>;
 }

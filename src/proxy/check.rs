@@ -1,0 +1,155 @@
+//! The check stage: the core audits the request, and a replace write is compared with the last
+//! GET of its resource. Its results go into the request's ledger; what the response must carry
+//! (the memory key, fields at risk) comes back as `Pending`. An internal failure of the audit is
+//! counted and the request goes on unaudited: driftwatch's fault never stops traffic.
+
+use std::time::{Instant, SystemTime};
+
+use http::request::Parts;
+use serde_json::json;
+
+use super::Sidecar;
+use super::forward::BodyRead;
+use super::record::Ledger;
+use crate::audit::audit;
+use crate::contract::Operation;
+use crate::finding::{Finding, Kind, Location};
+use crate::memory::{Key, scope_of};
+use crate::request::{Headers, RequestView};
+use crate::revision::Revision;
+use crate::silent::{AtRisk, Tracker, resource_key};
+use crate::sink::SECRET_HEADERS;
+
+/// What the response of a checked request must carry to the memory.
+#[derive(Default)]
+pub(super) struct Pending {
+    /// The resource's memory key, for an operation with a remembered resource.
+    pub memory_key: Option<Key>,
+    /// Fields the write omits that the last GET showed with a value.
+    pub at_risk: AtRisk,
+}
+
+/// Header lookup for the audit over hyper's header map.
+struct HeaderView<'a>(&'a http::HeaderMap);
+
+impl Headers for HeaderView<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+pub(super) fn check<'c>(
+    s: &Sidecar,
+    rev: &'c Revision,
+    parts: &Parts,
+    read: &BodyRead,
+    ledger: &mut Ledger<'c>,
+) -> Pending {
+    let body = match read {
+        BodyRead::Off => return Pending::default(),
+        BodyRead::Whole(bytes) => Some(&bytes[..]),
+        BodyRead::TooLarge => None,
+    };
+    let started = Instant::now();
+    let audited = audit_request(s, rev, parts, body);
+    s.metrics.audit_seconds(started.elapsed().as_secs_f64());
+    let Some((operation, mut findings, memory_key)) = audited else {
+        s.metrics.audit_error();
+        tracing::error!(method = %parts.method, path = %parts.uri.path(), "internal audit error; request forwarded unaudited");
+        return Pending::default();
+    };
+    if matches!(read, BodyRead::TooLarge) {
+        unaudited_body(s, &mut findings);
+    }
+    let mut at_risk = AtRisk::default();
+    if let Some(op) = operation {
+        // Parts of its spec were skipped at load: what they would have checked was not.
+        for reason in &op.skipped {
+            s.metrics.unaudited(reason.unaudited_reason());
+        }
+        for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
+            f.operation = Some(op.id.clone());
+        }
+        if let Some(key) = &memory_key {
+            let tracker = Tracker {
+                memory: &s.memory,
+                field_maps: &s.settings.memory.field_map,
+            };
+            at_risk = tracker.before_write(op, key, SystemTime::now(), &mut findings);
+        }
+    }
+    if !findings.is_empty() && s.settings.events.log_values {
+        ledger.values = Some(values(s, &rev.contract.secrets, parts, body));
+    }
+    ledger.operation = operation;
+    ledger.findings = findings;
+    Pending {
+        memory_key,
+        at_risk,
+    }
+}
+
+type Audited<'c> = (Option<&'c Operation>, Vec<Finding>, Option<Key>);
+
+/// The core's audit, and the resource's memory key; `None` if the audit panicked.
+fn audit_request<'c>(
+    s: &Sidecar,
+    rev: &'c Revision,
+    parts: &Parts,
+    body: Option<&[u8]>,
+) -> Option<Audited<'c>> {
+    let headers = HeaderView(&parts.headers);
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let body = body.filter(|b| !b.is_empty());
+    let view = RequestView::new(parts.method.as_str(), path_and_query, &headers, body);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let a = audit(&rev.contract, &view);
+        let key = a
+            .operation
+            .filter(|_| s.settings.memory.enabled)
+            .and_then(|op| {
+                let credential = view.headers.get(s.settings.memory.scope_header.as_str());
+                resource_key(op, &a.path_values, scope_of(credential))
+            });
+        (a.operation, a.findings, key)
+    }))
+    .ok()
+}
+
+/// A body too large to read: its findings cannot be known, and one `unaudited` says so.
+fn unaudited_body(s: &Sidecar, findings: &mut Vec<Finding>) {
+    findings.retain(|f| f.location != Location::Body && f.kind != Kind::UnsupportedMediaType);
+    findings.push(
+        Finding::new(Kind::Unaudited, Location::Body, "")
+            .observed("body larger than audit.max_body")
+            .message(format!(
+                "the body is larger than {} bytes and was forwarded unaudited",
+                s.settings.audit.max_body
+            )),
+    );
+}
+
+/// Query, body and non-secret headers, for `log_values = true` only. The spec's apiKey
+/// credentials are secrets whatever the config says: their query values are redacted and their
+/// headers left out.
+fn values(
+    s: &Sidecar,
+    secrets: &crate::contract::Secrets,
+    parts: &Parts,
+    body: Option<&[u8]>,
+) -> serde_json::Value {
+    let secret = |name: &http::HeaderName| {
+        SECRET_HEADERS.contains(&name.as_str())
+            || secrets.is_secret_header(name.as_str())
+            || s.settings.events.secret_headers.contains(name)
+    };
+    let headers: serde_json::Map<String, serde_json::Value> = parts
+        .headers
+        .iter()
+        .filter(|(k, _)| !secret(k))
+        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("(binary)"))))
+        .collect();
+    let query = parts.uri.query().map(|q| secrets.redact_query(q));
+    let body = body.map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).into_owned());
+    json!({"query": query, "body": body, "headers": headers})
+}

@@ -1,0 +1,99 @@
+//! What goes wrong on the request path, and whose fault it is (pingora's `ErrorSource`): the
+//! client sent something that cannot be forwarded, or the upstream failed. (driftwatch's own
+//! failures, an audit that panicked or an event queue that was full, never fail a request: they
+//! are counted and the request goes on.) The problem+json answer, the outcome and `cause` labels, and the log line all come from
+//! one `ProxyError`, so they cannot disagree.
+
+use http::StatusCode;
+
+/// Who must act: the agent's client, or the API's operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Client,
+    Upstream,
+}
+
+impl Fault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Client => "client",
+            Fault::Upstream => "upstream",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("the request body could not be read: {0}")]
+    BodyUnreadable(hyper::Error),
+    #[error("the request target cannot be forwarded: {0}")]
+    BadTarget(http::Error),
+    /// `cause` is the `driftwatch_upstream_errors_total` label: connect, tls or other.
+    #[error("driftwatch could not reach the upstream {authority}: {cause} error: {reason}")]
+    Unreachable {
+        authority: String,
+        cause: &'static str,
+        reason: String,
+    },
+    #[error("the upstream {authority} did not answer within {ms} ms")]
+    Timeout { authority: String, ms: u128 },
+}
+
+impl ProxyError {
+    pub fn fault(&self) -> Fault {
+        match self {
+            ProxyError::BodyUnreadable(_) | ProxyError::BadTarget(_) => Fault::Client,
+            ProxyError::Unreachable { .. } | ProxyError::Timeout { .. } => Fault::Upstream,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::BodyUnreadable(_) | ProxyError::BadTarget(_) => StatusCode::BAD_REQUEST,
+            ProxyError::Unreachable { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    pub fn title(&self) -> &'static str {
+        match self {
+            ProxyError::BodyUnreadable(_) => "Bad request body",
+            ProxyError::BadTarget(_) => "Bad request target",
+            ProxyError::Unreachable { .. } => "Upstream unreachable",
+            ProxyError::Timeout { .. } => "Upstream timeout",
+        }
+    }
+
+    /// The `cause` label of an upstream failure; `None` for a client's.
+    pub fn cause(&self) -> Option<&'static str> {
+        match self {
+            ProxyError::Unreachable { cause, .. } => Some(cause),
+            ProxyError::Timeout { .. } => Some("timeout"),
+            _ => None,
+        }
+    }
+}
+
+/// Why the sidecar could not be assembled at start: each names the file or setting to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Settings(#[from] crate::config::ConfigError),
+    #[error("{}: cannot read PEM certificates: {reason}", file.display())]
+    Certificates {
+        file: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("{}: cannot read a PEM private key: {reason}", file.display())]
+    Key {
+        file: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("TLS setup: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("events.output `{output}`: {source}")]
+    Events {
+        output: crate::sink::EventOutput,
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,78 @@
+//! The send stage: the client's request made into the upstream's (hop-by-hop headers dropped,
+//! `X-Forwarded-*` added, `Host` and target rewritten to the upstream) and sent within
+//! `proxy.request_timeout_ms`. A failure comes back as a `ProxyError` naming whose fault it is.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use http::header::{HOST, HeaderValue};
+use http::request::Parts;
+use http::{Request, Response, Version};
+use hyper::body::Incoming;
+
+use super::Sidecar;
+use super::body::UpstreamBody;
+use super::error::ProxyError;
+use super::headers::{add_forwarded, strip_hop_by_hop};
+use super::upstream::{cause, root_cause};
+
+/// Who sent the request, for `X-Forwarded-For` and `-Proto`.
+pub(super) struct Peer {
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+pub(super) fn outgoing(
+    s: &Sidecar,
+    mut parts: Parts,
+    body: UpstreamBody,
+    peer: Peer,
+) -> Result<Request<UpstreamBody>, ProxyError> {
+    let original_host = parts.headers.get(HOST).cloned().or_else(|| {
+        let authority = parts.uri.authority()?;
+        HeaderValue::from_str(authority.as_str()).ok()
+    });
+    strip_hop_by_hop(&mut parts.headers);
+    if s.settings.proxy.forwarded_headers {
+        let proto = if peer.tls { "https" } else { "http" };
+        let ip = peer.addr.ip().to_string();
+        add_forwarded(&mut parts.headers, &ip, proto, original_host.as_ref());
+    }
+    let host = match original_host {
+        Some(host) if s.settings.proxy.preserve_host => Some(host),
+        _ => HeaderValue::from_str(s.upstream.authority.as_str()).ok(),
+    };
+    if let Some(host) = host {
+        parts.headers.insert(HOST, host);
+    }
+    parts.version = Version::HTTP_11;
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = s
+        .upstream
+        .uri(path_and_query)
+        .map_err(ProxyError::BadTarget)?;
+    Ok(Request::from_parts(parts, body))
+}
+
+pub(super) async fn send(
+    s: &Sidecar,
+    request: Request<UpstreamBody>,
+) -> Result<Response<Incoming>, ProxyError> {
+    let started = Instant::now();
+    let timeout = s.settings.proxy.request_timeout;
+    let sent = tokio::time::timeout(timeout, s.client.request(request)).await;
+    s.metrics.upstream_seconds(started.elapsed().as_secs_f64());
+    let authority = || s.upstream.authority.to_string();
+    match sent {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) => Err(ProxyError::Unreachable {
+            authority: authority(),
+            cause: cause(&e),
+            reason: root_cause(&e),
+        }),
+        Err(_) => Err(ProxyError::Timeout {
+            authority: authority(),
+            ms: timeout.as_millis(),
+        }),
+    }
+}

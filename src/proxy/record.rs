@@ -1,0 +1,176 @@
+//! The one exit of the request path. A `Ledger` is opened when a request arrives and filled by
+//! the stages; `close` takes whatever the stages produced (a forwarded answer, a refusal, a
+//! fault) and records the request exactly once: its outcome and the status the client
+//! receives, each blocked kind once, its findings, and an event when there is something to say.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::header::HeaderValue;
+use http::request::Parts;
+use http::{Method, Response, Uri};
+use http_body_util::{Either, Full};
+
+use super::Sidecar;
+use super::error::{Fault, ProxyError};
+use super::forward::ResponseBody;
+use super::headers::{new_request_id, value_text};
+use super::late::LateMeta;
+use super::problem;
+use crate::contract::Operation;
+use crate::finding::{Finding, Kind};
+use crate::policy::Action;
+use crate::revision::Revision;
+use crate::sink::{Event, EventFinding, NO_OPERATION, Outcome};
+
+/// What the stages made of a request, for the exit to record and send.
+pub(super) enum Reply {
+    /// The upstream answered; `extra` holds findings its answer raised (`upstream_rejected`).
+    Forwarded {
+        response: Response<ResponseBody>,
+        extra: Vec<Finding>,
+    },
+    /// Refused in enforce mode; each kind that blocked it, once.
+    Blocked {
+        response: Response<ResponseBody>,
+        kinds: BTreeSet<Kind>,
+    },
+    /// Not forwarded, or no answer: the client's fault or the upstream's.
+    Failed(ProxyError),
+}
+
+/// What is known of a request so far. Header values and the URI share the request's buffers
+/// (a clone is a reference count): a clean request makes no text for an event it never writes.
+pub(super) struct Ledger<'c> {
+    pub request_id: String,
+    method: Method,
+    uri: Uri,
+    tool: Option<HeaderValue>,
+    traceparent: Option<HeaderValue>,
+    pub operation: Option<&'c Operation>,
+    pub findings: Vec<Finding>,
+    /// Query, body and headers, when `events.log_values` is on and there are findings.
+    pub values: Option<serde_json::Value>,
+}
+
+impl<'c> Ledger<'c> {
+    /// Open the ledger; a request without an id gets one, and the upstream sees it.
+    pub fn open(s: &Sidecar, parts: &mut Parts) -> Ledger<'c> {
+        let name = &s.settings.events.request_id_header;
+        let request_id = match parts.headers.get(name).and_then(|v| v.to_str().ok()) {
+            Some(id) => id.to_string(),
+            None => {
+                let id = new_request_id();
+                if let Ok(v) = HeaderValue::from_str(&id) {
+                    parts.headers.insert(name.clone(), v);
+                }
+                id
+            }
+        };
+        Ledger {
+            request_id,
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            tool: parts.headers.get(&s.settings.events.tool_header).cloned(),
+            traceparent: parts.headers.get("traceparent").cloned(),
+            operation: None,
+            findings: Vec::new(),
+            values: None,
+        }
+    }
+
+    /// The request's side of an event raised after its response.
+    pub fn late_meta(&self) -> LateMeta {
+        LateMeta {
+            tool: self.tool.clone(),
+            traceparent: self.traceparent.clone(),
+            uri: self.uri.clone(),
+        }
+    }
+
+    /// Record the request once and give back the response to send.
+    pub fn close(mut self, s: &Sidecar, rev: &Revision, reply: Reply) -> Response<ResponseBody> {
+        let op_id = self.operation.map_or(NO_OPERATION, |op| op.id.as_str());
+        let (response, outcome, kinds) = match reply {
+            Reply::Forwarded { response, extra } => {
+                self.findings.extend(extra);
+                (response, Outcome::Forwarded, BTreeSet::new())
+            }
+            Reply::Blocked { response, kinds } => (response, Outcome::Blocked, kinds),
+            Reply::Failed(error) => {
+                let response = self.failed(s, &error);
+                let outcome = match error.fault() {
+                    Fault::Client => Outcome::ClientError,
+                    Fault::Upstream => Outcome::UpstreamError,
+                };
+                (response, outcome, BTreeSet::new())
+            }
+        };
+        s.metrics.request(op_id, outcome, response.status());
+        for kind in &kinds {
+            s.metrics.blocked(op_id, kind.as_str());
+        }
+        for f in &self.findings {
+            s.metrics.finding(op_id, f);
+        }
+        if !self.findings.is_empty() || outcome != Outcome::Forwarded {
+            self.event(s, rev, outcome, response.status().as_u16());
+        }
+        response
+    }
+
+    /// The problem+json answer for a fault, counted by cause and logged with whose it is.
+    fn failed(&self, s: &Sidecar, error: &ProxyError) -> Response<ResponseBody> {
+        if let Some(cause) = error.cause() {
+            s.metrics.upstream_error(cause);
+        }
+        tracing::warn!(request_id = %self.request_id, method = %self.method, path = %self.uri.path(),
+            fault = error.fault().as_str(), status = error.status().as_u16(), "{error}");
+        let detail = error.to_string();
+        let response = problem::response(
+            error.status(),
+            error.title(),
+            &detail,
+            &self.request_id,
+            None,
+        );
+        response.map(|b| Either::Right(Full::new(b)))
+    }
+
+    fn event(self, s: &Sidecar, rev: &Revision, outcome: Outcome, status: u16) {
+        let policy = &s.settings.policy;
+        let operation = self.operation.map(|op| op.id.clone());
+        let blocked = |f: &Finding| {
+            outcome == Outcome::Blocked && policy.action(operation.as_deref(), f) == Action::Block
+        };
+        let findings = self
+            .findings
+            .into_iter()
+            .map(|finding| EventFinding {
+                action: if blocked(&finding) { "block" } else { "log" },
+                finding,
+            })
+            .collect();
+        let event = Arc::new(Event {
+            at: SystemTime::now(),
+            request_id: self.request_id,
+            traceparent: value_text(self.traceparent.as_ref()),
+            tool: value_text(self.tool.as_ref()),
+            path_template: self.operation.map(|op| op.template.clone()),
+            operation,
+            method: self.method.to_string(),
+            path: self.uri.path().to_string(),
+            status: Some(status),
+            action: outcome.as_str(),
+            mode: policy.mode.as_str(),
+            spec_revision: rev.spec.revision.clone(),
+            findings,
+            values: self.values,
+        });
+        if !s.events.log(event.clone()) {
+            s.metrics.event_dropped();
+        }
+        s.recent.push(event);
+    }
+}

@@ -1,0 +1,270 @@
+//! The sidecar's settings as one validated value, built once at start from the layered config
+//! (`config`: file < env < flags): header names are `HeaderName`s, times are `Duration`s, the
+//! upstream is a parsed URL, enforce actions are typed maps in a [`Policy`]. Every invalid value
+//! is refused here, naming its key and the source that set it; nothing downstream parses,
+//! checks or edits a setting again.
+
+mod upstream;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::HeaderName;
+
+pub use upstream::Upstream;
+
+use crate::config::{
+    AdminConfig, AuditConfig, Config, ConfigError, Layers, Origin, Origins, UpstreamTlsConfig,
+};
+use crate::contract::{ContractOptions, WriteSemantics};
+use crate::finding::Blame;
+use crate::policy::{Action, Policy};
+use crate::sink::EventOutput;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub spec: SpecSettings,
+    pub proxy: ProxySettings,
+    pub upstream_tls: UpstreamTlsConfig,
+    pub admin: AdminConfig,
+    pub audit: AuditConfig,
+    /// Observe or enforce, and the action for each finding kind and operation.
+    pub policy: Policy,
+    pub events: EventSettings,
+    pub memory: MemorySettings,
+}
+
+/// Where the spec comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecSource {
+    /// Given by the caller (the demo's embedded spec).
+    Embedded,
+    File(PathBuf),
+    Url(http::Uri),
+}
+
+#[derive(Debug, Clone)]
+pub struct SpecSettings {
+    pub source: SpecSource,
+    /// What the contract takes from the config: base path, write semantics, linked reads.
+    pub contract: ContractOptions,
+    /// How often the source is checked for a change (`None`: never; SIGHUP still reloads).
+    pub watch_interval: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    pub listen: SocketAddr,
+    /// `None` only where no proxy runs (`check`); `serve` refuses to start without one.
+    pub upstream: Option<Upstream>,
+    pub preserve_host: bool,
+    pub forwarded_headers: bool,
+    pub report_header: bool,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub workers: usize,
+    /// PEM certificate chain and key for TLS on the listener.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EventSettings {
+    pub output: EventOutput,
+    pub tool_header: HeaderName,
+    pub request_id_header: HeaderName,
+    /// Headers never logged, besides the built-in credential headers.
+    pub secret_headers: Vec<HeaderName>,
+    pub log_values: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct MemorySettings {
+    pub enabled: bool,
+    pub max_entries: usize,
+    pub ttl: Duration,
+    pub scope_header: HeaderName,
+    /// Per operation id: write field name to read field name.
+    pub field_map: HashMap<String, HashMap<String, String>>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        let defaults = Config::default();
+        Settings::check(&defaults, &Origins::default()).expect("the defaults are valid")
+    }
+}
+
+impl Settings {
+    /// Layer file, environment and flags, then check and type every value.
+    pub fn load(layers: Layers<'_>) -> Result<Settings, ConfigError> {
+        let (config, origins) = layers.merge()?;
+        Settings::check(&config, &origins)
+    }
+
+    /// Check a config built in code (tests, the demo): every key's origin is the default.
+    pub fn from_config(config: &Config) -> Result<Settings, ConfigError> {
+        Settings::check(config, &Origins::default())
+    }
+
+    /// The upstream `serve` forwards to.
+    pub fn upstream(&self) -> Result<&Upstream, ConfigError> {
+        self.proxy
+            .upstream
+            .as_ref()
+            .ok_or_else(|| ConfigError::Invalid {
+                key: "proxy.upstream".into(),
+                origin: Origin::Default,
+                reason: "not set: pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM"
+                    .into(),
+            })
+    }
+
+    fn check(c: &Config, origins: &Origins) -> Result<Settings, ConfigError> {
+        let fail = |key: &str, reason: String| ConfigError::Invalid {
+            key: key.into(),
+            origin: origins.of(key),
+            reason,
+        };
+        let header = |key: &str, name: &str| {
+            HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| fail(key, format!("`{name}` is not a valid header name")))
+        };
+        let pair = |key: &str, a: &Option<PathBuf>, b: &Option<PathBuf>, what: &str| match (a, b) {
+            (Some(a), Some(b)) => Ok(Some((a.clone(), b.clone()))),
+            (None, None) => Ok(None),
+            _ => Err(fail(key, format!("{what} go together"))),
+        };
+        let policy = policy(c, &fail)?;
+        let proxy = ProxySettings {
+            listen: c.proxy.listen,
+            upstream: match &c.proxy.upstream {
+                Some(url) => {
+                    Some(Upstream::parse(url).map_err(|e| fail("proxy.upstream", e.to_string()))?)
+                }
+                None => None,
+            },
+            preserve_host: c.proxy.preserve_host,
+            forwarded_headers: c.proxy.forwarded_headers,
+            report_header: c.proxy.report_header,
+            connect_timeout: Duration::from_millis(c.proxy.connect_timeout_ms),
+            request_timeout: Duration::from_millis(c.proxy.request_timeout_ms),
+            drain_timeout: Duration::from_millis(c.proxy.drain_timeout_ms),
+            workers: c.proxy.workers,
+            tls: pair(
+                "proxy.tls_cert",
+                &c.proxy.tls_cert,
+                &c.proxy.tls_key,
+                "tls_cert and tls_key",
+            )?,
+        };
+        pair(
+            "upstream_tls.client_cert",
+            &c.upstream_tls.client_cert,
+            &c.upstream_tls.client_key,
+            "client_cert and client_key",
+        )?;
+        if c.audit.max_body == 0 {
+            return Err(fail("audit.max_body", "must be positive".into()));
+        }
+        if !(0.0..=1.0).contains(&c.audit.response_sample_rate) {
+            return Err(fail(
+                "audit.response_sample_rate",
+                "must be between 0.0 and 1.0".into(),
+            ));
+        }
+        let events = EventSettings {
+            output: EventOutput::parse(&c.events.output),
+            tool_header: header("events.tool_header", &c.events.tool_header)?,
+            request_id_header: header("events.request_id_header", &c.events.request_id_header)?,
+            secret_headers: c
+                .events
+                .secret_headers
+                .iter()
+                .map(|h| header("events.secret_headers", h))
+                .collect::<Result<_, _>>()?,
+            log_values: c.events.log_values,
+        };
+        let memory = MemorySettings {
+            enabled: c.memory.enabled,
+            max_entries: c.memory.max_entries,
+            ttl: Duration::from_secs(c.memory.ttl_secs),
+            scope_header: header("memory.scope_header", &c.memory.scope_header)?,
+            field_map: c.memory.field_map.clone(),
+        };
+        Ok(Settings {
+            spec: spec(c, &fail)?,
+            proxy,
+            upstream_tls: c.upstream_tls.clone(),
+            admin: c.admin.clone(),
+            audit: c.audit.clone(),
+            policy,
+            events,
+            memory,
+        })
+    }
+}
+
+type Fail<'a> = dyn Fn(&str, String) -> ConfigError + 'a;
+
+fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
+    let source = match (&c.spec.path, &c.spec.url) {
+        (Some(_), Some(_)) => {
+            return Err(fail(
+                "spec.url",
+                "set spec.path or spec.url, not both".into(),
+            ));
+        }
+        (Some(path), None) => SpecSource::File(path.clone()),
+        (None, Some(url)) => SpecSource::Url(
+            url.parse::<http::Uri>()
+                .ok()
+                .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
+                .ok_or_else(|| fail("spec.url", format!("`{url}` is not an http(s) URL")))?,
+        ),
+        (None, None) => SpecSource::Embedded,
+    };
+    let write: HashMap<String, WriteSemantics> = c.spec.write.clone();
+    Ok(SpecSettings {
+        source,
+        contract: ContractOptions {
+            base_path: c.spec.base_path.clone(),
+            write_overrides: write,
+            read_for: c.memory.resources.clone(),
+            strict: c.spec.strict,
+        },
+        watch_interval: (c.spec.watch_interval_ms > 0)
+            .then(|| Duration::from_millis(c.spec.watch_interval_ms)),
+    })
+}
+
+/// The enforce tables as a policy; a response kind cannot block (its answer has gone out).
+fn policy(c: &Config, fail: &Fail<'_>) -> Result<Policy, ConfigError> {
+    let by_kind = c.enforce.kinds.iter().map(|(k, a)| ("enforce.kinds", k, a));
+    let by_operation = c
+        .enforce
+        .operations
+        .values()
+        .flatten()
+        .map(|(k, a)| ("enforce.operations", k, a));
+    for (key, kind, action) in by_kind.chain(by_operation) {
+        if kind.blame() == Blame::Server && *action == Action::Block {
+            return Err(fail(
+                key,
+                format!(
+                    "`{kind}` is found on responses, which have already gone to the client: response findings never block"
+                ),
+            ));
+        }
+    }
+    Ok(Policy::new(
+        c.proxy.mode,
+        c.enforce.kinds.clone(),
+        c.enforce.operations.clone(),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! Layering, precedence and validation of the settings, each error naming key and source.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::config::SECTIONS;
+use crate::policy::Mode;
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("driftwatch-config-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn text(v: &str) -> toml::Value {
+    toml::Value::String(v.into())
+}
+
+fn load(
+    file: Option<&Path>,
+    env: Vec<(String, String)>,
+    flags: Vec<crate::config::Flag>,
+) -> Result<Settings, ConfigError> {
+    Settings::load(Layers { file, env, flags })
+}
+
+#[test]
+fn flags_beat_env_and_env_beats_file() {
+    let file = write(
+        "a.toml",
+        "[proxy]\nlisten = \"127.0.0.1:1000\"\nupstream = \"http://a\"\nmode = \"enforce\"\n[audit]\nmax_body = 10\n",
+    );
+    let vars = env(&[
+        ("DRIFTWATCH_PROXY_LISTEN", "127.0.0.1:3000"),
+        ("DRIFTWATCH_AUDIT_MAX_BODY", "20"),
+        ("HOME", "/root"),
+    ]);
+    let flag = || vec![("proxy.listen", "--listen", text("127.0.0.1:2000"))];
+    let s = load(Some(&file), vars.clone(), flag()).unwrap();
+    assert_eq!(
+        s.proxy.listen,
+        "127.0.0.1:2000".parse().unwrap(),
+        "the flag wins"
+    );
+    assert_eq!(s.audit.max_body, 20, "env over file");
+    assert_eq!(
+        s.policy.mode,
+        Mode::Enforce,
+        "the file where nothing else is set"
+    );
+    assert_eq!(s.upstream().unwrap().authority.as_str(), "a");
+    let s = load(Some(&file), vars, Vec::new()).unwrap();
+    assert_eq!(
+        s.proxy.listen,
+        "127.0.0.1:3000".parse().unwrap(),
+        "env over file"
+    );
+    let s = load(Some(&file), Vec::new(), Vec::new()).unwrap();
+    assert_eq!(s.proxy.listen, "127.0.0.1:1000".parse().unwrap());
+}
+
+#[test]
+fn the_spec_source_is_one_choice_across_layers() {
+    // The image sets DRIFTWATCH_SPEC_PATH; a config file naming a URL must still load, and
+    // `--spec` beats both.
+    let file = write("u.toml", "[spec]\nurl = \"http://api:5000/openapi.json\"\n");
+    let image = env(&[("DRIFTWATCH_SPEC_PATH", "/etc/driftwatch/openapi.yaml")]);
+    let s = load(Some(&file), image.clone(), Vec::new()).unwrap();
+    assert_eq!(
+        s.spec.source,
+        SpecSource::File("/etc/driftwatch/openapi.yaml".into())
+    );
+    let flag = vec![("spec.path", "--spec", text("mine.yaml"))];
+    let s = load(Some(&file), image, flag).unwrap();
+    assert_eq!(s.spec.source, SpecSource::File("mine.yaml".into()));
+    let s = load(Some(&file), Vec::new(), Vec::new()).unwrap();
+    assert!(matches!(s.spec.source, SpecSource::Url(ref u) if u.path() == "/openapi.json"));
+    let both = write(
+        "b.toml",
+        "[spec]\npath = \"a.yaml\"\nurl = \"http://api/openapi.json\"\n",
+    );
+    let e = load(Some(&both), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("set spec.path or spec.url, not both"), "{e}");
+}
+
+#[test]
+fn an_invalid_value_is_refused_naming_its_key_and_source() {
+    let file = write(
+        "h.toml",
+        "[events]\n\nrequest_id_header = \"x request id\"\n",
+    );
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        format!(
+            "events.request_id_header (set by {} line 3): `x request id` is not a valid header name",
+            file.display()
+        )
+    );
+    let vars = env(&[("DRIFTWATCH_MEMORY_SCOPE_HEADER", "bad:header")]);
+    let e = load(None, vars, Vec::new()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "memory.scope_header (set by environment variable DRIFTWATCH_MEMORY_SCOPE_HEADER): `bad:header` is not a valid header name"
+    );
+    let flag = vec![("proxy.upstream", "--upstream", text("ftp://api"))];
+    let e = load(None, Vec::new(), flag).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "proxy.upstream (set by flag --upstream): `ftp://api` must start with http:// or https://"
+    );
+    let vars = env(&[("DRIFTWATCH_PROXY_CONNECT_TIMEOUT_MS", "soon")]);
+    let e = load(None, vars, Vec::new()).unwrap_err().to_string();
+    assert!(
+        e.starts_with("proxy.connect_timeout_ms (set by environment variable DRIFTWATCH_PROXY_CONNECT_TIMEOUT_MS): "),
+        "{e}"
+    );
+    let e = Settings::default().upstream().unwrap_err().to_string();
+    assert!(
+        e.starts_with("proxy.upstream (set by the default): not set"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_named() {
+    let file = write("b.toml", "[proxy]\nlisten_addr = \"127.0.0.1:1\"\n");
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown field `listen_addr`"), "{e}");
+    let vars = env(&[("DRIFTWATCH_PROXI_LISTEN", "x")]);
+    let e = load(None, vars, Vec::new()).unwrap_err().to_string();
+    assert!(
+        e.starts_with("DRIFTWATCH_PROXI_LISTEN (set by environment variable DRIFTWATCH_PROXI_LISTEN): unknown setting"),
+        "{e}"
+    );
+    let file = write(
+        "c.toml",
+        "[enforce.kinds]\nunknown_query_parameter = \"block\"\n",
+    );
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown variant `unknown_query_parameter`"),
+        "{e}"
+    );
+    let file = write(
+        "d.toml",
+        "[enforce.kinds]\nunknown_query_param = \"stop\"\n",
+    );
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown variant `stop`"), "{e}");
+    let file = write(
+        "e.toml",
+        "[enforce.kinds]\nresponse_schema_violation = \"block\"\n",
+    );
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "enforce.kinds (set by {} line 1): `response_schema_violation` is found on responses",
+            file.display()
+        )),
+        "{e}"
+    );
+    let file = write("f.toml", "[spec.write]\n\"PUT /a\" = \"overwrite\"\n");
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown variant `overwrite`"), "{e}");
+}
+
+#[test]
+fn every_section_of_the_documented_config_is_reachable_from_the_environment() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/driftwatch.toml");
+    let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut sections: Vec<&str> = table.keys().map(String::as_str).collect();
+    sections.sort();
+    let mut known = SECTIONS.to_vec();
+    known.sort();
+    assert_eq!(sections, known);
+    let vars = env(&[("DRIFTWATCH_MEMORY_MAX_ENTRIES", "5")]);
+    assert_eq!(load(None, vars, Vec::new()).unwrap().memory.max_entries, 5);
+}
+
+#[test]
+fn the_documented_example_config_is_valid_and_equals_the_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/driftwatch.toml");
+    let c = load(Some(&path), Vec::new(), Vec::new()).unwrap();
+    let d = Settings::default();
+    assert_eq!(format!("{:?}", c.proxy), format!("{:?}", d.proxy));
+    assert_eq!(format!("{:?}", c.audit), format!("{:?}", d.audit));
+    assert_eq!(format!("{:?}", c.admin), format!("{:?}", d.admin));
+    assert_eq!(format!("{:?}", c.events), format!("{:?}", d.events));
+    assert_eq!(format!("{:?}", c.memory), format!("{:?}", d.memory));
+    assert_eq!(format!("{:?}", c.spec), format!("{:?}", d.spec));
+}
+
+#[test]
+fn every_kind_reads_by_its_stable_name() {
+    for kind in crate::finding::Kind::ALL {
+        let parsed: crate::finding::Kind = toml::Value::String(kind.as_str().into())
+            .try_into()
+            .unwrap();
+        assert_eq!(parsed, kind);
+    }
+}
