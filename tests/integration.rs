@@ -5,10 +5,12 @@ mod integration {
     pub mod cli;
     pub mod demo;
     pub mod diffs;
+    pub mod exits;
     pub mod first_contact;
     pub mod generated;
     pub mod generator;
     pub mod kinds;
+    pub mod layout;
     pub mod live_responses;
     pub mod operations;
     pub mod ops_kit;

@@ -192,6 +192,7 @@ impl Late {
                 findings,
             );
         }
+        s.metrics.response_checked();
     }
 
     /// The decoded body, or `None` with the reason it is not read counted.

@@ -3,14 +3,15 @@
 //! in-flight requests finish up to the deadline, then return.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use super::Sidecar;
@@ -26,19 +27,7 @@ pub async fn run(
     s: Arc<Sidecar>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
-    let tls = match &s.settings.proxy.tls {
-        Some((cert, key)) => {
-            let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(read_certs(cert)?, read_key(key)?)?;
-            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-            Some(TlsAcceptor::from(Arc::new(config)))
-        }
-        None => None,
-    };
+    let tls = acceptor(&s)?;
     // SIGHUP's handler first: once anything answers, a SIGHUP must reload, not end the process.
     let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
     let watch_task = tokio::spawn(super::reload::watch(s.clone()));
@@ -48,37 +37,13 @@ pub async fn run(
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = proxy.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let state = s.clone();
-                let is_tls = tls.is_some();
-                let service = service_fn(move |req| handle(state.clone(), req, peer, is_tls));
-                let builder = builder.clone();
-                let watcher = graceful.watcher();
-                let tls = tls.clone();
-                tokio::spawn(async move {
-                    let served = match tls {
-                        Some(acceptor) => match acceptor.accept(stream).await {
-                            Ok(stream) => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
-                            Err(e) => {
-                                tracing::debug!(%peer, "TLS handshake failed: {e}");
-                                return;
-                            }
-                        },
-                        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned()).await,
-                    };
-                    if let Err(e) = served {
-                        tracing::debug!(%peer, "connection ended with an error: {e}");
-                    }
-                });
-            }
+            accepted = proxy.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let watcher = graceful.watcher();
+                    tokio::spawn(connection(s.clone(), stream, peer, tls.clone(), builder.clone(), watcher));
+                }
+                Err(e) => tracing::warn!("accept failed: {e}"),
+            },
             () = &mut shutdown => break,
         }
     }
@@ -96,4 +61,51 @@ pub async fn run(
     hup_task.abort();
     s.events.close();
     Ok(())
+}
+
+/// TLS on the listener when `proxy.tls_cert` and `tls_key` are set, offering h2 and http/1.1.
+fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
+    let Some((cert, key)) = &s.settings.proxy.tls else {
+        return Ok(None);
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(read_certs(cert)?, read_key(key)?)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(TlsAcceptor::from(Arc::new(config))))
+}
+
+/// One client connection, HTTP/1.1 or HTTP/2, watched by the graceful drain.
+async fn connection(
+    s: Arc<Sidecar>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    builder: auto::Builder<TokioExecutor>,
+    watcher: Watcher,
+) {
+    let _ = stream.set_nodelay(true);
+    let is_tls = tls.is_some();
+    let service = service_fn(move |req| handle(s.clone(), req, peer, is_tls));
+    let served = match tls {
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(stream) => {
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                watcher.watch(conn.into_owned()).await
+            }
+            Err(e) => {
+                tracing::debug!(%peer, "TLS handshake failed: {e}");
+                return;
+            }
+        },
+        None => {
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            watcher.watch(conn.into_owned()).await
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(%peer, "connection ended with an error: {e}");
+    }
 }

@@ -109,6 +109,7 @@ pub struct Metrics {
     unaudited: Family<Reason, Counter>,
     audit_errors: Counter,
     events_dropped: Counter,
+    responses_done: Counter,
     audit_duration: Histogram,
     upstream_duration: Histogram,
     spec_info: Family<SpecLabels, Gauge>,
@@ -136,6 +137,7 @@ impl Metrics {
             unaudited: Family::default(),
             audit_errors: Counter::default(),
             events_dropped: Counter::default(),
+            responses_done: Counter::default(),
             audit_duration: Histogram::new(exponential_buckets(1e-6, 4.0, 10)),
             upstream_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 10)),
             spec_info: Family::default(),
@@ -180,6 +182,11 @@ impl Metrics {
             "audit_errors",
             "Internal audit failures (the request was forwarded)",
             m.audit_errors.clone(),
+        );
+        r.register(
+            "responses_checked",
+            "Responses whose work after the last byte (audit, memory) has finished",
+            m.responses_done.clone(),
         );
         r.register(
             "events_dropped",
@@ -322,6 +329,10 @@ impl Metrics {
 
     pub fn audit_error(&self) {
         self.audit_errors.inc();
+    }
+
+    pub fn response_checked(&self) {
+        self.responses_done.inc();
     }
 
     pub fn event_dropped(&self) {

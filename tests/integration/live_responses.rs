@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use super::responses::{Answer, response_twins, stored_channel};
 use super::sidecar::{admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, TypedResponder};
+use super::util::eventually;
 
 fn request(method: &str, target: &str, rid: &str) -> Vec<u8> {
     format!("{method} {target} HTTP/1.1\r\nhost: x\r\nx-request-id: {rid}\r\nx-mcp-tool: get_channel\r\n\r\n")
@@ -127,16 +128,13 @@ async fn demo_api() -> SocketAddr {
     addr
 }
 
-/// Poll `/metrics` until `series` reaches `value` (late audits run after the response).
+/// Wait until `series` reaches `value` on `/metrics` (late audits run after the response).
 async fn until_sample(admin: SocketAddr, series: &str, value: f64) -> String {
-    for _ in 0..500 {
+    eventually(&format!("{series} to reach {value}"), || async {
         let text = scrape(admin).await;
-        if sample(&text, series) >= value {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{series} never reached {value}:\n{}", scrape(admin).await);
+        (sample(&text, series) >= value).then_some(text)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

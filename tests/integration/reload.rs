@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::sidecar::{admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, ok};
-use super::util::example;
+use super::util::{eventually, example};
 
 /// A private copy of the Channels spec that the test rewrites.
 fn spec_copy(name: &str) -> PathBuf {
@@ -38,17 +38,13 @@ async fn post_reload(admin: std::net::SocketAddr) -> (u16, Value) {
     (resp.status, resp.json())
 }
 
-/// Poll `/spec` (bounded, 5 s) until its revision is no longer `first`; the revision then.
+/// Wait until `/spec` names a revision other than `first`; that revision.
 async fn new_revision(admin: std::net::SocketAddr, first: &Value) -> Value {
-    let mut now = first.clone();
-    for _ in 0..250 {
-        now = admin_get(admin, "/spec").await.json()["revision"].clone();
-        if now != *first {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    now
+    eventually("a new revision", || async {
+        let now = admin_get(admin, "/spec").await.json()["revision"].clone();
+        (now != *first).then_some(now)
+    })
+    .await
 }
 
 const STALE_QUERY: &[u8] = b"GET /api/v1/playouts?page_size=2 HTTP/1.1\r\nhost: x\r\n\r\n";
@@ -154,12 +150,10 @@ async fn a_request_in_flight_finishes_on_the_revision_it_started_with() {
     let addr = dw.addr;
     let in_flight = tokio::spawn(async move { raw(addr, STALE_QUERY).await });
     // Wait until the upstream has the request, then reload under it.
-    for _ in 0..200 {
-        if !up.recorded().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the upstream to hold the request", || async {
+        (!up.recorded().is_empty()).then_some(())
+    })
+    .await;
     renamed(&spec);
     assert_eq!(post_reload(dw.admin).await.0, 200);
     assert_eq!(in_flight.await.unwrap().status, 200);
@@ -228,15 +222,7 @@ async fn sighup_reloads_the_spec_of_the_running_binary() {
             Err(_) => None,
         }
     };
-    let mut first = None;
-    for _ in 0..200 {
-        first = revision().await;
-        if first.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let first = first.expect("driftwatch serves");
+    let first = eventually("driftwatch to serve", revision).await;
     renamed(&spec);
     let pid = child.id().unwrap().to_string();
     let hup = std::process::Command::new("kill")
@@ -244,14 +230,10 @@ async fn sighup_reloads_the_spec_of_the_running_binary() {
         .status()
         .unwrap();
     assert!(hup.success());
-    let mut now = first.clone();
-    for _ in 0..200 {
-        now = revision().await.unwrap();
-        if now != first {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let now = eventually("SIGHUP to reload", || async {
+        revision().await.filter(|now| *now != first)
+    })
+    .await;
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &pid])
         .status();
@@ -295,9 +277,10 @@ async fn a_spec_url_is_polled_with_if_none_match_and_reloaded_when_it_changes() 
     .await;
     let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
     // Unchanged: conditional requests answered 304, nothing reloaded.
-    while api.recorded().len() < 4 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("four polls of the spec URL", || async {
+        (api.recorded().len() >= 4).then_some(())
+    })
+    .await;
     let asked: Vec<Option<String>> = api
         .recorded()
         .iter()

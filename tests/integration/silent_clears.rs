@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 
 use super::sidecar::{admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, Recorded};
+use super::util::eventually;
 
 async fn demo_api() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -46,22 +47,24 @@ fn stale_body(read: &Value) -> Value {
 /// Wait (bounded) until the memory holds `n` resources: GET responses are read after their
 /// last byte went to the client, off the response path.
 async fn armed(admin: SocketAddr, n: f64) {
-    for _ in 0..200 {
-        if sample(&scrape(admin).await, "driftwatch_memory_entries") >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!(
-        "the memory never held {n} resources: {}",
-        scrape(admin).await
-    );
+    eventually(&format!("the memory to hold {n} resources"), || async {
+        (sample(&scrape(admin).await, "driftwatch_memory_entries") >= n).then_some(())
+    })
+    .await;
+}
+
+/// Wait until `n` responses have had their late work done (audit, memory).
+async fn responses_checked(admin: SocketAddr, n: f64) {
+    eventually(&format!("{n} responses checked"), || async {
+        (sample(&scrape(admin).await, "driftwatch_responses_checked_total") >= n).then_some(())
+    })
+    .await;
 }
 
 /// The kinds of the findings recorded for request `rid` (all its events), waiting (bounded) for
 /// `until` to appear when given.
 async fn kinds_of(admin: SocketAddr, rid: &str, until: Option<&str>) -> Vec<(String, String)> {
-    for _ in 0..200 {
+    eventually(&format!("`{until:?}` for {rid}"), || async {
         let events = admin_get(admin, "/findings").await.json();
         let mut found: Vec<(String, String)> = Vec::new();
         for e in events["events"]
@@ -78,12 +81,11 @@ async fn kinds_of(admin: SocketAddr, rid: &str, until: Option<&str>) -> Vec<(Str
                 ));
             }
         }
-        if until.is_none_or(|k| found.iter().any(|(kind, _)| kind == k)) {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("no `{until:?}` for {rid}");
+        until
+            .is_none_or(|k| found.iter().any(|(kind, _)| kind == k))
+            .then_some(found)
+    })
+    .await
 }
 
 /// Alice GETs channel 7 (request `g1`); once driftwatch remembers it, `put_auth` PUTs it back
@@ -221,7 +223,8 @@ async fn a_put_that_includes_the_field_is_clean_and_an_empty_list_is_only_omitte
         .await
         .json();
     assert_eq!(read["graphicsElementIds"], json!([]));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // g1, p1, p2 and g2 are done: the memory now holds g2's empty list.
+    responses_checked(dw.admin, 4.0).await;
     raw(
         dw.addr,
         &put(

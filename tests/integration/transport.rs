@@ -15,6 +15,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use super::sidecar::{config, raw, sample, scrape, start};
 use super::upstream::{self, ok};
+use super::util::eventually;
 
 struct Pki {
     ca_pem: std::path::PathBuf,
@@ -217,24 +218,20 @@ fn sigterm_drains_an_in_flight_request_then_exits_0() {
         let addr: std::net::SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
         let admin: std::net::SocketAddr = format!("127.0.0.1:{a}").parse().unwrap();
         // Wait for readiness by polling /readyz (bounded).
-        let mut ready = false;
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(admin).await.is_ok()
-                && super::sidecar::admin_get(admin, "/readyz").await.status == 200
-            {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(ready, "driftwatch did not become ready");
+        eventually("driftwatch to become ready", || async {
+            let up = tokio::net::TcpStream::connect(admin).await.is_ok()
+                && super::sidecar::admin_get(admin, "/readyz").await.status == 200;
+            up.then_some(())
+        })
+        .await;
         let in_flight = tokio::spawn(async move {
             raw(addr, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await
         });
         // The upstream holds the request 800 ms; signal while it is in flight.
-        while up.recorded().is_empty() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually("the upstream to hold the request", || async {
+            (!up.recorded().is_empty()).then_some(())
+        })
+        .await;
         let kill = std::process::Command::new("kill")
             .args(["-TERM", &child.id().unwrap().to_string()])
             .status()

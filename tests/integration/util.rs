@@ -32,3 +32,24 @@ pub fn contract(path: &std::path::Path) -> Contract {
     let spec = Spec::load(path).unwrap_or_else(|e| panic!("{e}"));
     Contract::compile(&spec, &ContractOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// The one wait of the integration tests: poll `check` every 10 ms until it gives `Some`, and
+/// fail naming `what` after 10 s. Late work (response audits, reloads) is awaited this way,
+/// never with a bare sleep.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited 10 s for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
