@@ -3,6 +3,7 @@
 #         -e DRIFTWATCH_PROXY_UPSTREAM=http://api:5000 -p 8080:8080 -p 9090:9090 driftwatch
 # Config: DRIFTWATCH_* environment variables, and optionally a mounted file passed as
 # `serve --config /etc/driftwatch/driftwatch.toml` (config/driftwatch.toml documents every key).
+# Precedence: file < environment < flags, so `serve --listen 127.0.0.1:8080` beats the ENV below.
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src

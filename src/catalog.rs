@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::contract::{Contract, Operation};
 
 pub use compare::check;
-pub use generate::generate;
+pub use generate::{UnknownOperation, generate};
 
 /// One tool of a `tools/list` result.
 #[derive(Debug, Clone)]

@@ -11,8 +11,12 @@
 //! - [`catalog`]: an MCP tool catalog against the spec: every tool's fields, exactly.
 //! - [`memory`], [`silent`]: the last GET of each resource, and silent-clear detection on it.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
-//! - [`config`], [`policy`]: the validated settings, and observe/enforce decisions per finding.
-//! - [`proxy`], [`admin`], [`sink`]: the live sidecar, its admin listener, metrics and events.
+//! - [`config`], [`settings`]: the config as written and layered (file < env < flags), and the
+//!   one validated, typed value built from it at start.
+//! - [`policy`]: observe/enforce, and the action per finding.
+//! - [`revision`]: the spec in force, and the narrow handle to read or reload it.
+//! - [`proxy`], [`admin`], [`sink`]: the live sidecar (the request path as stages with one exit),
+//!   its admin listener (which sees the proxy only through a narrow handle), metrics and events.
 //! - [`cli`], [`demo`]: the subcommands of the `driftwatch` binary, and the embedded demo.
 #![forbid(unsafe_code)]
 

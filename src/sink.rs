@@ -6,6 +6,6 @@ mod events;
 mod metrics;
 mod recent;
 
-pub use events::{Event, EventFinding, EventLog, EventOutput, SECRET_HEADERS};
+pub use events::{Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS};
 pub use metrics::{Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};

@@ -11,17 +11,22 @@ use super::find_operation;
 use crate::contract::{BodyShape, Contract, Operation};
 use crate::finding::Location;
 
+/// A name in the enabled list that the spec does not have: the list is the user's to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not an operation of the spec")]
+pub struct UnknownOperation(pub String);
+
 /// The `tools/list` for the operations `enabled` names (operationIds or `"METHOD /path"`), or
 /// every operation when `enabled` is `None`. An unknown name is an error naming it.
-pub fn generate(contract: &Contract, enabled: Option<&[String]>) -> Result<Value, String> {
+pub fn generate(
+    contract: &Contract,
+    enabled: Option<&[String]>,
+) -> Result<Value, UnknownOperation> {
     let ops: Vec<&Operation> = match enabled {
         None => contract.operations().iter().collect(),
         Some(names) => names
             .iter()
-            .map(|n| {
-                find_operation(contract, n)
-                    .ok_or_else(|| format!("`{n}` is not an operation of the spec"))
-            })
+            .map(|n| find_operation(contract, n).ok_or_else(|| UnknownOperation(n.clone())))
             .collect::<Result<_, _>>()?,
     };
     let mut taken = HashSet::new();

@@ -62,7 +62,7 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 "--generate needs --enable FILE (operations are off until enabled) or --all"
             ),
         };
-        let catalog = generate(&contract, enabled.as_deref()).map_err(|e| anyhow::anyhow!(e))?;
+        let catalog = generate(&contract, enabled.as_deref())?;
         serde_json::to_writer_pretty(&mut *out, &catalog)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);

@@ -61,6 +61,17 @@ pub struct Agent {
     calls: usize,
 }
 
+/// Why a call of the scripted agent failed: the demo's own plumbing, never a finding.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("building the request: {0}")]
+    Request(#[from] http::Error),
+    #[error("sending the request: {0}")]
+    Send(#[from] hyper_util::client::legacy::Error),
+    #[error("reading the answer: {0}")]
+    Read(#[from] hyper::Error),
+}
+
 impl Agent {
     pub fn new(base: String) -> Agent {
         Agent {
@@ -76,7 +87,7 @@ impl Agent {
         method: Method,
         target: &str,
         body: Option<&Value>,
-    ) -> anyhow::Result<Call> {
+    ) -> Result<Call, AgentError> {
         self.calls += 1;
         let request_id = format!("demo-{:02}", self.calls);
         let mut req = Request::builder()
@@ -104,7 +115,7 @@ impl Agent {
     }
 
     /// Tool `list_playouts(page_size)`: the spec renamed the parameter to `pageSize`.
-    pub async fn list_playouts(&mut self) -> anyhow::Result<Call> {
+    pub async fn list_playouts(&mut self) -> Result<Call, AgentError> {
         self.call(
             "list_playouts",
             Method::GET,
@@ -115,7 +126,7 @@ impl Agent {
     }
 
     /// Tool `update_schedule`: its schema types `padToNearestMinute` as a string.
-    pub async fn update_schedule(&mut self) -> anyhow::Result<Call> {
+    pub async fn update_schedule(&mut self) -> Result<Call, AgentError> {
         let body = json!({"name": "Weeknights", "keepMultiPartEpisodesTogether": true, "treatCollectionsAsShows": false,
             "shuffleScheduleItems": false, "randomStartPoint": false, "fixedStartTimeBehavior": "Strict", "padToNearestMinute": "30"});
         self.call(
@@ -128,7 +139,7 @@ impl Agent {
     }
 
     /// Tool `get_channel`.
-    pub async fn get_channel(&mut self) -> anyhow::Result<Call> {
+    pub async fn get_channel(&mut self) -> Result<Call, AgentError> {
         self.call("get_channel", Method::GET, "/api/v1/channels/7", None)
             .await
     }
@@ -139,7 +150,7 @@ impl Agent {
         &mut self,
         current: &Value,
         name: &str,
-    ) -> anyhow::Result<(Call, usize)> {
+    ) -> Result<(Call, usize), AgentError> {
         let mut body: Map<String, Value> = UPDATE_CHANNEL_TOOL_FIELDS
             .iter()
             .filter_map(|f| Some((f.to_string(), current.get(*f)?.clone())))

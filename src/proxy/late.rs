@@ -239,6 +239,7 @@ fn record(
         path: meta.uri.path().to_string(),
         status: Some(status),
         action: "observed",
+        error: None,
         mode: s.settings.policy.mode.as_str(),
         spec_revision: revision,
         findings: findings

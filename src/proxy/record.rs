@@ -22,7 +22,7 @@ use crate::contract::Operation;
 use crate::finding::{Finding, Kind};
 use crate::policy::Action;
 use crate::revision::Revision;
-use crate::sink::{Event, EventFinding, NO_OPERATION, Outcome};
+use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome};
 
 /// What the stages made of a request, for the exit to record and send.
 pub(super) enum Reply {
@@ -92,18 +92,23 @@ impl<'c> Ledger<'c> {
     /// Record the request once and give back the response to send.
     pub fn close(mut self, s: &Sidecar, rev: &Revision, reply: Reply) -> Response<ResponseBody> {
         let op_id = self.operation.map_or(NO_OPERATION, |op| op.id.as_str());
+        let mut error = None;
         let (response, outcome, kinds) = match reply {
             Reply::Forwarded { response, extra } => {
                 self.findings.extend(extra);
                 (response, Outcome::Forwarded, BTreeSet::new())
             }
             Reply::Blocked { response, kinds } => (response, Outcome::Blocked, kinds),
-            Reply::Failed(error) => {
-                let response = self.failed(s, &error);
-                let outcome = match error.fault() {
+            Reply::Failed(failure) => {
+                let response = self.failed(s, &failure);
+                let outcome = match failure.fault() {
                     Fault::Client => Outcome::ClientError,
                     Fault::Upstream => Outcome::UpstreamError,
                 };
+                error = Some(EventError {
+                    fault: failure.fault().as_str(),
+                    detail: failure.to_string(),
+                });
                 (response, outcome, BTreeSet::new())
             }
         };
@@ -114,8 +119,8 @@ impl<'c> Ledger<'c> {
         for f in &self.findings {
             s.metrics.finding(op_id, f);
         }
-        if !self.findings.is_empty() || outcome != Outcome::Forwarded {
-            self.event(s, rev, outcome, response.status().as_u16());
+        if !self.findings.is_empty() || error.is_some() {
+            self.event(s, rev, outcome, response.status().as_u16(), error);
         }
         response
     }
@@ -138,7 +143,14 @@ impl<'c> Ledger<'c> {
         response.map(|b| Either::Right(Full::new(b)))
     }
 
-    fn event(self, s: &Sidecar, rev: &Revision, outcome: Outcome, status: u16) {
+    fn event(
+        self,
+        s: &Sidecar,
+        rev: &Revision,
+        outcome: Outcome,
+        status: u16,
+        error: Option<EventError>,
+    ) {
         let policy = &s.settings.policy;
         let operation = self.operation.map(|op| op.id.clone());
         let blocked = |f: &Finding| {
@@ -163,6 +175,7 @@ impl<'c> Ledger<'c> {
             path: self.uri.path().to_string(),
             status: Some(status),
             action: outcome.as_str(),
+            error,
             mode: policy.mode.as_str(),
             spec_revision: rev.spec.revision.clone(),
             findings,

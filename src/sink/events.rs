@@ -30,14 +30,25 @@ pub struct Event {
     pub path: String,
     /// The upstream's status, or the one driftwatch answered with.
     pub status: Option<u16>,
-    /// `forwarded`, `blocked` or `upstream_error`.
+    /// `forwarded`, `blocked`, `client_error` or `upstream_error` (`observed` for an event
+    /// raised after the response).
     pub action: &'static str,
+    /// Why driftwatch answered for the upstream, when it did: whose fault and what happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<EventError>,
     pub mode: &'static str,
     pub spec_revision: String,
     pub findings: Vec<EventFinding>,
     /// Query, body and non-secret headers, only with `log_values = true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EventError {
+    /// `client` or `upstream`.
+    pub fault: &'static str,
+    pub detail: String,
 }
 
 #[derive(Debug, Serialize)]

@@ -134,6 +134,7 @@ fn a_catalog_generated_from_every_real_spec_checks_clean() {
     assert!(
         generate(&channels, Some(&["nope".into()]))
             .unwrap_err()
+            .to_string()
             .contains("nope")
     );
 }

@@ -308,5 +308,33 @@ async fn every_exit_counts_its_request_once_with_the_status_sent() {
         unaudited.get("reason=\"response_upstream_failed\""),
         Some(&1.0)
     );
+    // Each answer driftwatch gave for the upstream has an event saying whose fault it was,
+    // with the status sent.
+    let events = super::sidecar::admin_get(dw.admin, "/findings")
+        .await
+        .json();
+    let mut faults: Vec<(String, u64, String)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !e["error"].is_null())
+        .map(|e| {
+            let action = e["action"].as_str().unwrap().to_string();
+            (
+                action,
+                e["status"].as_u64().unwrap(),
+                e["error"]["fault"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    faults.sort();
+    assert_eq!(
+        faults,
+        [
+            ("client_error".to_string(), 400, "client".to_string()),
+            ("upstream_error".to_string(), 502, "upstream".to_string()),
+            ("upstream_error".to_string(), 504, "upstream".to_string()),
+        ]
+    );
     dw.stop().await;
 }
