@@ -253,3 +253,76 @@ fn sigterm_drains_an_in_flight_request_then_exits_0() {
         );
     });
 }
+
+/// The image sets `DRIFTWATCH_PROXY_LISTEN=0.0.0.0:8080` and `DRIFTWATCH_SPEC_PATH`: the flags
+/// an operator passes must win over them (flags > env > file), on the real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flags_beat_the_images_environment_on_the_real_binary() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let port = |l: std::net::TcpListener| l.local_addr().unwrap().port();
+    let free = || port(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let (by_flag, by_env, admin) = (free(), free(), free());
+    let spec = super::util::example("channels.openapi.yaml");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["serve", "--spec", spec.to_str().unwrap()])
+        .args(["--upstream", &format!("http://{}", up.addr)])
+        .args(["--listen", &format!("127.0.0.1:{by_flag}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .env("DRIFTWATCH_PROXY_LISTEN", format!("127.0.0.1:{by_env}"))
+        .env("DRIFTWATCH_SPEC_PATH", "/nonexistent/openapi.yaml")
+        .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    eventually("driftwatch to become ready", || async {
+        let up = tokio::net::TcpStream::connect(admin).await.is_ok()
+            && super::sidecar::admin_get(admin, "/readyz").await.status == 200;
+        up.then_some(())
+    })
+    .await;
+    let flag_addr: std::net::SocketAddr = format!("127.0.0.1:{by_flag}").parse().unwrap();
+    let resp = raw(
+        flag_addr,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n",
+    )
+    .await;
+    assert_eq!(resp.status, 200, "--listen is where it serves");
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", by_env))
+            .await
+            .is_err(),
+        "nothing listens where the environment asked"
+    );
+    let spec_source = super::sidecar::admin_get(admin, "/spec").await.json()["source"].clone();
+    assert_eq!(
+        spec_source,
+        spec.to_str().unwrap(),
+        "--spec beats DRIFTWATCH_SPEC_PATH"
+    );
+    let _ = child.kill().await;
+}
+
+/// An invalid value stops the start with exit 2, naming its key and where it was set.
+#[test]
+fn an_invalid_header_name_in_the_config_stops_the_start_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("driftwatch-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("driftwatch.toml");
+    std::fs::write(&file, "[events]\ntool_header = \"x mcp tool\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["serve", "--config", file.to_str().unwrap()])
+        .args(["--upstream", "http://127.0.0.1:9", "--spec", "unused.yaml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "driftwatch: events.tool_header (set by {} line 2): `x mcp tool` is not a valid header name",
+            file.display()
+        )
+    );
+}
