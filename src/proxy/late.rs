@@ -2,8 +2,10 @@
 //! the response audit (status, media type, and the sampled body), remembering a GET for
 //! silent-clear memory, and confirming a silent clear a write left pending. Response findings
 //! are recorded, never acted on: the answer has already gone. Decoding, parsing and validating
-//! a copy is CPU work: it runs on a few threads of its own, fed by a bounded queue; a full
-//! queue is counted (`unaudited{reason="response_queue_full"}`), never waited on.
+//! a large or compressed copy is CPU work that would stall other connections: it runs on a few
+//! threads of its own, fed by a bounded queue; a full queue is counted
+//! (`unaudited{reason="response_queue_full"}`), never waited on. A small plain copy costs less
+//! to read than to hand over, and is read in a task on the runtime.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -25,6 +27,10 @@ use crate::sink::{Event, EventFinding};
 
 /// Copies waiting for a worker at most; past it, response work is dropped and counted.
 const QUEUE: usize = 1024;
+
+/// Uncompressed copies up to this size are read on the runtime; larger or compressed ones (a
+/// decompression may expand to `audit.max_response_body`) go to the workers.
+const IN_PLACE: usize = 64 * 1024;
 
 type Job = (Late, Copied);
 
@@ -60,11 +66,27 @@ impl LateTasks {
         }
     }
 
-    /// Queue `late` with its copy; counted and dropped when the queue is full.
+    /// Run `late` with its copy: a small, uncompressed copy as a task on the runtime (reading
+    /// it costs about what the request audit costs, less than a hand-off to a thread); a large
+    /// or compressed one on the response workers, queued, and counted and dropped when the
+    /// queue is full.
     pub(super) fn spawn(late: Late, copy: Copied) {
         let s = late.s.clone();
         let tasks = &s.late;
         tasks.pending.fetch_add(1, Ordering::SeqCst);
+        let heavy = match &copy {
+            Copied::Whole(bytes) => bytes.len() > IN_PLACE || late.encoding.is_some(),
+            _ => false,
+        };
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (false, Ok(runtime)) = (heavy, runtime) {
+            let done = s.clone();
+            runtime.spawn(async move {
+                late.run(copy);
+                done.late.done();
+            });
+            return;
+        }
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             tasks.queue.try_send((late, copy))
         {
