@@ -217,13 +217,7 @@ fn sigterm_drains_an_in_flight_request_then_exits_0() {
             .unwrap();
         let addr: std::net::SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
         let admin: std::net::SocketAddr = format!("127.0.0.1:{a}").parse().unwrap();
-        // Wait for readiness by polling /readyz (bounded).
-        eventually("driftwatch to become ready", || async {
-            let up = tokio::net::TcpStream::connect(admin).await.is_ok()
-                && super::sidecar::admin_get(admin, "/readyz").await.status == 200;
-            up.then_some(())
-        })
-        .await;
+        ready(admin).await;
         let in_flight = tokio::spawn(async move {
             raw(addr, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await
         });
@@ -276,12 +270,7 @@ async fn flags_beat_the_images_environment_on_the_real_binary() {
         .spawn()
         .unwrap();
     let admin: std::net::SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
-    eventually("driftwatch to become ready", || async {
-        let up = tokio::net::TcpStream::connect(admin).await.is_ok()
-            && super::sidecar::admin_get(admin, "/readyz").await.status == 200;
-        up.then_some(())
-    })
-    .await;
+    ready(admin).await;
     let flag_addr: std::net::SocketAddr = format!("127.0.0.1:{by_flag}").parse().unwrap();
     let resp = raw(
         flag_addr,
@@ -325,4 +314,14 @@ fn an_invalid_header_name_in_the_config_stops_the_start_naming_the_key() {
             file.display()
         )
     );
+}
+
+/// Wait until a driftwatch process started by the test answers `/readyz` with 200.
+async fn ready(admin: std::net::SocketAddr) {
+    eventually("driftwatch to become ready", || async {
+        let up = tokio::net::TcpStream::connect(admin).await.is_ok()
+            && super::sidecar::admin_get(admin, "/readyz").await.status == 200;
+        up.then_some(())
+    })
+    .await;
 }
