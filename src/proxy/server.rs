@@ -6,6 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -34,15 +35,24 @@ pub async fn run(
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     s.ready.store(true, Ordering::SeqCst);
+    // Out of file descriptors: said once when it starts and once when it ends.
+    let mut exhausted = false;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = proxy.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    if std::mem::take(&mut exhausted) {
+                        tracing::info!("accepting connections again");
+                    }
                     let watcher = graceful.watcher();
                     tokio::spawn(connection(s.clone(), stream, peer, tls.clone(), builder.clone(), watcher));
                 }
-                Err(e) => tracing::warn!("accept failed: {e}"),
+                Err(e) => {
+                    if let Some(pause) = accept_failed(&s, &e, &mut exhausted) {
+                        tokio::time::sleep(pause).await;
+                    }
+                }
             },
             () = &mut shutdown => break,
         }
@@ -61,6 +71,31 @@ pub async fn run(
     hup_task.abort();
     s.events.close();
     Ok(())
+}
+
+/// How long to wait after a failed accept. Out of file descriptors (EMFILE, ENFILE) or memory,
+/// the listener stays readable and a retry fails at once: without a pause the loop spins a
+/// core and floods the log. Other errors concern one connection and are retried at once.
+fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &mut bool) -> Option<Duration> {
+    const EMFILE: i32 = 24;
+    const ENFILE: i32 = 23;
+    const ENOBUFS: i32 = 105;
+    const ENOMEM: i32 = 12;
+    let limit = match error.raw_os_error() {
+        Some(EMFILE | ENFILE) => "open_files",
+        Some(ENOBUFS | ENOMEM) => "memory",
+        _ => {
+            tracing::debug!("accept failed: {error}");
+            return None;
+        }
+    };
+    s.metrics.limit_hit(limit);
+    if !std::mem::replace(exhausted, true) {
+        tracing::warn!(
+            "accept failed: {error}; pausing accepts 100 ms at a time until descriptors free up"
+        );
+    }
+    Some(Duration::from_millis(100))
 }
 
 /// TLS on the listener when `proxy.tls_cert` and `tls_key` are set, offering h2 and http/1.1.

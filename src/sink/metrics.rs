@@ -81,6 +81,14 @@ struct Reason {
     reason: String,
 }
 
+/// The `limit` label's values.
+const LIMITS: [&str; 2] = ["open_files", "memory"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Limit {
+    limit: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ChangeClass {
     class: String,
@@ -107,6 +115,7 @@ pub struct Metrics {
     blocked: Family<BlockedLabels, Counter>,
     upstream_errors: Family<Cause, Counter>,
     unaudited: Family<Reason, Counter>,
+    limit_hits: Family<Limit, Counter>,
     audit_errors: Counter,
     events_dropped: Counter,
     responses_done: Counter,
@@ -135,6 +144,7 @@ impl Metrics {
             blocked: Family::default(),
             upstream_errors: Family::default(),
             unaudited: Family::default(),
+            limit_hits: Family::default(),
             audit_errors: Counter::default(),
             events_dropped: Counter::default(),
             responses_done: Counter::default(),
@@ -178,6 +188,17 @@ impl Metrics {
             "Requests forwarded without a body audit, and responses whose body was not read, by reason",
             m.unaudited.clone(),
         );
+        r.register(
+            "limit_hits",
+            "Times a bound on what a peer can make driftwatch hold was reached, by limit",
+            m.limit_hits.clone(),
+        );
+        // A fixed vocabulary, so every series exists at zero (an alert sees the first hit).
+        for limit in LIMITS {
+            m.limit_hits.get_or_create(&Limit {
+                limit: limit.into(),
+            });
+        }
         r.register(
             "audit_errors",
             "Internal audit failures (the request was forwarded)",
@@ -323,6 +344,14 @@ impl Metrics {
         self.unaudited
             .get_or_create(&Reason {
                 reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn limit_hit(&self, limit: &str) {
+        self.limit_hits
+            .get_or_create(&Limit {
+                limit: limit.into(),
             })
             .inc();
     }

@@ -325,3 +325,83 @@ async fn ready(admin: std::net::SocketAddr) {
     })
     .await;
 }
+
+/// CPU time (user + system, in clock ticks) a process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Out of file descriptors (idle clients hold them all), the accept loop backs off instead of
+/// spinning: bounded CPU, a bounded log, the failures counted, and service again once the
+/// clients go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors_the_accept_loop_backs_off_and_recovers() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let port = |l: std::net::TcpListener| l.local_addr().unwrap().port();
+    let free = || port(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let (listen, admin) = (free(), free());
+    let spec = super::util::example("channels.openapi.yaml");
+    let command = format!(
+        "ulimit -n 64; exec {} serve --spec {} --upstream http://{} --listen 127.0.0.1:{listen} --admin-listen 127.0.0.1:{admin}",
+        env!("CARGO_BIN_EXE_driftwatch"),
+        spec.display(),
+        up.addr
+    );
+    let mut child = tokio::process::Command::new("bash")
+        .args(["-c", &command])
+        .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    // Read the log as it comes, so a flood of it cannot block the process on a full pipe.
+    let mut stderr = child.stderr.take().unwrap();
+    let log = tokio::spawn(async move {
+        let mut text = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut stderr, &mut text).await;
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    ready(admin).await;
+    let proxy: std::net::SocketAddr = format!("127.0.0.1:{listen}").parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(tokio::net::TcpStream::connect(proxy).await.unwrap());
+    }
+    // Out of descriptors now: measure two seconds of it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spent = cpu_ticks(pid) - before;
+    drop(idle);
+    let resp = eventually("service once the idle clients are gone", || async {
+        let resp = tokio::time::timeout(
+            Duration::from_secs(1),
+            raw(proxy, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n"),
+        )
+        .await
+        .ok()?;
+        Some(resp)
+    })
+    .await;
+    assert_eq!(resp.status, 200);
+    let failures = sample(
+        &scrape(admin).await,
+        "driftwatch_limit_hits_total{limit=\"open_files\"}",
+    );
+    let _ = child.kill().await;
+    let log = log.await.unwrap();
+    let lines = log.lines().filter(|l| l.contains("accept")).count();
+    assert!(
+        spent < 40,
+        "the accept loop spent {spent} ticks of CPU in 2 s (100 a second is a spinning core)"
+    );
+    assert!(lines <= 4, "{lines} log lines about accept:\n{log}");
+    assert!(failures >= 1.0, "the failures are counted: {failures}");
+}
