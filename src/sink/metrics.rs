@@ -195,7 +195,7 @@ impl Metrics {
         );
         // A fixed vocabulary, so every series exists at zero (an alert sees the first hit).
         for limit in LIMITS {
-            m.limit_hits.get_or_create(&Limit {
+            let _ = m.limit_hits.get_or_create(&Limit {
                 limit: limit.into(),
             });
         }
