@@ -2,6 +2,7 @@
 //! and the offline checker share it and tests call it directly. One file per check family.
 
 mod body;
+mod bounded;
 mod coerce;
 mod params;
 mod response;
@@ -9,6 +10,8 @@ mod suggest;
 
 pub use response::{ReportedOnce, audit_response};
 pub use suggest::did_you_mean;
+
+use bounded::Findings;
 
 use crate::contract::{Contract, Operation, Route};
 use crate::finding::{Finding, Kind, Location};
@@ -21,6 +24,9 @@ pub struct Audit<'c, 'p> {
     pub operation: Option<&'c Operation>,
     pub path_values: Vec<&'p str>,
     pub findings: Vec<Finding>,
+    /// More than `audit.max_findings` were found: the last finding says so, the rest are left
+    /// out.
+    pub truncated: bool,
 }
 
 /// Audit `request` against `contract`; every finding carries the operation id.
@@ -31,8 +37,8 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             operation,
             path_values,
         } => {
-            let (mut operation, found) = best_fit(contract, operation, request, &path_values);
-            findings = found;
+            let (mut operation, mut findings) =
+                best_fit(contract, operation, request, &path_values);
             let mut path_values = path_values;
             // Refused where it was routed: another template the path fits may declare what
             // the request sends (`/sites/{id}/zones/count` is `/sites/{id}/{kind}/count` too).
@@ -40,16 +46,22 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
                 for (other, values) in
                     contract.also_matching(request.method, request.path, operation)
                 {
-                    let theirs = check_operation(other, request, &values);
+                    let theirs = check_operation(contract, other, request, &values);
                     if weight(&theirs) < weight(&findings) {
                         (operation, findings, path_values) = (other, theirs, values);
                     }
                 }
             }
+            let truncated = findings.more();
+            let mut findings = findings.into_vec();
+            if truncated {
+                findings.push(left_out(operation, contract.max_findings));
+            }
             Audit {
                 operation: Some(operation),
                 path_values,
                 findings,
+                truncated,
             }
         }
         Route::MethodNotAllowed { allowed } => {
@@ -68,6 +80,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
                 operation: None,
                 path_values: Vec::new(),
                 findings,
+                truncated: false,
             }
         }
         Route::NotFound => {
@@ -88,6 +101,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
                 operation: None,
                 path_values: Vec::new(),
                 findings,
+                truncated: false,
             }
         }
     }
@@ -100,9 +114,9 @@ fn best_fit<'c>(
     op: &'c Operation,
     request: &RequestView,
     path_values: &[&str],
-) -> (&'c Operation, Vec<Finding>) {
+) -> (&'c Operation, Findings) {
     if op.alternates.is_empty() {
-        return (op, check_operation(op, request, path_values));
+        return (op, check_operation(contract, op, request, path_values));
     }
     let all: Vec<&Operation> = std::iter::once(op).chain(contract.alternates(op)).collect();
     let keyed: Vec<&Operation> = all
@@ -111,9 +125,9 @@ fn best_fit<'c>(
         .filter(|o| carries_keys(o, request))
         .collect();
     let pool = if keyed.is_empty() { all } else { keyed };
-    let mut best: Option<(&Operation, Vec<Finding>)> = None;
+    let mut best: Option<(&Operation, Findings)> = None;
     for candidate in pool {
-        let findings = check_operation(candidate, request, path_values);
+        let findings = check_operation(contract, candidate, request, path_values);
         let better = best
             .as_ref()
             .is_none_or(|(_, b)| weight(&findings) < weight(b));
@@ -125,7 +139,7 @@ fn best_fit<'c>(
             }
         }
     }
-    best.unwrap_or_else(|| (op, Vec::new()))
+    best.unwrap_or_else(|| (op, Findings::new(contract.max_findings)))
 }
 
 /// The request carries every key the operation's template fixes, in its query or as a header
@@ -143,14 +157,30 @@ fn carries_keys(op: &Operation, request: &RequestView) -> bool {
         })
 }
 
-fn check_operation(op: &Operation, request: &RequestView, path_values: &[&str]) -> Vec<Finding> {
-    let mut findings = Vec::new();
+fn check_operation(
+    contract: &Contract,
+    op: &Operation,
+    request: &RequestView,
+    path_values: &[&str],
+) -> Findings {
+    let mut findings = Findings::new(contract.max_findings);
     params::check(op, request, path_values, &mut findings);
     body::check(op, request, &mut findings);
-    for finding in &mut findings {
+    for finding in findings.iter_mut() {
         finding.operation = Some(op.id.clone());
     }
     findings
+}
+
+/// The last finding of a request with more than `limit`: the rest are not listed.
+fn left_out(op: &Operation, limit: usize) -> Finding {
+    let mut f = Finding::new(Kind::Unaudited, Location::Body, "")
+        .observed("findings left out")
+        .message(format!(
+            "more than {limit} findings: the rest are not listed (audit.max_findings)"
+        ));
+    f.operation = Some(op.id.clone());
+    f
 }
 
 /// How bad a set of findings is: the worst severity first, then how many.

@@ -115,6 +115,9 @@ pub struct AuditConfig {
     pub enabled: bool,
     /// Larger request bodies stream through unaudited (counted as `unaudited`).
     pub max_body: usize,
+    /// Findings listed per request at most; past it, one finding says the rest were left out
+    /// (counted in `driftwatch_limit_hits_total{limit="findings_per_request"}`).
+    pub max_findings: usize,
     /// Unknown query parameter names get their own metric label for the first N per
     /// operation, then `_other`; the full name is always in the event log.
     pub unknown_param_labels: usize,
@@ -216,6 +219,7 @@ impl Default for AuditConfig {
         AuditConfig {
             enabled: true,
             max_body: 1 << 20,
+            max_findings: 100,
             unknown_param_labels: 20,
             max_response_body: 1 << 20,
             response_sample_rate: 1.0,

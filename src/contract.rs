@@ -41,12 +41,16 @@ pub struct ContractOptions {
     /// Refuse a spec with any part that cannot be compiled, instead of skipping the part with
     /// a warning (`--strict`, `spec.strict`).
     pub strict: bool,
+    /// Findings listed per request at most (`audit.max_findings`); `None`: no bound.
+    pub max_findings: Option<usize>,
 }
 
 #[derive(Debug)]
 pub struct Contract {
     /// The spec's `openapi` field, for `/spec` and events.
     pub openapi: String,
+    /// Findings listed per request at most; past it, one finding says the rest are left out.
+    pub max_findings: usize,
     /// Parts of the spec left out or weakened at load (lenient load), in document order.
     pub warnings: Vec<LoadWarning>,
     /// The names the spec's apiKey credentials travel under, to keep their values out of logs.

@@ -169,6 +169,9 @@ impl Settings {
         if c.audit.max_body == 0 {
             return Err(fail("audit.max_body", "must be positive".into()));
         }
+        if c.audit.max_findings == 0 {
+            return Err(fail("audit.max_findings", "must be positive".into()));
+        }
         if !(0.0..=1.0).contains(&c.audit.response_sample_rate) {
             return Err(fail(
                 "audit.response_sample_rate",
@@ -234,6 +237,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             write_overrides: write,
             read_for: c.memory.resources.clone(),
             strict: c.spec.strict,
+            max_findings: Some(c.audit.max_findings),
         },
         watch_interval: (c.spec.watch_interval_ms > 0)
             .then(|| Duration::from_millis(c.spec.watch_interval_ms)),

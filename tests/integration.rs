@@ -9,6 +9,7 @@ mod integration {
     pub mod first_contact;
     pub mod generated;
     pub mod generator;
+    pub mod hostile;
     pub mod kinds;
     pub mod layout;
     pub mod live_responses;

@@ -6,6 +6,7 @@ use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
+use super::bounded::Findings;
 use super::suggest::did_you_mean;
 use crate::contract::{
     Additional, BodyShape, FieldType, MediaBody, Operation, Property, WriteSemantics,
@@ -13,7 +14,7 @@ use crate::contract::{
 use crate::finding::{Finding, Kind, Location, Severity};
 use crate::request::RequestView;
 
-pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
+pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
     let Some(declared) = &op.body else { return };
     let raw = request.body.unwrap_or_default();
     if raw.is_empty() {
@@ -90,12 +91,7 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Vec<Finding
 }
 
 /// Audit a parsed JSON body against one declared media type.
-pub(super) fn check_value(
-    op: &Operation,
-    media: &MediaBody,
-    value: &Value,
-    out: &mut Vec<Finding>,
-) {
+pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out: &mut Findings) {
     let shape = chosen_shape(&media.shape, value);
     let top_level = match shape {
         Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
@@ -107,6 +103,9 @@ pub(super) fn check_value(
     // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
     if let Some(validator) = media.validator.as_ref().filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
+            if out.full() {
+                break;
+            }
             if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
                 continue;
             }
@@ -130,6 +129,9 @@ pub(super) fn check_value(
             .keys()
             .filter(|k| !properties.iter().any(|p| &p.name == *k))
         {
+            if out.full() {
+                break;
+            }
             out.push(undeclared(op, key, properties, *additional));
         }
     }

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value, json};
 
+use super::bounded::Findings;
 use super::coerce::{guess, observed_type, scalar};
 use super::suggest::did_you_mean;
 use crate::contract::{FieldType, Operation, Param, Style};
@@ -19,7 +20,7 @@ pub(super) fn check(
     op: &Operation,
     request: &RequestView,
     path_values: &[&str],
-    out: &mut Vec<Finding>,
+    out: &mut Findings,
 ) {
     check_path(op, path_values, out);
     check_query(op, request.query.unwrap_or(""), out);
@@ -35,7 +36,7 @@ struct Sent {
     observed: String,
 }
 
-fn check_path(op: &Operation, values: &[&str], out: &mut Vec<Finding>) {
+fn check_path(op: &Operation, values: &[&str], out: &mut Findings) {
     for (name, raw) in op.path_params.iter().zip(values) {
         let Some(param) = op.param(Location::Path, name) else {
             continue;
@@ -60,7 +61,7 @@ fn check_path(op: &Operation, values: &[&str], out: &mut Vec<Finding>) {
     }
 }
 
-fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
+fn check_query(op: &Operation, query: &str, out: &mut Findings) {
     let pairs: Vec<(Cow<str>, Cow<str>)> = form_urlencoded::parse(query.as_bytes()).collect();
     let mut used = vec![false; pairs.len()];
     let mut missing = Vec::new();
@@ -114,6 +115,10 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
             .collect();
         for ((key, _), used) in pairs.iter().zip(&used) {
             if !used && !unknown.iter().any(|(k, _)| k == key) {
+                if unknown.len() >= out.room() {
+                    out.left_out();
+                    break;
+                }
                 unknown.push((key, did_you_mean(key, declared.iter().copied())));
             }
         }
@@ -143,7 +148,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Vec<Finding>) {
     }
 }
 
-fn check_headers(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
+fn check_headers(op: &Operation, request: &RequestView, out: &mut Findings) {
     for param in op.params_in(Location::Header) {
         match request.headers.get(&param.name) {
             Some(raw) => validate(
@@ -178,7 +183,7 @@ fn is_exploded_object(param: &Param) -> bool {
     param.style == Style::Form && param.explode && param.summary.ty == FieldType::Object
 }
 
-fn check_cookies(op: &Operation, request: &RequestView, out: &mut Vec<Finding>) {
+fn check_cookies(op: &Operation, request: &RequestView, out: &mut Findings) {
     let cookie = request.headers.get("cookie").unwrap_or("");
     for param in op.params_in(Location::Cookie) {
         let value = cookie
@@ -389,7 +394,7 @@ fn sent_from(param: &Param, items: Vec<Cow<str>>, pairs_with_eq: bool) -> Sent {
     }
 }
 
-fn validate(param: &Param, sent: &Sent, out: &mut Vec<Finding>) {
+fn validate(param: &Param, sent: &Sent, out: &mut Findings) {
     let Some(validator) = &param.validator else {
         return;
     };

@@ -104,6 +104,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     }
     Ok(Contract {
         openapi: spec.openapi.clone(),
+        max_findings: options.max_findings.unwrap_or(usize::MAX),
         secrets: super::security::Secrets::of(doc),
         warnings: warnings.list,
         operations,

@@ -53,13 +53,16 @@ pub(super) fn check<'c>(
     let started = Instant::now();
     let audited = audit_request(s, rev, parts, body);
     s.metrics.audit_seconds(started.elapsed().as_secs_f64());
-    let Some((operation, mut findings, memory_key)) = audited else {
+    let Some((operation, mut findings, memory_key, truncated)) = audited else {
         s.metrics.audit_error();
         tracing::error!(method = %parts.method, path = %parts.uri.path(), "internal audit error; request forwarded unaudited");
         return Pending::default();
     };
     if matches!(read, BodyRead::TooLarge) {
         unaudited_body(s, &mut findings);
+    }
+    if truncated {
+        s.metrics.limit_hit("findings_per_request");
     }
     let mut at_risk = AtRisk::default();
     if let Some(op) = operation {
@@ -89,7 +92,8 @@ pub(super) fn check<'c>(
     }
 }
 
-type Audited<'c> = (Option<&'c Operation>, Vec<Finding>, Option<Key>);
+/// The operation, findings, memory key, and whether findings were left out.
+type Audited<'c> = (Option<&'c Operation>, Vec<Finding>, Option<Key>, bool);
 
 /// The core's audit, and the resource's memory key; `None` if the audit panicked.
 fn audit_request<'c>(
@@ -111,7 +115,7 @@ fn audit_request<'c>(
                 let credential = view.headers.get(s.settings.memory.scope_header.as_str());
                 resource_key(op, &a.path_values, scope_of(credential))
             });
-        (a.operation, a.findings, key)
+        (a.operation, a.findings, key, a.truncated)
     }))
     .ok()
 }

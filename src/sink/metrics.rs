@@ -82,7 +82,7 @@ struct Reason {
 }
 
 /// The `limit` label's values.
-const LIMITS: [&str; 2] = ["open_files", "memory"];
+const LIMITS: [&str; 3] = ["open_files", "memory", "findings_per_request"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Limit {

@@ -1,0 +1,122 @@
+//! What one hostile peer can make driftwatch hold, bounded (issue 14): each case reproduced the
+//! defect first (seen red), then passes with its bound.
+
+use driftwatch::audit::audit;
+use driftwatch::contract::{Contract, ContractOptions};
+use driftwatch::finding::Kind;
+use driftwatch::request::RequestView;
+use driftwatch::spec::Spec;
+use serde_json::{Map, Value, json};
+
+use super::kinds::channel;
+use super::sidecar::{admin_get, config, raw, sample, scrape, start};
+use super::upstream::{self, ok};
+use super::util::{eventually, example};
+
+fn channels(max_findings: usize) -> Contract {
+    let spec = Spec::load(&example("channels.openapi.yaml")).unwrap();
+    let options = ContractOptions {
+        max_findings: Some(max_findings),
+        ..Default::default()
+    };
+    Contract::compile(&spec, &options).unwrap()
+}
+
+/// The channel with `n` keys no schema declares (about 20 bytes each).
+fn flooded(n: usize) -> String {
+    let mut body: Map<String, Value> = channel().as_object().unwrap().clone();
+    body.insert("graphicsElementIds".into(), json!([3, 7]));
+    for i in 0..n {
+        body.insert(format!("undeclared_{i}"), json!(1));
+    }
+    Value::Object(body).to_string()
+}
+
+#[test]
+fn a_flood_of_undeclared_keys_or_unknown_query_keys_lists_the_bound_then_says_so() {
+    let contract = channels(100);
+    let headers: Vec<(String, String)> = vec![("content-type".into(), "application/json".into())];
+    let body = flooded(60_000);
+    let put = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body.as_bytes()));
+    let a = audit(&contract, &put);
+    assert_eq!(
+        a.findings.len(),
+        101,
+        "the bound, then one that says the rest are left out"
+    );
+    assert!(a.truncated);
+    let last = a.findings.last().unwrap();
+    assert_eq!(
+        (last.kind, last.observed.as_deref()),
+        (Kind::Unaudited, Some("findings left out"))
+    );
+    assert!(
+        a.findings[..100]
+            .iter()
+            .all(|f| f.kind == Kind::UndeclaredBodyField)
+    );
+
+    let query: Vec<String> = (0..60_000).map(|i| format!("k{i}=1")).collect();
+    let target = format!("/api/v1/playouts?{}", query.join("&"));
+    let get = RequestView::new("GET", &target, &headers, None);
+    let a = audit(&contract, &get);
+    assert_eq!(a.findings.len(), 101);
+    assert!(a.truncated);
+
+    // Under the bound nothing is left out.
+    let body = flooded(3);
+    let put = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body.as_bytes()));
+    let a = audit(&contract, &put);
+    assert_eq!((a.findings.len(), a.truncated), (3, false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_sidecar_one_flooded_put_makes_a_bounded_event_and_is_counted() {
+    let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.audit.max_findings = 50;
+    }))
+    .await;
+    let body = flooded(40_000); // 0.8 MB: within audit.max_body
+    let request = format!(
+        "PUT /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(
+        raw(dw.addr, request.as_bytes()).await.status,
+        200,
+        "observe mode forwards it"
+    );
+    let events = admin_get(dw.admin, "/findings").await;
+    assert!(
+        events.body.len() < 64 * 1024,
+        "/findings holds {} bytes",
+        events.body.len()
+    );
+    let events = events.json();
+    let request_event = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "forwarded")
+        .expect("the request's event");
+    let findings = request_event["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 51);
+    let m = eventually("the limit counted", || async {
+        let m = scrape(dw.admin).await;
+        let hits = sample(
+            &m,
+            "driftwatch_limit_hits_total{limit=\"findings_per_request\"}",
+        );
+        (hits == 1.0).then_some(m)
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &m,
+            "driftwatch_findings_total{kind=\"undeclared_body_field\",operation=\"updateChannel\",severity=\"warning\",blame=\"client\"}"
+        ),
+        50.0
+    );
+    dw.stop().await;
+}
