@@ -1,11 +1,22 @@
 //! The findings of one request, bounded (`audit.max_findings`): past the bound a finding is not
 //! kept, and the loops that could make thousands (undeclared body fields, schema errors, unknown
 //! query keys) stop asking. A body with 60,000 undeclared keys costs the bound, not 60,000
-//! findings, suggestions and a 17 MB event.
+//! findings, suggestions and a 17 MB event. The text a peer chooses (a key name, a value) is
+//! cut to a bound in each finding, so one finding stays small too.
 
 use std::ops::Deref;
 
 use crate::finding::Finding;
+
+/// Bytes of a finding's field and observed value, and of its message, at most.
+const FIELD_MAX: usize = 256;
+const MESSAGE_MAX: usize = 1024;
+
+fn cut(text: &mut String, max: usize) {
+    if text.len() > max {
+        *text = crate::finding::shorten(text, max);
+    }
+}
 
 pub(crate) struct Findings {
     list: Vec<Finding>,
@@ -23,12 +34,19 @@ impl Findings {
         }
     }
 
-    pub fn push(&mut self, finding: Finding) {
-        if self.list.len() < self.limit {
-            self.list.push(finding);
-        } else {
+    /// Keep `finding` while there is room, its peer-chosen text cut to a bound (a key name can
+    /// be as long as the body).
+    pub fn push(&mut self, mut finding: Finding) {
+        if self.list.len() >= self.limit {
             self.more = true;
+            return;
         }
+        cut(&mut finding.field, FIELD_MAX);
+        cut(&mut finding.message, MESSAGE_MAX);
+        if let Some(observed) = finding.observed.as_mut() {
+            cut(observed, FIELD_MAX);
+        }
+        self.list.push(finding);
     }
 
     /// True once the bound is reached: the caller stops looking (and the rest is said to exist).

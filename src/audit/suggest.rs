@@ -12,10 +12,14 @@ pub fn did_you_mean<'a>(
         return Some(hit.to_string());
     }
     let limit = (sent.len() / 3).max(1);
+    let lower = sent.to_ascii_lowercase();
+    let chars = sent.chars().count();
     declared
+        // The distance is at least the difference in length (in characters): skip what cannot
+        // be close without measuring it (a peer's 100 KB key name against every declared name).
+        .filter(|d| d.chars().count().abs_diff(chars) <= limit)
         .filter_map(|d| {
-            let distance =
-                strsim::damerau_levenshtein(&sent.to_ascii_lowercase(), &d.to_ascii_lowercase());
+            let distance = strsim::damerau_levenshtein(&lower, &d.to_ascii_lowercase());
             (distance <= limit).then_some((distance, d))
         })
         .min_by_key(|(distance, _)| *distance)

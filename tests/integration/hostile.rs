@@ -120,3 +120,30 @@ async fn through_the_sidecar_one_flooded_put_makes_a_bounded_event_and_is_counte
     );
     dw.stop().await;
 }
+
+#[test]
+fn a_huge_key_name_is_cut_in_the_finding_that_names_it() {
+    let contract = channels(100);
+    let headers: Vec<(String, String)> = vec![("content-type".into(), "application/json".into())];
+    let mut body: Map<String, Value> = channel().as_object().unwrap().clone();
+    body.insert("graphicsElementIds".into(), json!([3, 7]));
+    body.insert("k".repeat(100_000), json!(1));
+    let body = Value::Object(body).to_string();
+    let put = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body.as_bytes()));
+    let a = audit(&contract, &put);
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.kind == Kind::UndeclaredBodyField)
+        .expect("the undeclared key is reported");
+    assert!(
+        f.field.len() <= 256 && f.field.starts_with("/kkk"),
+        "field of {} bytes",
+        f.field.len()
+    );
+    assert!(
+        f.message.len() <= 1024,
+        "message of {} bytes",
+        f.message.len()
+    );
+}
