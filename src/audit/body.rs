@@ -103,15 +103,17 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
     // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
     if let Some(validator) = media.validator.as_ref().filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
-            if out.full() {
-                break;
-            }
             if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
                 continue;
             }
-            if let Some(finding) = schema_finding(&error, top_level, shape.is_some()) {
-                out.push(finding);
+            let Some(finding) = schema_finding(&error, top_level, shape.is_some()) else {
+                continue;
+            };
+            // Only an error that would be listed says that more were left out.
+            if out.full() {
+                break;
             }
+            out.push(finding);
         }
     }
     let (

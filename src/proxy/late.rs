@@ -38,8 +38,22 @@ type Job = (Late, Copied);
 /// connection has handed its last copy over, but the audit of that copy may still be running.
 pub struct LateTasks {
     queue: SyncSender<Job>,
-    pending: Arc<AtomicUsize>,
-    idle: Arc<Notify>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Response work queued or running, shared with the workers; shutdown waits until it is none.
+#[derive(Default)]
+struct InFlight {
+    pending: AtomicUsize,
+    idle: Notify,
+}
+
+impl InFlight {
+    fn done(&self) {
+        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
 }
 
 impl LateTasks {
@@ -48,21 +62,19 @@ impl LateTasks {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let (tx, rx) = sync_channel::<Job>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
-        let pending = Arc::new(AtomicUsize::new(0));
-        let idle = Arc::new(Notify::new());
+        let in_flight = Arc::new(InFlight::default());
         for n in 0..threads {
-            let (rx, pending, idle) = (rx.clone(), pending.clone(), idle.clone());
+            let (rx, in_flight) = (rx.clone(), in_flight.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("driftwatch-late-{n}"))
-                .spawn(move || work(&rx, &pending, &idle));
+                .spawn(move || work(&rx, &in_flight));
             if let Err(e) = spawned {
                 tracing::error!("cannot start a response worker: {e}");
             }
         }
         LateTasks {
             queue: tx,
-            pending,
-            idle,
+            in_flight,
         }
     }
 
@@ -73,7 +85,7 @@ impl LateTasks {
     pub(super) fn spawn(late: Late, copy: Copied) {
         let s = late.s.clone();
         let tasks = &s.late;
-        tasks.pending.fetch_add(1, Ordering::SeqCst);
+        tasks.in_flight.pending.fetch_add(1, Ordering::SeqCst);
         let heavy = match &copy {
             Copied::Whole(bytes) => bytes.len() > IN_PLACE || late.encoding.is_some(),
             _ => false,
@@ -83,7 +95,7 @@ impl LateTasks {
             let done = s.clone();
             runtime.spawn(async move {
                 late.run(copy);
-                done.late.done();
+                done.late.in_flight.done();
             });
             return;
         }
@@ -91,21 +103,15 @@ impl LateTasks {
             tasks.queue.try_send((late, copy))
         {
             s.metrics.unaudited("response_queue_full");
-            tasks.done();
-        }
-    }
-
-    fn done(&self) {
-        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.idle.notify_waiters();
+            tasks.in_flight.done();
         }
     }
 
     /// Resolve once no late work is queued or running.
     pub async fn idle(&self) {
         loop {
-            let notified = self.idle.notified();
-            if self.pending.load(Ordering::SeqCst) == 0 {
+            let notified = self.in_flight.idle.notified();
+            if self.in_flight.pending.load(Ordering::SeqCst) == 0 {
                 return;
             }
             notified.await;
@@ -114,14 +120,12 @@ impl LateTasks {
 }
 
 /// A worker: take jobs until the sidecar is gone (the queue's sender dropped).
-fn work(rx: &Mutex<Receiver<Job>>, pending: &AtomicUsize, idle: &Notify) {
+fn work(rx: &Mutex<Receiver<Job>>, in_flight: &InFlight) {
     loop {
         let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((late, copy)) = job else { return };
         late.run(copy);
-        if pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-            idle.notify_waiters();
-        }
+        in_flight.done();
     }
 }
 

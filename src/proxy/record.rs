@@ -100,14 +100,15 @@ impl<'c> Ledger<'c> {
             }
             Reply::Blocked { response, kinds } => (response, Outcome::Blocked, kinds),
             Reply::Failed(failure) => {
-                let response = self.failed(s, &failure);
+                let detail = failure.to_string();
+                let response = self.failed(s, &failure, &detail);
                 let outcome = match failure.fault() {
                     Fault::Client => Outcome::ClientError,
                     Fault::Upstream => Outcome::UpstreamError,
                 };
                 error = Some(EventError {
                     fault: failure.fault().as_str(),
-                    detail: failure.to_string(),
+                    detail,
                 });
                 (response, outcome, BTreeSet::new())
             }
@@ -126,17 +127,16 @@ impl<'c> Ledger<'c> {
     }
 
     /// The problem+json answer for a fault, counted by cause and logged with whose it is.
-    fn failed(&self, s: &Sidecar, error: &ProxyError) -> Response<ResponseBody> {
+    fn failed(&self, s: &Sidecar, error: &ProxyError, detail: &str) -> Response<ResponseBody> {
         if let Some(cause) = error.cause() {
             s.metrics.upstream_error(cause);
         }
         tracing::warn!(request_id = %self.request_id, method = %self.method, path = %self.uri.path(),
-            fault = error.fault().as_str(), status = error.status().as_u16(), "{error}");
-        let detail = error.to_string();
+            fault = error.fault().as_str(), status = error.status().as_u16(), "{detail}");
         let response = problem::response(
             error.status(),
             error.title(),
-            &detail,
+            detail,
             &self.request_id,
             None,
         );
