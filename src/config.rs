@@ -104,8 +104,10 @@ pub struct UpstreamTlsConfig {
 pub struct AdminConfig {
     /// `/metrics`, `/healthz`, `/readyz`, `/findings`, `/spec`. Keep it on loopback or a pod IP.
     pub listen: SocketAddr,
-    /// How many recent findings `/findings` keeps.
+    /// How many recent findings `/findings` keeps (whole events, oldest dropped first).
     pub recent_findings: usize,
+    /// Bytes of events `/findings` keeps at most, as their JSON would weigh.
+    pub recent_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -151,6 +153,9 @@ pub struct EventsConfig {
     pub secret_headers: Vec<String>,
     /// Log body and parameter values in events. Off: only names and types.
     pub log_values: bool,
+    /// Bytes of one event at most: past it the values go first, then the last findings
+    /// (counted in `driftwatch_limit_hits_total{limit="event_bytes"}`).
+    pub max_event_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -210,6 +215,7 @@ impl Default for AdminConfig {
         AdminConfig {
             listen: ([127, 0, 0, 1], 9090).into(),
             recent_findings: 1_000,
+            recent_bytes: 16 << 20,
         }
     }
 }
@@ -235,6 +241,7 @@ impl Default for EventsConfig {
             request_id_header: "x-request-id".into(),
             secret_headers: Vec::new(),
             log_values: false,
+            max_event_bytes: 256 << 10,
         }
     }
 }

@@ -30,7 +30,7 @@ pub use upstream::{client, read_certs, read_key};
 
 use crate::revision::Revision;
 use crate::settings::{Settings, Upstream};
-use crate::sink::{EventLog, Metrics, Recent};
+use crate::sink::{Event, EventLog, Metrics, Recent};
 
 /// Everything a request needs, shared by all connections. Built once from validated settings;
 /// the admin listener sees it only through [`crate::revision::Revisions`] and the shared sinks.
@@ -78,7 +78,10 @@ impl Sidecar {
                 source,
             })?;
         Ok(Sidecar {
-            recent: Arc::new(Recent::new(settings.admin.recent_findings)),
+            recent: Arc::new(Recent::new(
+                settings.admin.recent_findings,
+                settings.admin.recent_bytes,
+            )),
             memory: crate::memory::Memory::new(settings.memory.max_entries, settings.memory.ttl),
             reported: Default::default(),
             late: late::LateTasks::new(),
@@ -109,5 +112,18 @@ impl Sidecar {
     /// Put `next` in force; requests already running keep the revision they started with.
     fn swap(&self, next: Revision) {
         self.current.store(Arc::new(next));
+    }
+
+    /// Cut an event to its bound, then write it and keep it for `/findings`.
+    fn publish(&self, mut event: Event) {
+        if event.fit(self.settings.events.max_event_bytes) {
+            self.metrics.limit_hit("event_bytes");
+        }
+        let weight = event.weight();
+        let event = Arc::new(event);
+        if !self.events.log(event.clone()) {
+            self.metrics.event_dropped();
+        }
+        self.recent.push(event, weight);
     }
 }

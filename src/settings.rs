@@ -78,6 +78,7 @@ pub struct EventSettings {
     /// Headers never logged, besides the built-in credential headers.
     pub secret_headers: Vec<HeaderName>,
     pub log_values: bool,
+    pub max_event_bytes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -189,7 +190,14 @@ impl Settings {
                 .map(|h| header("events.secret_headers", h))
                 .collect::<Result<_, _>>()?,
             log_values: c.events.log_values,
+            max_event_bytes: c.events.max_event_bytes,
         };
+        if events.max_event_bytes < MIN_EVENT_BYTES {
+            return Err(fail(
+                "events.max_event_bytes",
+                format!("must be at least {MIN_EVENT_BYTES} (an event's head)"),
+            ));
+        }
         let memory = MemorySettings {
             enabled: c.memory.enabled,
             max_entries: c.memory.max_entries,
@@ -209,6 +217,9 @@ impl Settings {
         })
     }
 }
+
+/// An event's head (path, headers, error) fits in this, its peer text being cut.
+const MIN_EVENT_BYTES: usize = 8192;
 
 type Fail<'a> = dyn Fn(&str, String) -> ConfigError + 'a;
 

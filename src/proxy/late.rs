@@ -254,7 +254,7 @@ fn record(
         s.metrics
             .finding(f.operation.as_deref().unwrap_or(&op.id), f);
     }
-    let event = Arc::new(Event {
+    let event = Event {
         at: SystemTime::now(),
         request_id,
         traceparent: value_text(meta.traceparent.as_ref()),
@@ -275,12 +275,10 @@ fn record(
                 action: "log",
             })
             .collect(),
+        findings_left_out: 0,
         values: None,
-    });
-    if !s.events.log(event.clone()) {
-        s.metrics.event_dropped();
-    }
-    s.recent.push(event);
+    };
+    s.publish(event);
 }
 
 fn as_text(value: &Option<http::HeaderValue>) -> Option<&str> {

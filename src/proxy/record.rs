@@ -4,7 +4,6 @@
 //! receives, each blocked kind once, its findings, and an event when there is something to say.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::header::HeaderValue;
@@ -164,7 +163,7 @@ impl<'c> Ledger<'c> {
                 finding,
             })
             .collect();
-        let event = Arc::new(Event {
+        let event = Event {
             at: SystemTime::now(),
             request_id: self.request_id,
             traceparent: value_text(self.traceparent.as_ref()),
@@ -179,11 +178,9 @@ impl<'c> Ledger<'c> {
             mode: policy.mode.as_str(),
             spec_revision: rev.spec.revision.clone(),
             findings,
+            findings_left_out: 0,
             values: self.values,
-        });
-        if !s.events.log(event.clone()) {
-            s.metrics.event_dropped();
-        }
-        s.recent.push(event);
+        };
+        s.publish(event);
     }
 }

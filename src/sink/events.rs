@@ -39,9 +39,79 @@ pub struct Event {
     pub mode: &'static str,
     pub spec_revision: String,
     pub findings: Vec<EventFinding>,
+    /// Findings not listed because the event reached `events.max_event_bytes`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub findings_left_out: usize,
     /// Query, body and non-secret headers, only with `log_values = true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Bytes of the text a peer chooses that an event carries: the path, and the tool, request id
+/// and traceparent headers (hyper bounds a request head, not one header).
+const PATH_MAX: usize = 1024;
+const HEADER_MAX: usize = 256;
+
+impl Event {
+    /// Bytes of the event's JSON line, counted without writing it.
+    pub fn weight(&self) -> usize {
+        json_len(self)
+    }
+
+    /// Cut the event to `max` bytes of JSON: the text a peer chose to `PATH_MAX` and
+    /// `HEADER_MAX`, then if still over, the logged values go first, then findings from the last,
+    /// counted in `findings_left_out`. True when the bound cut values or findings. What is left
+    /// (the event's head) is bounded, so a bound of a few KiB always holds it.
+    pub fn fit(&mut self, max: usize) -> bool {
+        let peer = [&mut self.request_id, &mut self.path];
+        for (text, bound) in peer.into_iter().zip([HEADER_MAX, PATH_MAX]) {
+            if text.len() > bound {
+                *text = crate::finding::shorten(text, bound);
+            }
+        }
+        for text in [&mut self.tool, &mut self.traceparent]
+            .into_iter()
+            .flatten()
+        {
+            if text.len() > HEADER_MAX {
+                *text = crate::finding::shorten(text, HEADER_MAX);
+            }
+        }
+        if self.weight() <= max {
+            return false;
+        }
+        self.values = None;
+        let mut weight = self.weight();
+        // `"findings_left_out":N,` at most.
+        let said = 44;
+        while weight + said > max && !self.findings.is_empty() {
+            let last = self.findings.pop().expect("not empty");
+            weight -= json_len(&last) + usize::from(!self.findings.is_empty());
+            self.findings_left_out += 1;
+        }
+        true
+    }
+}
+
+/// Bytes of `value` as JSON.
+fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 #[derive(Debug, Serialize)]

@@ -82,7 +82,12 @@ struct Reason {
 }
 
 /// The `limit` label's values.
-const LIMITS: [&str; 3] = ["open_files", "memory", "findings_per_request"];
+const LIMITS: [&str; 4] = [
+    "open_files",
+    "memory",
+    "findings_per_request",
+    "event_bytes",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Limit {

@@ -147,3 +147,86 @@ fn a_huge_key_name_is_cut_in_the_finding_that_names_it() {
         f.message.len()
     );
 }
+
+/// A PUT with `extra` undeclared keys of `key_len` bytes each.
+fn put_with(extra: usize, key_len: usize) -> Vec<u8> {
+    let mut body: Map<String, Value> = channel().as_object().unwrap().clone();
+    body.insert("graphicsElementIds".into(), json!([3, 7]));
+    let stem = "k".repeat(key_len);
+    for i in 0..extra {
+        body.insert(format!("{stem}{i}"), json!(1));
+    }
+    let body = Value::Object(body).to_string();
+    format!(
+        "PUT /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_findings_ring_keeps_findings_not_events_and_a_bounded_number_of_bytes() {
+    let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.admin.recent_findings = 100;
+        c.admin.recent_bytes = 256 * 1024;
+        c.events.log_values = true;
+    }))
+    .await;
+    // 20 requests of 50 findings: the ring keeps the newest 100 findings (2 events).
+    for _ in 0..20 {
+        assert_eq!(raw(dw.addr, &put_with(50, 8)).await.status, 200);
+    }
+    let events = admin_get(dw.admin, "/findings").await.json();
+    let kept: usize = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["findings"].as_array().unwrap().len())
+        .sum();
+    assert!((51..=100).contains(&kept), "the ring keeps {kept} findings");
+    // Values logged, 20 requests of 200 KB each: the ring keeps at most its bytes.
+    for _ in 0..20 {
+        assert_eq!(raw(dw.addr, &put_with(1, 200_000)).await.status, 200);
+    }
+    let events = admin_get(dw.admin, "/findings").await;
+    assert!(
+        events.body.len() <= 300 * 1024,
+        "/findings holds {} bytes",
+        events.body.len()
+    );
+    let m = scrape(dw.admin).await;
+    assert_eq!(
+        sample(&m, "driftwatch_limit_hits_total{limit=\"event_bytes\"}"),
+        0.0,
+        "the ring's bound did it, not the event's"
+    );
+    dw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_event_is_cut_to_its_bound_values_first() {
+    let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
+    let events_file = std::env::temp_dir().join(format!("dw-events-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&events_file);
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.events.log_values = true;
+        c.events.output = events_file.display().to_string();
+        c.events.max_event_bytes = 16 * 1024;
+    }))
+    .await;
+    // 300 KB of logged values and 100 findings with 200-byte keys: past 16 KiB.
+    assert_eq!(raw(dw.addr, &put_with(1000, 200)).await.status, 200);
+    let line = eventually("the event is written", || async {
+        let text = std::fs::read_to_string(&events_file).unwrap_or_default();
+        text.lines().next().map(str::to_string)
+    })
+    .await;
+    assert!(line.len() <= 16 * 1024, "an event of {} bytes", line.len());
+    let event: Value = serde_json::from_str(&line).unwrap();
+    assert!(event.get("values").is_none(), "values go first");
+    assert!(event["findings_left_out"].as_u64().unwrap() > 0);
+    assert_eq!(event["operation"], "updateChannel");
+    dw.stop().await;
+    let _ = std::fs::remove_file(&events_file);
+}
