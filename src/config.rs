@@ -81,6 +81,18 @@ pub struct ProxyConfig {
     pub request_timeout_ms: u64,
     /// How long SIGTERM/SIGINT waits for in-flight requests before exiting.
     pub drain_timeout_ms: u64,
+    /// Client connections at most; past it a new connection is closed at once (counted).
+    pub max_connections: usize,
+    /// A client must send a whole request head within this, from the connection's start or,
+    /// on an HTTP/1.1 keep-alive connection, from the end of the previous response (hyper's
+    /// timer: an idle HTTP/1.1 connection is closed after this too); 0 turns it off.
+    pub header_read_timeout_ms: u64,
+    /// A client connection with no request in flight and no byte either way is closed after
+    /// this; 0 turns it off.
+    pub idle_timeout_ms: u64,
+    /// A request or response body that sends nothing for this long is cut off: 408 for a
+    /// client's, the connection for an upstream's; 0 turns it off.
+    pub body_stall_timeout_ms: u64,
     /// Runtime threads: 0 is one per core; 1 runs everything on one thread (measured about 5 %
     /// more throughput than two threads when the sidecar shares 2 cores with its neighbours).
     pub workers: usize,
@@ -203,6 +215,10 @@ impl Default for ProxyConfig {
             connect_timeout_ms: 2_000,
             request_timeout_ms: 30_000,
             drain_timeout_ms: 10_000,
+            max_connections: 10_000,
+            header_read_timeout_ms: 30_000,
+            idle_timeout_ms: 120_000,
+            body_stall_timeout_ms: 30_000,
             workers: 0,
             tls_cert: None,
             tls_key: None,

@@ -5,6 +5,7 @@
 
 mod body;
 mod check;
+mod conn_bounds;
 mod error;
 mod forward;
 mod headers;
@@ -15,6 +16,7 @@ mod record;
 mod reload;
 mod server;
 mod source;
+mod stall;
 mod tee;
 mod upstream;
 

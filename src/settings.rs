@@ -65,6 +65,11 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub drain_timeout: Duration,
+    pub max_connections: usize,
+    /// `None`: off.
+    pub header_read_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub body_stall_timeout: Option<Duration>,
     pub workers: usize,
     /// PEM certificate chain and key for TLS on the listener.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -153,6 +158,10 @@ impl Settings {
             connect_timeout: Duration::from_millis(c.proxy.connect_timeout_ms),
             request_timeout: Duration::from_millis(c.proxy.request_timeout_ms),
             drain_timeout: Duration::from_millis(c.proxy.drain_timeout_ms),
+            max_connections: c.proxy.max_connections,
+            header_read_timeout: millis(c.proxy.header_read_timeout_ms),
+            idle_timeout: millis(c.proxy.idle_timeout_ms),
+            body_stall_timeout: millis(c.proxy.body_stall_timeout_ms),
             workers: c.proxy.workers,
             tls: pair(
                 "proxy.tls_cert",
@@ -167,6 +176,9 @@ impl Settings {
             &c.upstream_tls.client_key,
             "client_cert and client_key",
         )?;
+        if c.proxy.max_connections == 0 {
+            return Err(fail("proxy.max_connections", "must be positive".into()));
+        }
         if c.audit.max_body == 0 {
             return Err(fail("audit.max_body", "must be positive".into()));
         }
@@ -218,6 +230,11 @@ impl Settings {
     }
 }
 
+/// A bound in milliseconds, 0 for none.
+fn millis(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
+
 /// An event's head (path, headers, error) fits in this, its peer text being cut.
 const MIN_EVENT_BYTES: usize = 8192;
 
@@ -250,8 +267,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             strict: c.spec.strict,
             max_findings: Some(c.audit.max_findings),
         },
-        watch_interval: (c.spec.watch_interval_ms > 0)
-            .then(|| Duration::from_millis(c.spec.watch_interval_ms)),
+        watch_interval: millis(c.spec.watch_interval_ms),
     })
 }
 

@@ -23,6 +23,7 @@ mod integration {
     pub mod silent_clears;
     pub mod spec_loading;
     pub mod stories;
+    pub mod timeouts;
     pub mod transport;
     pub mod upstream;
     pub mod util;

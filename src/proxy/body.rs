@@ -11,7 +11,8 @@ use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+
+use super::stall::{BodyError, Stalling};
 
 /// The body forwarded upstream.
 pub enum UpstreamBody {
@@ -24,7 +25,7 @@ pub enum UpstreamBody {
     /// Partly read, then the rest as it arrives.
     Replay {
         prefix: VecDeque<Bytes>,
-        rest: Incoming,
+        rest: Stalling,
     },
 }
 
@@ -35,10 +36,10 @@ pub enum Captured {
 }
 
 pub async fn capture(
-    mut body: Incoming,
+    mut body: Stalling,
     max: usize,
     declared: Option<u64>,
-) -> Result<Captured, hyper::Error> {
+) -> Result<Captured, BodyError> {
     let exact = declared.is_some();
     if declared.is_some_and(|n| n > max as u64) {
         return Ok(Captured::TooLarge(UpstreamBody::Replay {
@@ -84,12 +85,12 @@ pub async fn capture(
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         match self.get_mut() {
             UpstreamBody::Buffered { data, trailers, .. } => {
                 if let Some(data) = data.take() {

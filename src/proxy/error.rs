@@ -22,10 +22,21 @@ impl Fault {
     }
 }
 
+impl From<super::stall::BodyError> for ProxyError {
+    fn from(e: super::stall::BodyError) -> ProxyError {
+        match e {
+            super::stall::BodyError::Peer(e) => ProxyError::BodyUnreadable(e.to_string()),
+            super::stall::BodyError::Stalled(after) => ProxyError::BodyStalled(after),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     #[error("the request body could not be read: {0}")]
-    BodyUnreadable(hyper::Error),
+    BodyUnreadable(String),
+    #[error("the request body sent nothing for {} ms", .0.as_millis())]
+    BodyStalled(std::time::Duration),
     #[error("the request target cannot be forwarded: {0}")]
     BadTarget(http::Error),
     /// `cause` is the `driftwatch_upstream_errors_total` label: connect, tls or other.
@@ -42,7 +53,9 @@ pub enum ProxyError {
 impl ProxyError {
     pub fn fault(&self) -> Fault {
         match self {
-            ProxyError::BodyUnreadable(_) | ProxyError::BadTarget(_) => Fault::Client,
+            ProxyError::BodyUnreadable(_)
+            | ProxyError::BodyStalled(_)
+            | ProxyError::BadTarget(_) => Fault::Client,
             ProxyError::Unreachable { .. } | ProxyError::Timeout { .. } => Fault::Upstream,
         }
     }
@@ -50,6 +63,7 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self {
             ProxyError::BodyUnreadable(_) | ProxyError::BadTarget(_) => StatusCode::BAD_REQUEST,
+            ProxyError::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Unreachable { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -58,6 +72,7 @@ impl ProxyError {
     pub fn title(&self) -> &'static str {
         match self {
             ProxyError::BodyUnreadable(_) => "Bad request body",
+            ProxyError::BodyStalled(_) => "Request body stalled",
             ProxyError::BadTarget(_) => "Bad request target",
             ProxyError::Unreachable { .. } => "Upstream unreachable",
             ProxyError::Timeout { .. } => "Upstream timeout",

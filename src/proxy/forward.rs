@@ -26,6 +26,7 @@ use super::late::{Copied, Late, LateTasks, Remember};
 use super::outgoing::{Peer, outgoing, send};
 use super::problem;
 use super::record::{Ledger, Reply};
+use super::stall::Stalling;
 use super::tee::Tee;
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
@@ -84,6 +85,11 @@ async fn read(
     parts: &Parts,
     body: Incoming,
 ) -> Result<(BodyRead, UpstreamBody), ProxyError> {
+    let body = Stalling::new(
+        body,
+        s.settings.proxy.body_stall_timeout,
+        s.metrics.body_stalls(),
+    );
     if !s.settings.audit.enabled {
         s.metrics.unaudited("audit_off");
         let forward = UpstreamBody::Replay {
@@ -103,7 +109,7 @@ async fn read(
             s.metrics.unaudited("body_too_large");
             Ok((BodyRead::TooLarge, forward))
         }
-        Err(e) => Err(ProxyError::BodyUnreadable(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -152,6 +158,8 @@ fn stream_back(
     }
     let late = late_work(s, rev, ledger, &response, pending);
     let limit = s.settings.audit.max_response_body;
+    let stall = s.settings.proxy.body_stall_timeout;
+    let response = response.map(|b| Stalling::new(b, stall, s.metrics.body_stalls()));
     let response = match late {
         None => response.map(|b| Either::Left(Tee::pass(b))),
         Some(late) if !late.wants_body() => {

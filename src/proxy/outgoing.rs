@@ -14,7 +14,7 @@ use super::Sidecar;
 use super::body::UpstreamBody;
 use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
-use super::upstream::{cause, root_cause};
+use super::upstream::{cause, client_body_failed, root_cause};
 
 /// Who sent the request, for `X-Forwarded-For` and `-Proto`.
 pub(super) struct Peer {
@@ -65,6 +65,7 @@ pub(super) async fn send(
     let authority = || s.upstream.authority.to_string();
     match sent {
         Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) if let Some(client) = client_body_failed(&e) => Err(client),
         Ok(Err(e)) => Err(ProxyError::Unreachable {
             authority: authority(),
             cause: cause(&e),

@@ -9,13 +9,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use super::Sidecar;
+use super::conn_bounds::{Activity, Counted};
 use super::error::StartError;
 use super::forward::handle;
 use super::upstream::{read_certs, read_key};
@@ -33,10 +35,12 @@ pub async fn run(
     let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
     let watch_task = tokio::spawn(super::reload::watch(s.clone()));
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let builder = builder(&s);
+    let places = Arc::new(Semaphore::new(s.settings.proxy.max_connections));
     s.ready.store(true, Ordering::SeqCst);
-    // Out of file descriptors: said once when it starts and once when it ends.
+    // Out of file descriptors, or shedding: said once when it starts and once when it ends.
     let mut exhausted = false;
+    let mut shedding = false;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -45,8 +49,15 @@ pub async fn run(
                     if std::mem::take(&mut exhausted) {
                         tracing::info!("accepting connections again");
                     }
+                    let Some(place) = admit(&s, &places, &mut shedding) else {
+                        continue; // the stream is dropped: closed at once
+                    };
                     let watcher = graceful.watcher();
-                    tokio::spawn(connection(s.clone(), stream, peer, tls.clone(), builder.clone(), watcher));
+                    let conn = connection(s.clone(), stream, peer, tls.clone(), builder.clone(), watcher);
+                    tokio::spawn(async move {
+                        conn.await;
+                        drop(place);
+                    });
                 }
                 Err(e) => {
                     if let Some(pause) = accept_failed(&s, &e, &mut exhausted) {
@@ -59,6 +70,25 @@ pub async fn run(
     }
     s.ready.store(false, Ordering::SeqCst);
     drop(proxy);
+    drain(&s, graceful).await;
+    watch_task.abort();
+    hup_task.abort();
+    s.events.close();
+    Ok(())
+}
+
+/// HTTP/1.1 and HTTP/2 on one port; hyper's header timer bounds an HTTP/1.1 head.
+fn builder(s: &Sidecar) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(s.settings.proxy.header_read_timeout);
+    builder
+}
+
+/// Let in-flight requests, and the response work they left, finish within the deadline.
+async fn drain(s: &Sidecar, graceful: GracefulShutdown) {
     let drain = s.settings.proxy.drain_timeout;
     let drained = async {
         graceful.shutdown().await;
@@ -67,10 +97,6 @@ pub async fn run(
     if tokio::time::timeout(drain, drained).await.is_err() {
         tracing::warn!("drain deadline of {drain:?} reached with requests still in flight");
     }
-    watch_task.abort();
-    hup_task.abort();
-    s.events.close();
-    Ok(())
 }
 
 /// How long to wait after a failed accept. Out of file descriptors (EMFILE, ENFILE) or memory,
@@ -98,6 +124,33 @@ fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &mut bool) -> O
     Some(Duration::from_millis(100))
 }
 
+/// A place for one more connection, or `None` at `proxy.max_connections` (counted, and logged
+/// once when shedding starts and once when it ends).
+fn admit(
+    s: &Sidecar,
+    places: &Arc<Semaphore>,
+    shedding: &mut bool,
+) -> Option<OwnedSemaphorePermit> {
+    match places.clone().try_acquire_owned() {
+        Ok(place) => {
+            if std::mem::take(shedding) {
+                tracing::info!("below proxy.max_connections again: accepting connections");
+            }
+            Some(place)
+        }
+        Err(_) => {
+            s.metrics.limit_hit("connections");
+            if !std::mem::replace(shedding, true) {
+                tracing::warn!(
+                    max = s.settings.proxy.max_connections,
+                    "at proxy.max_connections: closing new connections until some end"
+                );
+            }
+            None
+        }
+    }
+}
+
 /// TLS on the listener when `proxy.tls_cert` and `tls_key` are set, offering h2 and http/1.1.
 fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
     let Some((cert, key)) = &s.settings.proxy.tls else {
@@ -112,7 +165,8 @@ fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
     Ok(Some(TlsAcceptor::from(Arc::new(config))))
 }
 
-/// One client connection, HTTP/1.1 or HTTP/2, watched by the graceful drain.
+/// One client connection, HTTP/1.1 or HTTP/2, watched by the graceful drain and by its
+/// time bounds (`conn_bounds`).
 async fn connection(
     s: Arc<Sidecar>,
     stream: TcpStream,
@@ -122,8 +176,39 @@ async fn connection(
     watcher: Watcher,
 ) {
     let _ = stream.set_nodelay(true);
+    let activity = Arc::new(Activity::default());
+    let proxy = &s.settings.proxy;
+    let lapsed = activity.clone();
+    let bounds = lapsed.lapsed(proxy.header_read_timeout, proxy.idle_timeout);
+    tokio::select! {
+        () = serve(s.clone(), Counted::new(stream, activity), peer, tls, builder, watcher) => {}
+        limit = bounds => {
+            tracing::debug!(%peer, "connection closed: {limit} timeout");
+            s.metrics.limit_hit(limit);
+        }
+    }
+}
+
+async fn serve(
+    s: Arc<Sidecar>,
+    stream: Counted<TcpStream>,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    builder: auto::Builder<TokioExecutor>,
+    watcher: Watcher,
+) {
     let is_tls = tls.is_some();
-    let service = service_fn(move |req| handle(s.clone(), req, peer, is_tls));
+    let activity = stream.activity();
+    let metrics = s.clone();
+    let service = service_fn(move |req| {
+        let in_flight = activity.begin();
+        let handled = handle(s.clone(), req, peer, is_tls);
+        async move {
+            let response = handled.await;
+            drop(in_flight);
+            response
+        }
+    });
     let served = match tls {
         Some(acceptor) => match acceptor.accept(stream).await {
             Ok(stream) => {
@@ -141,6 +226,12 @@ async fn connection(
         }
     };
     if let Err(e) = served {
+        let timed_out = e
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_timeout);
+        if timed_out {
+            metrics.metrics.limit_hit("header_read");
+        }
         tracing::debug!(%peer, "connection ended with an error: {e}");
     }
 }

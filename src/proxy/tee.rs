@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
+
+use super::stall::{BodyError, Stalling};
 
 type OnEnd = Box<dyn FnOnce(Copied) + Send>;
 
@@ -31,7 +32,7 @@ pub enum Copied {
 }
 
 pub struct Tee {
-    inner: Incoming,
+    inner: Stalling,
     copy: Option<Copy>,
 }
 
@@ -43,13 +44,13 @@ struct Copy {
 }
 
 impl Tee {
-    pub fn pass(inner: Incoming) -> Tee {
+    pub fn pass(inner: Stalling) -> Tee {
         Tee { inner, copy: None }
     }
 
     /// Stream `inner`, and call `on_end` with the copy once the last frame has gone to the
     /// client, or with how the body ended short of it.
-    pub fn copying(inner: Incoming, limit: usize, on_end: OnEnd) -> Tee {
+    pub fn copying(inner: Stalling, limit: usize, on_end: OnEnd) -> Tee {
         if inner.is_end_stream() {
             // An empty body (a 204) is never polled: it is complete already.
             on_end(Copied::Whole(Vec::new()));
@@ -91,12 +92,12 @@ impl Drop for Tee {
 
 impl Body for Tee {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {

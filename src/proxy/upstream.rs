@@ -15,7 +15,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::body::UpstreamBody;
-use super::error::StartError;
+use super::error::{ProxyError, StartError};
+use super::stall::BodyError;
 use crate::settings::Settings;
 
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
@@ -81,6 +82,16 @@ pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, StartError> {
     PrivateKeyDer::from_pem_file(path).map_err(|e| StartError::Key {
         file: path.into(),
         reason: e.to_string(),
+    })
+}
+
+/// The client's part in a failed upstream request: its body, streamed on, failed or stalled.
+pub fn client_body_failed(error: &hyper_util::client::legacy::Error) -> Option<ProxyError> {
+    chain(error).into_iter().find_map(|e| {
+        Some(match e.downcast_ref::<BodyError>()? {
+            BodyError::Stalled(after) => ProxyError::BodyStalled(*after),
+            BodyError::Peer(e) => ProxyError::BodyUnreadable(e.to_string()),
+        })
     })
 }
 

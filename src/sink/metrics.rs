@@ -121,6 +121,8 @@ pub struct Metrics {
     upstream_errors: Family<Cause, Counter>,
     unaudited: Family<Reason, Counter>,
     limit_hits: Family<Limit, Counter>,
+    /// `limit_hits{limit="body_stall"}`, held by every body that can stall.
+    body_stalls: Counter,
     audit_errors: Counter,
     events_dropped: Counter,
     responses_done: Counter,
@@ -142,7 +144,7 @@ pub struct Metrics {
 impl Metrics {
     /// Register every metric in `registry` (prefix `driftwatch_`).
     pub fn new(registry: &mut Registry, param_label_limit: usize) -> Metrics {
-        let m = Metrics {
+        let mut m = Metrics {
             requests: Family::default(),
             findings: Family::default(),
             unknown_params: Family::default(),
@@ -150,6 +152,7 @@ impl Metrics {
             upstream_errors: Family::default(),
             unaudited: Family::default(),
             limit_hits: Family::default(),
+            body_stalls: Counter::default(),
             audit_errors: Counter::default(),
             events_dropped: Counter::default(),
             responses_done: Counter::default(),
@@ -204,6 +207,10 @@ impl Metrics {
                 limit: limit.into(),
             });
         }
+        let body_stalls = Limit {
+            limit: "body_stall".into(),
+        };
+        m.body_stalls = m.limit_hits.get_or_create(&body_stalls).clone();
         r.register(
             "audit_errors",
             "Internal audit failures (the request was forwarded)",
@@ -351,6 +358,11 @@ impl Metrics {
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    /// The counter a stalled body increments (a reference to the series, cloned per body).
+    pub fn body_stalls(&self) -> Counter {
+        self.body_stalls.clone()
     }
 
     pub fn limit_hit(&self, limit: &str) {
