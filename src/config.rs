@@ -47,6 +47,12 @@ pub struct SpecConfig {
     /// Refuse a spec with any part that cannot be compiled, instead of loading the rest with a
     /// warning per skipped part (the default, so real specs with a bad pattern still load).
     pub strict: bool,
+    /// Bytes of the spec, and of each file a `$ref` names, at most (after gzip); a fetched
+    /// spec too.
+    pub max_bytes: u64,
+    /// The directory `$ref`s to other files are confined to: by default the spec file's own,
+    /// and none for a spec fetched from a URL.
+    pub ref_root: Option<PathBuf>,
 }
 
 impl Default for SpecConfig {
@@ -58,6 +64,8 @@ impl Default for SpecConfig {
             write: HashMap::new(),
             watch_interval_ms: 2_000,
             strict: false,
+            max_bytes: crate::spec::DEFAULT_MAX_BYTES,
+            ref_root: None,
         }
     }
 }

@@ -92,6 +92,19 @@ pub enum FetchError {
     },
     #[error("{url}: reading the body: {reason}")]
     Body { url: String, reason: String },
+    #[error("{url}: larger than {max} bytes (spec.max_bytes); the rest was not read")]
+    TooLarge { url: String, max: u64 },
+}
+
+impl ReloadError {
+    /// The document passed `spec.max_bytes` (counted as a limit hit).
+    pub fn too_large(&self) -> bool {
+        matches!(
+            self,
+            ReloadError::Fetch(FetchError::TooLarge { .. })
+                | ReloadError::Load(SpecError::TooLarge { .. })
+        )
+    }
 }
 
 /// What the admin listener may do with the spec: read the revision in force, ask for a reload.

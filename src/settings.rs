@@ -22,6 +22,7 @@ use crate::contract::{ContractOptions, WriteSemantics};
 use crate::finding::Blame;
 use crate::policy::{Action, Policy};
 use crate::sink::EventOutput;
+use crate::spec::{LoadOptions, RefRoot};
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -52,6 +53,8 @@ pub struct SpecSettings {
     pub contract: ContractOptions,
     /// How often the source is checked for a change (`None`: never; SIGHUP still reloads).
     pub watch_interval: Option<Duration>,
+    /// What reading the spec may read: bytes, and where `$ref`s to files may point.
+    pub load: LoadOptions,
 }
 
 #[derive(Debug, Clone)]
@@ -259,7 +262,6 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
     };
     let write: HashMap<String, WriteSemantics> = c.spec.write.clone();
     Ok(SpecSettings {
-        source,
         contract: ContractOptions {
             base_path: c.spec.base_path.clone(),
             write_overrides: write,
@@ -268,6 +270,15 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             max_findings: Some(c.audit.max_findings),
         },
         watch_interval: millis(c.spec.watch_interval_ms),
+        load: LoadOptions {
+            max_bytes: c.spec.max_bytes,
+            refs: match (&c.spec.ref_root, &source) {
+                (Some(dir), _) => RefRoot::Dir(dir.clone()),
+                (None, SpecSource::Url(_)) => RefRoot::Refused,
+                (None, _) => RefRoot::SpecDir,
+            },
+        },
+        source,
     })
 }
 

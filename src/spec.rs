@@ -16,6 +16,39 @@ use serde_json::Value;
 
 pub use error::SpecError;
 
+/// Bytes one spec file (or fetched document) may have, by default: the largest public specs
+/// (Microsoft Graph beta, 47 MB of JSON) fit with room.
+pub const DEFAULT_MAX_BYTES: u64 = 128 << 20;
+
+/// What loading a spec may read: bytes per file (after gzip), and where a `$ref` to another
+/// file may point. A spec is input: a `$ref` cannot make driftwatch read `/etc/passwd` or
+/// `/dev/zero`, and a file cannot fill memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    pub max_bytes: u64,
+    pub refs: RefRoot,
+}
+
+/// The directory `$ref`s to files are confined to (after symlinks and `..` are resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefRoot {
+    /// The spec file's own directory and below.
+    SpecDir,
+    /// A configured directory (`spec.ref_root`) and below.
+    Dir(PathBuf),
+    /// No file is read: a spec fetched from a URL, unless `spec.ref_root` is set.
+    Refused,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions {
+            max_bytes: DEFAULT_MAX_BYTES,
+            refs: RefRoot::SpecDir,
+        }
+    }
+}
+
 /// The OpenAPI major.minor line of a document; the rest of driftwatch treats both alike once
 /// the document has been normalized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,29 +76,52 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Read, bundle and normalize the spec at `path`.
+    /// Read, bundle and normalize the spec at `path`, with the default bounds.
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
-        let (doc, revision) = read::read_document_revision(path)?;
-        Spec::build(path, doc, revision)
+        Spec::load_with(path, &LoadOptions::default())
+    }
+
+    pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Spec, SpecError> {
+        let (doc, revision) = read::read_document_revision(path, options.max_bytes)?;
+        Spec::build(path, doc, revision, options)
     }
 
     /// Parse a document from text already in memory (an embedded spec); `source` names it in
     /// errors and resolves relative file refs.
     pub fn parse(source: &Path, bytes: &[u8]) -> Result<Spec, SpecError> {
+        Spec::parse_with(source, bytes, &LoadOptions::default())
+    }
+
+    pub fn parse_with(
+        source: &Path,
+        bytes: &[u8],
+        options: &LoadOptions,
+    ) -> Result<Spec, SpecError> {
+        if bytes.len() as u64 > options.max_bytes {
+            return Err(SpecError::TooLarge {
+                file: source.to_path_buf(),
+                max: options.max_bytes,
+            });
+        }
         let name = source.to_string_lossy().to_ascii_lowercase();
         let doc = read::parse(source, bytes, &name)?;
-        Spec::build(source, doc, revision(bytes))
+        Spec::build(source, doc, revision(bytes), options)
     }
 
     /// Build a spec from an already parsed document; `source` resolves relative file refs.
     pub fn from_document(source: &Path, doc: Value) -> Result<Spec, SpecError> {
         let revision = revision(doc.to_string().as_bytes());
-        Spec::build(source, doc, revision)
+        Spec::build(source, doc, revision, &LoadOptions::default())
     }
 
-    fn build(source: &Path, mut doc: Value, revision: String) -> Result<Spec, SpecError> {
+    fn build(
+        source: &Path,
+        mut doc: Value,
+        revision: String,
+        options: &LoadOptions,
+    ) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
-        bundle::bundle(source, &mut doc)?;
+        bundle::bundle(source, &mut doc, options)?;
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);

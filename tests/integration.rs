@@ -10,6 +10,7 @@ mod integration {
     pub mod generated;
     pub mod generator;
     pub mod hostile;
+    pub mod hostile_specs;
     pub mod kinds;
     pub mod layout;
     pub mod live_responses;

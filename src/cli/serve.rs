@@ -170,16 +170,19 @@ pub async fn build(
     embedded: Option<(&Path, &[u8])>,
 ) -> anyhow::Result<Sidecar> {
     let (spec, etag) = match (embedded, &settings.spec.source) {
-        (Some((name, bytes)), _) => (Spec::parse(name, bytes)?, None),
-        (None, SpecSource::File(path)) => (Source::File(path.clone()).read()?, None),
+        (Some((name, bytes)), _) => (Spec::parse_with(name, bytes, &settings.spec.load)?, None),
+        (None, SpecSource::File(path)) => {
+            (Source::File(path.clone()).read(&settings.spec.load)?, None)
+        }
         (None, SpecSource::Url(url)) => {
             let url = url.to_string();
             let client = crate::proxy::client(&settings)?;
             let timeout = settings.proxy.request_timeout;
-            let (source, etag) = crate::proxy::fetch(&client, timeout, &url, None)
+            let max = settings.spec.load.max_bytes;
+            let (source, etag) = crate::proxy::fetch(&client, timeout, &url, None, max)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?;
-            (source.read()?, etag)
+            (source.read(&settings.spec.load)?, etag)
         }
         (None, SpecSource::Embedded) => {
             anyhow::bail!("no spec: pass --spec or set spec.path or spec.url")

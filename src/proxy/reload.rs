@@ -42,6 +42,9 @@ pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadE
         Ok(next) => next,
         Err(reason) => {
             s.metrics.spec_loaded(false);
+            if reason.too_large() {
+                s.metrics.limit_hit("spec_bytes");
+            }
             tracing::error!(trigger, in_force = %old.spec.revision, "spec reload failed, the revision in force stays: {reason}");
             return Err(reason);
         }
@@ -72,7 +75,8 @@ async fn read(s: &Sidecar, etag: &mut Option<String>) -> Result<Option<Source>, 
         SpecSource::Url(url) => {
             let url = url.to_string();
             let timeout = s.settings.proxy.request_timeout;
-            match super::fetch(&s.client, timeout, &url, etag.as_deref()).await? {
+            let max = s.settings.spec.load.max_bytes;
+            match super::fetch(&s.client, timeout, &url, etag.as_deref(), max).await? {
                 None => Ok(None),
                 Some((source, tag)) => {
                     *etag = tag;
@@ -87,8 +91,10 @@ async fn read(s: &Sidecar, etag: &mut Option<String>) -> Result<Option<Source>, 
 /// Read and compile off the runtime's workers: a large spec takes seconds of CPU.
 async fn compile(s: &Sidecar, source: Source) -> Result<Revision, ReloadError> {
     let options = s.settings.spec.contract.clone();
+    let load = s.settings.spec.load.clone();
     let compiled =
-        tokio::task::spawn_blocking(move || Revision::compile(&source.read()?, &options)).await;
+        tokio::task::spawn_blocking(move || Revision::compile(&source.read(&load)?, &options))
+            .await;
     match compiled {
         Ok(result) => Ok(result?),
         Err(e) => Err(ReloadError::Task(e.to_string())),

@@ -10,12 +10,12 @@ use bytes::Bytes;
 
 use http::header::{ETAG, IF_NONE_MATCH};
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::body::UpstreamBody;
 use super::upstream::UpstreamClient;
 use crate::revision::FetchError;
-use crate::spec::{Spec, SpecError};
+use crate::spec::{LoadOptions, Spec, SpecError};
 
 /// A spec document to read: a file, or the body fetched from a URL.
 pub enum Source {
@@ -25,11 +25,11 @@ pub enum Source {
 
 impl Source {
     /// Read the document (blocking: call it off the runtime's worker threads while serving).
-    pub fn read(&self) -> Result<Spec, SpecError> {
+    pub fn read(&self, options: &LoadOptions) -> Result<Spec, SpecError> {
         match self {
-            Source::File(path) => Spec::load(path),
+            Source::File(path) => Spec::load_with(path, options),
             // The URL names the document in errors; its extension (if any) picks JSON or YAML.
-            Source::Fetched { url, body } => Spec::parse(Path::new(url), body),
+            Source::Fetched { url, body } => Spec::parse_with(Path::new(url), body, options),
         }
     }
 }
@@ -37,12 +37,28 @@ impl Source {
 /// A fetched document and its `ETag`, or `None` when the server answered 304 Not Modified.
 pub type Fetched = Option<(Source, Option<String>)>;
 
-/// GET `url`, conditional on `etag`.
+/// GET `url`, conditional on `etag`: the whole answer within `timeout`, its body within
+/// `max_bytes` (a document that never ends is cut off, not held).
 pub async fn fetch(
     client: &UpstreamClient,
     timeout: Duration,
     url: &str,
     etag: Option<&str>,
+    max_bytes: u64,
+) -> Result<Fetched, FetchError> {
+    tokio::time::timeout(timeout, fetch_within(client, url, etag, max_bytes))
+        .await
+        .map_err(|_| FetchError::Timeout {
+            url: url.into(),
+            ms: timeout.as_millis(),
+        })?
+}
+
+async fn fetch_within(
+    client: &UpstreamClient,
+    url: &str,
+    etag: Option<&str>,
+    max_bytes: u64,
 ) -> Result<Fetched, FetchError> {
     let mut request = Request::get(url);
     if let Some(tag) = etag {
@@ -58,12 +74,9 @@ pub async fn fetch(
             url: url.into(),
             reason: e.to_string(),
         })?;
-    let response = tokio::time::timeout(timeout, client.request(request))
+    let response = client
+        .request(request)
         .await
-        .map_err(|_| FetchError::Timeout {
-            url: url.into(),
-            ms: timeout.as_millis(),
-        })?
         .map_err(|e| FetchError::Unreachable {
             url: url.into(),
             reason: e.to_string(),
@@ -81,13 +94,19 @@ pub async fn fetch(
         .get(ETAG)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
-    let body = response
-        .into_body()
+    let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    let body = Limited::new(response.into_body(), limit)
         .collect()
         .await
-        .map_err(|e| FetchError::Body {
-            url: url.into(),
-            reason: e.to_string(),
+        .map_err(|e| match e.is::<LengthLimitError>() {
+            true => FetchError::TooLarge {
+                url: url.into(),
+                max: max_bytes,
+            },
+            false => FetchError::Body {
+                url: url.into(),
+                reason: e.to_string(),
+            },
         })?
         .to_bytes();
     let url = url.to_string();

@@ -82,11 +82,16 @@ struct Reason {
 }
 
 /// The `limit` label's values.
-const LIMITS: [&str; 4] = [
+const LIMITS: [&str; 9] = [
     "open_files",
     "memory",
+    "connections",
+    "header_read",
+    "idle",
+    "body_stall",
     "findings_per_request",
     "event_bytes",
+    "spec_bytes",
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -4,6 +4,11 @@
 //! rewritten, recursively, so the rest of driftwatch sees one self-contained document.
 //! Written by hand because the JSON Schema bundlers do not know OpenAPI's non-schema objects
 //! (parameters, request bodies) and do not report failures with file and pointer.
+//!
+//! A spec is input, so the files it names are confined (`LoadOptions::refs`): under the spec's
+//! directory (or `spec.ref_root`) once symlinks and `..` are resolved, regular files only, each
+//! read up to `spec.max_bytes`, and none at all for a spec fetched from a URL unless configured.
+//! An error names the `$ref` and why, never what the file holds.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,18 +16,23 @@ use std::path::{Path, PathBuf};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
-use super::SpecError;
 use super::read::read_document;
+use super::{LoadOptions, RefRoot, SpecError};
 
 /// Where bundled copies of external targets live inside the document.
 pub(crate) const EXTERNAL: &str = "x-driftwatch-external";
 
-pub(crate) fn bundle(root_path: &Path, doc: &mut Value) -> Result<(), SpecError> {
+pub(crate) fn bundle(
+    root_path: &Path,
+    doc: &mut Value,
+    options: &LoadOptions,
+) -> Result<(), SpecError> {
     let mut refs = Vec::new();
     collect_refs(doc, &mut String::new(), false, &mut refs);
     let mut bundler = Bundler {
         root: doc,
         root_path,
+        options,
         files: HashMap::new(),
         index: HashMap::new(),
         slots: Vec::new(),
@@ -64,6 +74,7 @@ pub(crate) fn bundle(root_path: &Path, doc: &mut Value) -> Result<(), SpecError>
 struct Bundler<'a> {
     root: &'a Value,
     root_path: &'a Path,
+    options: &'a LoadOptions,
     /// External documents read so far, by path.
     files: HashMap<PathBuf, Value>,
     /// (file, fragment) already bundled, to its slot number.
@@ -120,13 +131,16 @@ impl Bundler<'_> {
             return Ok(format!("#/components/{EXTERNAL}/{slot}"));
         }
         if !self.files.contains_key(&file) {
-            let doc = read_document(&file).map_err(|e| {
-                SpecError::at(
-                    error_file,
-                    at,
-                    format!("$ref `{reference}` cannot be followed: {e}"),
-                )
-            })?;
+            let fail = |reason: String| SpecError::at(error_file, at, reason);
+            self.confine(&file)
+                .map_err(|why| fail(format!("$ref `{reference}` {why}")))?;
+            let doc = read_document(&file, self.options.max_bytes)
+                .map_err(|e| fail(format!("$ref `{reference}` cannot be followed: {e}")))?;
+            if !doc.is_object() {
+                return Err(fail(format!(
+                    "$ref `{reference}` names a file that is not a JSON or YAML object"
+                )));
+            }
             self.files.insert(file.clone(), doc);
         }
         let target =
@@ -136,6 +150,46 @@ impl Bundler<'_> {
         self.index.insert(key, slot);
         self.pending.push((slot, file, target));
         Ok(format!("#/components/{EXTERNAL}/{slot}"))
+    }
+}
+
+impl Bundler<'_> {
+    /// Why `file` may not be read, if it may not (the end of a sentence that starts with the
+    /// `$ref`): it is missing, outside the confined directory (after symlinks and `..`), not
+    /// a regular file, or no file may be read at all.
+    fn confine(&self, file: &Path) -> Result<(), String> {
+        let root = match &self.options.refs {
+            RefRoot::Refused => {
+                return Err(
+                    "is not read: the spec was fetched from a URL, and files are read for it only under spec.ref_root"
+                        .into(),
+                );
+            }
+            RefRoot::SpecDir => match self.root_path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            },
+            RefRoot::Dir(dir) => dir,
+        };
+        let root = root
+            .canonicalize()
+            .map_err(|e| format!("cannot be followed: {}: {e}", root.display()))?;
+        let real = file
+            .canonicalize()
+            .map_err(|e| format!("cannot be followed: {}: {e}", file.display()))?;
+        if !real.starts_with(&root) {
+            return Err(format!(
+                "is not read: it points outside {} (files are read only under the spec's directory, or spec.ref_root)",
+                root.display()
+            ));
+        }
+        if !real.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(format!(
+                "is not read: {} is not a regular file",
+                real.display()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -273,7 +327,7 @@ mod tests {
         let root = dir.join("api.json");
         let mut doc = json!({"openapi":"3.1.0","paths":{},"components":{"schemas":{
             "Pet":{"$ref":"common.yaml#/Pet"},"Again":{"$ref":"./common.yaml#/Pet"}}}});
-        bundle(&root, &mut doc).unwrap();
+        bundle(&root, &mut doc, &LoadOptions::default()).unwrap();
         let ext = &doc["components"][EXTERNAL];
         assert_eq!(
             doc["components"]["schemas"]["Pet"]["$ref"],
@@ -295,7 +349,7 @@ mod tests {
     #[test]
     fn a_dangling_ref_names_file_pointer_and_target() {
         let mut doc = json!({"openapi":"3.1.0","paths":{"/a":{"get":{"parameters":[{"$ref":"#/components/parameters/Nope"}]}}}});
-        let e = bundle(Path::new("api.json"), &mut doc)
+        let e = bundle(Path::new("api.json"), &mut doc, &LoadOptions::default())
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -304,7 +358,7 @@ mod tests {
         );
         let mut doc =
             json!({"openapi":"3.1.0","components":{"schemas":{"A":{"$ref":"missing.yaml#/A"}}}});
-        let e = bundle(&dir().join("api.json"), &mut doc)
+        let e = bundle(&dir().join("api.json"), &mut doc, &LoadOptions::default())
             .unwrap_err()
             .to_string();
         assert!(
@@ -318,9 +372,9 @@ mod tests {
         let mut doc = json!({"openapi":"3.1.0","components":{"schemas":{"A":{
             "example":{"$ref":"#/not/a/ref"},"x-tool":{"$ref":"#/nope"},
             "properties":{"default":{"$ref":"#/components/schemas/B"}}},"B":{"type":"string"}}}});
-        bundle(Path::new("api.json"), &mut doc).unwrap();
+        bundle(Path::new("api.json"), &mut doc, &LoadOptions::default()).unwrap();
         let mut doc = json!({"openapi":"3.1.0","components":{"schemas":{"A":{
             "properties":{"default":{"$ref":"#/components/schemas/Missing"}}}}}});
-        assert!(bundle(Path::new("api.json"), &mut doc).is_err());
+        assert!(bundle(Path::new("api.json"), &mut doc, &LoadOptions::default()).is_err());
     }
 }

@@ -10,6 +10,8 @@ pub enum SpecError {
         file: PathBuf,
         source: std::io::Error,
     },
+    #[error("{}: larger than {max} bytes (spec.max_bytes); nothing past that was read", file.display())]
+    TooLarge { file: PathBuf, max: u64 },
     #[error("{}: at {}: {reason}", file.display(), display_pointer(pointer))]
     Invalid {
         file: PathBuf,
@@ -24,6 +26,7 @@ impl SpecError {
     pub fn reason(&self) -> String {
         match self {
             SpecError::Io { source, .. } => source.to_string(),
+            SpecError::TooLarge { max, .. } => format!("larger than {max} bytes"),
             SpecError::Invalid { reason, .. } => reason.clone(),
         }
     }

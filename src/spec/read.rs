@@ -8,28 +8,37 @@ use serde_json::Value;
 
 use super::SpecError;
 
-pub(crate) fn read_document(path: &Path) -> Result<Value, SpecError> {
-    read_document_revision(path).map(|(doc, _)| doc)
+pub(crate) fn read_document(path: &Path, max: u64) -> Result<Value, SpecError> {
+    read_document_revision(path, max).map(|(doc, _)| doc)
 }
 
-/// The document and the revision hash of the file's bytes.
-pub(crate) fn read_document_revision(path: &Path) -> Result<(Value, String), SpecError> {
+/// The document and the revision hash of the file's bytes, read up to `max` bytes (after
+/// gzip): a larger file, `/dev/zero` or a gzip bomb is refused after `max + 1` bytes.
+pub(crate) fn read_document_revision(path: &Path, max: u64) -> Result<(Value, String), SpecError> {
     let io = |source| SpecError::Io {
         file: path.to_path_buf(),
         source,
     };
-    let raw = std::fs::read(path).map_err(io)?;
+    let file = std::fs::File::open(path).map_err(io)?;
     let name = path.to_string_lossy().to_ascii_lowercase();
-    let (bytes, name) = match name.strip_suffix(".gz") {
-        Some(inner) => {
-            let mut out = Vec::with_capacity(raw.len() * 8);
-            flate2::read::GzDecoder::new(&raw[..])
-                .read_to_end(&mut out)
-                .map_err(io)?;
-            (out, inner.to_string())
-        }
-        None => (raw, name),
+    let (reader, name): (Box<dyn Read>, String) = match name.strip_suffix(".gz") {
+        Some(inner) => (
+            Box::new(flate2::read::GzDecoder::new(file)),
+            inner.to_string(),
+        ),
+        None => (Box::new(file), name),
     };
+    let mut bytes = Vec::new();
+    reader
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > max {
+        return Err(SpecError::TooLarge {
+            file: path.to_path_buf(),
+            max,
+        });
+    }
     Ok((parse(path, &bytes, &name)?, super::revision(&bytes)))
 }
 
