@@ -66,7 +66,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
         }
         Route::MethodNotAllowed { allowed } => {
             let allowed = allowed.join(", ");
-            findings.push(
+            findings.push(bounded::cut_text(
                 Finding::new(Kind::MethodNotAllowed, Location::Path, request.path)
                     .expected(allowed.clone())
                     .observed(request.method.to_ascii_uppercase())
@@ -75,7 +75,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
                         request.method.to_ascii_uppercase(),
                         request.path
                     )),
-            );
+            ));
             Audit {
                 operation: None,
                 path_values: Vec::new(),
@@ -84,7 +84,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             }
         }
         Route::NotFound => {
-            findings.push(
+            findings.push(bounded::cut_text(
                 Finding::new(Kind::UnknownOperation, Location::Path, request.path)
                     .observed(format!(
                         "{} {}",
@@ -96,7 +96,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
                         request.method.to_ascii_uppercase(),
                         request.path
                     )),
-            );
+            ));
             Audit {
                 operation: None,
                 path_values: Vec::new(),

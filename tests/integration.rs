@@ -1,5 +1,9 @@
 //! Integration tests: one binary, one module per area, shared helpers in `util`.
 
+// The fuzz targets' checks, replayed over their kept inputs by `integration::fuzz_regressions`.
+#[path = "../fuzz/checks.rs"]
+mod fuzz_checks;
+
 mod integration {
     pub mod catalog;
     pub mod cli;
@@ -7,6 +11,7 @@ mod integration {
     pub mod diffs;
     pub mod exits;
     pub mod first_contact;
+    pub mod fuzz_regressions;
     pub mod generated;
     pub mod generator;
     pub mod hostile;

@@ -18,6 +18,17 @@ fn cut(text: &mut String, max: usize) {
     }
 }
 
+/// `finding` with the text a peer chose cut to its bound: every finding made from a request
+/// or a response goes through here (or through [`Findings::push`], which calls it).
+pub(crate) fn cut_text(mut finding: Finding) -> Finding {
+    cut(&mut finding.field, FIELD_MAX);
+    cut(&mut finding.message, MESSAGE_MAX);
+    if let Some(observed) = finding.observed.as_mut() {
+        cut(observed, FIELD_MAX);
+    }
+    finding
+}
+
 pub(crate) struct Findings {
     list: Vec<Finding>,
     limit: usize,
@@ -36,17 +47,12 @@ impl Findings {
 
     /// Keep `finding` while there is room, its peer-chosen text cut to a bound (a key name can
     /// be as long as the body).
-    pub fn push(&mut self, mut finding: Finding) {
+    pub fn push(&mut self, finding: Finding) {
         if self.list.len() >= self.limit {
             self.more = true;
             return;
         }
-        cut(&mut finding.field, FIELD_MAX);
-        cut(&mut finding.message, MESSAGE_MAX);
-        if let Some(observed) = finding.observed.as_mut() {
-            cut(observed, FIELD_MAX);
-        }
-        self.list.push(finding);
+        self.list.push(cut_text(finding));
     }
 
     /// True once the bound is reached: the caller stops looking (and the rest is said to exist).

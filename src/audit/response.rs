@@ -31,7 +31,7 @@ pub fn audit_response(
     for f in &mut out {
         f.operation.get_or_insert_with(|| op.id.clone());
     }
-    out
+    out.into_iter().map(super::bounded::cut_text).collect()
 }
 
 fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut Vec<Finding>) {

@@ -1,0 +1,198 @@
+//! What each fuzz target asserts, shared by the fuzz targets (`fuzz/fuzz_targets/`) and by
+//! `cargo test`, which replays every input in `fuzz/regressions/<target>/` (inputs that once
+//! failed, kept) through the same checks: a bug the fuzzer found stays found.
+
+use std::path::Path;
+
+use driftwatch::audit::audit;
+use driftwatch::contract::{Contract, ContractOptions};
+use driftwatch::finding::Kind;
+use driftwatch::request::RequestView;
+use driftwatch::spec::{LoadOptions, RefRoot, Spec};
+use driftwatch::traffic::Traffic;
+use serde_json::Value;
+
+/// Findings listed per request in the Channels contract the targets use.
+pub const MAX_FINDINGS: usize = 20;
+
+/// The Channels contract, with a small findings bound so that the bound is reached.
+pub fn channels(root: &Path) -> Contract {
+    let spec = Spec::load(&root.join("examples/channels.openapi.yaml")).unwrap();
+    let options = ContractOptions {
+        max_findings: Some(MAX_FINDINGS),
+        ..ContractOptions::default()
+    };
+    Contract::compile(&spec, &options).unwrap()
+}
+
+/// GitHub's REST spec: 1,100 operations and every parameter style it uses.
+pub fn github(root: &Path) -> Contract {
+    let path = root.join("../shared/specs/github/api.github.com.json.gz");
+    let spec = Spec::load(&path).unwrap();
+    Contract::compile(&spec, &ContractOptions::default()).unwrap()
+}
+
+/// Any bytes as a spec fetched from a URL (JSON when they start with `{`, else YAML): loading
+/// and compiling never panic, read no file, and what loads is self-contained: every `$ref` of
+/// the bundled document is local and resolves.
+pub fn spec_load(data: &[u8]) {
+    let options = LoadOptions {
+        max_bytes: 1 << 20,
+        refs: RefRoot::Refused,
+    };
+    let name = if data.first() == Some(&b'{') {
+        "fuzz.json"
+    } else {
+        "fuzz.yaml"
+    };
+    let Ok(spec) = Spec::parse_with(Path::new(name), data, &options) else {
+        return;
+    };
+    every_ref_resolves(&spec.doc, &spec.doc);
+    let _ = Contract::compile(&spec, &ContractOptions::default());
+}
+
+/// Any request against `contract` (Channels): the audit never panics, is deterministic, and
+/// keeps its bounds: `MAX_FINDINGS`, then one finding that says the rest were left out; a
+/// finding's peer-chosen text cut to 256 bytes, its message to 1 KiB. Input: a method byte,
+/// the target up to `\n`, header lines up to an empty line, then the body.
+pub fn request_audit(contract: &Contract, data: &[u8]) {
+    const METHODS: [&str; 8] = [
+        "GET", "PUT", "POST", "PATCH", "DELETE", "HEAD", "OPTIONS", "get",
+    ];
+    let Some((&method, rest)) = data.split_first() else {
+        return;
+    };
+    let method = METHODS[method as usize % METHODS.len()];
+    let text = String::from_utf8_lossy(rest);
+    let (target, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    let (head, body) = rest.split_once("\n\n").unwrap_or((rest, ""));
+    let headers: Vec<(String, String)> = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let body = (!body.is_empty()).then_some(body.as_bytes());
+    let request = RequestView::new(method, target, &headers, body);
+    let first = audit(contract, &request);
+    let again = audit(contract, &request);
+    assert_eq!(first.findings, again.findings, "deterministic");
+    assert!(first.findings.len() <= MAX_FINDINGS + 1);
+    if first.truncated {
+        let last = first.findings.last().expect("a truncated audit says so");
+        assert_eq!(last.kind, Kind::Unaudited);
+        assert_eq!(last.observed.as_deref(), Some("findings left out"));
+    }
+    for f in &first.findings {
+        assert!(f.field.len() <= 256, "field of {} bytes", f.field.len());
+        let observed = f.observed.as_ref().map_or(0, String::len);
+        assert!(observed <= 256, "observed of {observed} bytes");
+        assert!(
+            f.message.len() <= 1024,
+            "message of {} bytes",
+            f.message.len()
+        );
+    }
+}
+
+/// Any request target against `contract` (GitHub): routing and query and path parsing never
+/// panic, a fragment changes nothing, an absolute URL audits like its path, and the audit is
+/// deterministic and bounded.
+pub fn query_path(contract: &Contract, data: &[u8]) {
+    let Some((&method, target)) = data.split_first() else {
+        return;
+    };
+    let method = ["GET", "POST", "PUT", "PATCH", "DELETE"][method as usize % 5];
+    let Ok(target) = std::str::from_utf8(target) else {
+        return;
+    };
+    if target.contains('#') || target.contains("://") {
+        return;
+    }
+    let headers: Vec<(String, String)> = Vec::new();
+    let audited =
+        |target: &str| audit(contract, &RequestView::new(method, target, &headers, None)).findings;
+    let plain = audited(target);
+    assert_eq!(plain, audited(target), "deterministic");
+    assert!(plain.len() <= 101);
+    let fragment = format!("{target}#frag");
+    assert_eq!(plain, audited(&fragment), "a fragment changes nothing");
+    if target.starts_with('/') {
+        let absolute = format!("https://api.github.com{target}");
+        assert_eq!(
+            plain,
+            audited(&absolute),
+            "an absolute URL audits like its path"
+        );
+    }
+}
+
+/// Any text as recorded traffic (HAR or JSON Lines): reading never panics, every non-blank
+/// JSON Lines line is an exchange or a problem with its own line number (nothing is lost
+/// silently), and every exchange audits against `contract` without panicking.
+pub fn traffic(contract: &Contract, data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(traffic) = Traffic::parse(Path::new("fuzz.jsonl"), text) else {
+        return;
+    };
+    if traffic.format == "jsonl" {
+        let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+        assert_eq!(traffic.exchanges.len() + traffic.problems.len(), lines);
+        let mut indices: Vec<usize> = traffic.exchanges.iter().map(|e| e.index).collect();
+        indices.extend(traffic.problems.iter().map(|p| p.index));
+        indices.sort_unstable();
+        indices.dedup();
+        assert_eq!(indices.len(), lines, "one line, one index");
+    }
+    for e in &traffic.exchanges {
+        let request = RequestView::new(&e.method, &e.url, &e.headers, e.body.as_deref());
+        let _ = audit(contract, &request);
+    }
+}
+
+/// Every `$ref` outside literal values is local and resolves (`Spec::doc`'s promise).
+fn every_ref_resolves(doc: &Value, at: &Value) {
+    match at {
+        Value::Object(map) => {
+            if let Some(Value::String(r)) = map.get("$ref") {
+                let pointer = r
+                    .strip_prefix('#')
+                    .unwrap_or_else(|| panic!("not local: {r}"));
+                let decoded = percent_decode(pointer);
+                assert!(doc.pointer(&decoded).is_some(), "dangling: {r}");
+            }
+            for (key, v) in map {
+                let literal = matches!(
+                    key.as_str(),
+                    "example" | "examples" | "default" | "const" | "enum"
+                ) || key.starts_with("x-");
+                if !literal {
+                    every_ref_resolves(doc, v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| every_ref_resolves(doc, v)),
+        _ => {}
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

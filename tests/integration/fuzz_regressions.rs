@@ -1,0 +1,67 @@
+//! Every input in `fuzz/regressions/<target>/` (inputs the fuzzer once failed on, kept), and
+//! the seeds the fuzz script starts from, through the fuzz targets' own checks
+//! (`fuzz/checks.rs`): a bug the fuzzer found stays found, in `cargo test`, without libFuzzer.
+
+use std::path::PathBuf;
+
+use crate::fuzz_checks as checks;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The files of `fuzz/regressions/<target>/`, plus `seeds`.
+fn inputs(target: &str, seeds: &[PathBuf]) -> Vec<Vec<u8>> {
+    let dir = root().join("fuzz/regressions").join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.extend(seeds.iter().cloned());
+    files.sort();
+    files.iter().map(|f| std::fs::read(f).unwrap()).collect()
+}
+
+fn shared(rel: &str) -> PathBuf {
+    super::util::shared_spec(rel)
+}
+
+#[test]
+fn spec_load() {
+    let seeds = [
+        root().join("examples/channels.openapi.yaml"),
+        root().join("examples/billing.openapi.yaml"),
+        shared("scalar/galaxy.json"),
+        shared("ersatztv/v1.json"),
+    ];
+    for input in inputs("spec_load", &seeds) {
+        checks::spec_load(&input);
+    }
+}
+
+#[test]
+fn request_audit() {
+    let contract = checks::channels(&root());
+    let found = inputs("request_audit", &[]);
+    assert!(!found.is_empty(), "the regressions are there");
+    for input in found {
+        checks::request_audit(&contract, &input);
+    }
+}
+
+#[test]
+fn query_path() {
+    let contract = checks::github(&root());
+    for input in inputs("query_path", &[]) {
+        checks::query_path(&contract, &input);
+    }
+    checks::query_path(&contract, b"\x00/repos/o/r/issues?state=open&labels=a,b");
+}
+
+#[test]
+fn traffic() {
+    let contract = checks::channels(&root());
+    let seeds = [root().join("examples/channels.traffic.jsonl")];
+    for input in inputs("traffic", &seeds) {
+        checks::traffic(&contract, &input);
+    }
+}
