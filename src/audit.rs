@@ -66,14 +66,14 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
         }
         Route::MethodNotAllowed { allowed } => {
             let allowed = allowed.join(", ");
+            let method = request.method.to_ascii_uppercase();
+            let path = contract.path_shape(request.path);
             findings.push(bounded::cut_text(
-                Finding::new(Kind::MethodNotAllowed, Location::Path, request.path)
+                Finding::new(Kind::MethodNotAllowed, Location::Path, &path)
                     .expected(allowed.clone())
-                    .observed(request.method.to_ascii_uppercase())
+                    .observed(method.clone())
                     .message(format!(
-                        "{} is not declared for {}; the spec allows {allowed}",
-                        request.method.to_ascii_uppercase(),
-                        request.path
+                        "{method} is not declared for {path}; the spec allows {allowed}"
                     )),
             ));
             Audit {
@@ -84,18 +84,12 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             }
         }
         Route::NotFound => {
+            let method = request.method.to_ascii_uppercase();
+            let path = contract.path_shape(request.path);
             findings.push(bounded::cut_text(
-                Finding::new(Kind::UnknownOperation, Location::Path, request.path)
-                    .observed(format!(
-                        "{} {}",
-                        request.method.to_ascii_uppercase(),
-                        request.path
-                    ))
-                    .message(format!(
-                        "no operation in the spec matches {} {}",
-                        request.method.to_ascii_uppercase(),
-                        request.path
-                    )),
+                Finding::new(Kind::UnknownOperation, Location::Path, &path)
+                    .observed(format!("{method} {path}"))
+                    .message(format!("no operation in the spec matches {method} {path}")),
             ));
             Audit {
                 operation: None,

@@ -196,6 +196,9 @@ pub struct MemoryConfig {
     /// write (id or `"PUT /path/{id}"`) to read (id or `"GET /path/{id}"`); path parameter
     /// values are matched in order.
     pub resources: HashMap<String, String>,
+    /// A file holding the secret that keys the value and credential hashes, so that replicas
+    /// agree; unset: a random key per process.
+    pub hash_key_file: Option<PathBuf>,
 }
 
 impl Default for MemoryConfig {
@@ -207,6 +210,7 @@ impl Default for MemoryConfig {
             scope_header: "authorization".into(),
             field_map: HashMap::new(),
             resources: HashMap::new(),
+            hash_key_file: None,
         }
     }
 }

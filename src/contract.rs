@@ -61,6 +61,9 @@ pub struct Contract {
     router: router::Router,
     /// Prefixes stripped from request paths before routing, longest first.
     base_paths: Vec<String>,
+    /// Every segment that is literal in some template or base path (`api`, `channels`): what
+    /// [`Contract::path_shape`] keeps of a path.
+    literals: std::collections::HashSet<String>,
     /// The compiler, kept for response schemas, which are compiled on first use.
     schemas: std::sync::Mutex<schemas::Schemas>,
 }
@@ -186,4 +189,37 @@ impl Contract {
         }
         result
     }
+
+    /// `path` with every segment that is not literal somewhere in the spec written as `*`
+    /// (`/api/v1/channels/tok_9f2/x` is `/api/v1/channels/*/*`): where a request went, without
+    /// the values a path carries (an id, a token), for findings, events and logs. The query is
+    /// left out.
+    pub fn path_shape(&self, path: &str) -> String {
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        let mut shape = String::with_capacity(path.len().min(256));
+        for (i, segment) in path.split('/').enumerate() {
+            if i > 0 {
+                shape.push('/');
+            }
+            if segment.is_empty() || self.literals.contains(segment) {
+                shape.push_str(segment);
+            } else {
+                shape.push('*');
+            }
+        }
+        shape
+    }
+}
+
+/// The literal segments of `templates` and `base_paths`.
+pub(crate) fn literal_segments<'a>(
+    templates: impl Iterator<Item = &'a str>,
+    base_paths: &'a [String],
+) -> std::collections::HashSet<String> {
+    templates
+        .chain(base_paths.iter().map(String::as_str))
+        .flat_map(|t| t.split('/'))
+        .filter(|s| !s.is_empty() && !s.contains(['{', '}']))
+        .map(String::from)
+        .collect()
 }

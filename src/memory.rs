@@ -3,6 +3,9 @@
 //! and a hash of the value, never the value. Keyed by the resource (its GET operation and path
 //! parameter values) and a credential scope, so two users never share memory. Bounded: an LRU of at most `capacity` entries, each
 //! with at most `MAX_FIELDS` fields, dropped after `ttl`.
+//!
+//! The value and credential hashes are keyed ([`HashKey`]): a value hash in an event says
+//! whether a field changed, and nothing to someone who hashes guesses of the value.
 
 use std::hash::{Hash, Hasher};
 use std::num::NonZeroUsize;
@@ -58,7 +61,58 @@ pub struct Pending {
     pub fields: Vec<(String, String, Evidence)>,
 }
 
+/// The secret key of the value and credential hashes (SipHash-1-3, 128-bit key): random per
+/// process by default, or derived from `memory.hash_key_file` so that replicas agree.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct HashKey(u64, u64);
+
+impl HashKey {
+    /// A key from the OS's randomness (uuid's v4 generator), new in each process.
+    pub fn random() -> HashKey {
+        let bits = uuid::Uuid::new_v4().as_u128();
+        HashKey((bits >> 64) as u64, bits as u64)
+    }
+
+    /// A key derived from a secret (its SHA-256), the same wherever the secret is.
+    pub fn from_secret(secret: &[u8]) -> HashKey {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(secret);
+        let half = |i: usize| u64::from_le_bytes(digest[i..i + 8].try_into().expect("8 bytes"));
+        HashKey(half(0), half(8))
+    }
+
+    fn hasher(&self) -> siphasher::sip::SipHasher13 {
+        siphasher::sip::SipHasher13::new_with_keys(self.0, self.1)
+    }
+
+    /// A hash of a value (its canonical JSON text), to compare without keeping the value.
+    pub fn value(&self, value: &Value) -> u64 {
+        let mut h = HashWriter(self.hasher());
+        // Serialized straight into the hasher: no string per field. Writing to it cannot fail.
+        let _ = serde_json::to_writer(&mut h, value);
+        h.0.finish()
+    }
+
+    /// The credential scope of a request: a hash of the credential header's value, 0 without
+    /// one.
+    pub fn scope(&self, credential: Option<&str>) -> u64 {
+        credential.map_or(0, |c| {
+            let mut h = self.hasher();
+            c.hash(&mut h);
+            h.finish().max(1)
+        })
+    }
+}
+
+impl std::fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HashKey(secret)")
+    }
+}
+
 pub struct Memory {
+    /// The key of every hash this memory makes.
+    pub hash_key: HashKey,
     resources: Mutex<LruCache<Key, Snapshot>>,
     pending: Mutex<LruCache<Key, Pending>>,
     ttl: Duration,
@@ -66,9 +120,10 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(capacity: usize, ttl: Duration) -> Memory {
+    pub fn new(capacity: usize, ttl: Duration, hash_key: HashKey) -> Memory {
         let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
         Memory {
+            hash_key,
             resources: Mutex::new(LruCache::new(cap)),
             pending: Mutex::new(LruCache::new(cap)),
             ttl,
@@ -85,7 +140,7 @@ impl Memory {
             .map(|(name, value)| FieldState {
                 name: name.clone(),
                 empty: is_empty(value),
-                hash: hash_value(value),
+                hash: self.hash_key.value(value),
             })
             .collect();
         let snapshot = Snapshot {
@@ -157,16 +212,8 @@ pub fn is_empty(value: &Value) -> bool {
     }
 }
 
-/// A hash of a value (its canonical JSON text), to compare without keeping the value.
-pub fn hash_value(value: &Value) -> u64 {
-    let mut h = HashWriter(std::collections::hash_map::DefaultHasher::new());
-    // Serialized straight into the hasher: no string per field. Writing to it cannot fail.
-    let _ = serde_json::to_writer(&mut h, value);
-    h.0.finish()
-}
-
 /// Feeds serialized bytes to a hasher.
-struct HashWriter(std::collections::hash_map::DefaultHasher);
+struct HashWriter(siphasher::sip::SipHasher13);
 
 impl std::io::Write for HashWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -177,15 +224,6 @@ impl std::io::Write for HashWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// The credential scope of a request: a hash of the credential header's value, 0 without one.
-pub fn scope_of(credential: Option<&str>) -> u64 {
-    credential.map_or(0, |c| {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        c.hash(&mut h);
-        h.finish().max(1)
-    })
 }
 
 #[cfg(test)]
@@ -202,7 +240,7 @@ mod tests {
 
     #[test]
     fn remembers_presence_emptiness_and_hashes_never_values() {
-        let m = Memory::new(10, Duration::from_secs(60));
+        let m = Memory::new(10, Duration::from_secs(60), HashKey::random());
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         m.remember(
             key("/c/7", 1),
@@ -220,7 +258,10 @@ mod tests {
             states,
             [("ids", false), ("name", true), ("n", false), ("o", true)]
         );
-        assert_eq!(s.field("ids").unwrap().hash, hash_value(&json!([3, 7])));
+        assert_eq!(
+            s.field("ids").unwrap().hash,
+            m.hash_key.value(&json!([3, 7]))
+        );
         assert!(
             m.recall(&key("/c/7", 2), t).is_none(),
             "another credential scope sees nothing"
@@ -235,7 +276,7 @@ mod tests {
 
     #[test]
     fn the_bound_holds_while_100000_distinct_resources_are_read() {
-        let m = Memory::new(10_000, Duration::from_secs(3600));
+        let m = Memory::new(10_000, Duration::from_secs(3600), HashKey::random());
         let t = SystemTime::now();
         let body =
             json!({"id": 1, "name": "Retro TV", "graphicsElementIds": [3, 7], "watermarkId": null});
@@ -252,5 +293,51 @@ mod tests {
             m.recall(&key("/wide", 1), t).unwrap().fields.len(),
             MAX_FIELDS
         );
+    }
+
+    #[test]
+    fn hashes_are_keyed_per_process_or_by_a_shared_secret() {
+        let value = json!("1234");
+        let (a, b) = (HashKey::random(), HashKey::random());
+        assert_ne!(a.value(&value), b.value(&value), "two processes disagree");
+        assert_ne!(a.scope(Some("Bearer x")), b.scope(Some("Bearer x")));
+        let (c, d) = (
+            HashKey::from_secret(b"shared"),
+            HashKey::from_secret(b"shared"),
+        );
+        assert_eq!(
+            c.value(&value),
+            d.value(&value),
+            "replicas with one secret agree"
+        );
+        assert_ne!(
+            c.value(&value),
+            HashKey::from_secret(b"other").value(&value)
+        );
+        // The unkeyed hash the evidence carried before: equal everywhere, so guessable.
+        let mut unkeyed = std::collections::hash_map::DefaultHasher::new();
+        std::io::Write::write_all(
+            &mut HashWriterStd(&mut unkeyed),
+            value.to_string().as_bytes(),
+        )
+        .unwrap();
+        assert_ne!(a.value(&value), unkeyed.finish());
+        assert_eq!(
+            format!("{a:?}"),
+            "HashKey(secret)",
+            "Debug never prints the key"
+        );
+    }
+
+    struct HashWriterStd<'h>(&'h mut std::collections::hash_map::DefaultHasher);
+
+    impl std::io::Write for HashWriterStd<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 }

@@ -84,7 +84,11 @@ impl Sidecar {
                 settings.admin.recent_findings,
                 settings.admin.recent_bytes,
             )),
-            memory: crate::memory::Memory::new(settings.memory.max_entries, settings.memory.ttl),
+            memory: crate::memory::Memory::new(
+                settings.memory.max_entries,
+                settings.memory.ttl,
+                settings.memory.hash_key,
+            ),
             reported: Default::default(),
             late: late::LateTasks::new(),
             reloading: Default::default(),
@@ -114,6 +118,15 @@ impl Sidecar {
     /// Put `next` in force; requests already running keep the revision they started with.
     fn swap(&self, next: Revision) {
         self.current.store(Arc::new(next));
+    }
+
+    /// A request path as events and logs write it: with its values only under
+    /// `events.log_values`, else its shape in `contract` (`/api/v1/channels/*`).
+    fn path_text(&self, contract: &crate::contract::Contract, path: &str) -> String {
+        match self.settings.events.log_values {
+            true => path.to_string(),
+            false => contract.path_shape(path),
+        }
     }
 
     /// Cut an event to its bound, then write it and keep it for `/findings`.

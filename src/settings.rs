@@ -20,6 +20,7 @@ use crate::config::{
 };
 use crate::contract::{ContractOptions, WriteSemantics};
 use crate::finding::Blame;
+use crate::memory::HashKey;
 use crate::policy::{Action, Policy};
 use crate::sink::EventOutput;
 use crate::spec::{LoadOptions, RefRoot};
@@ -97,6 +98,8 @@ pub struct MemorySettings {
     pub scope_header: HeaderName,
     /// Per operation id: write field name to read field name.
     pub field_map: HashMap<String, HashMap<String, String>>,
+    /// Keys the value and credential hashes (`memory.hash_key_file`, else random).
+    pub hash_key: HashKey,
 }
 
 impl Default for Settings {
@@ -219,6 +222,7 @@ impl Settings {
             ttl: Duration::from_secs(c.memory.ttl_secs),
             scope_header: header("memory.scope_header", &c.memory.scope_header)?,
             field_map: c.memory.field_map.clone(),
+            hash_key: hash_key(c, &fail)?,
         };
         Ok(Settings {
             spec: spec(c, &fail)?,
@@ -231,6 +235,24 @@ impl Settings {
             memory,
         })
     }
+}
+
+/// The hash key from `memory.hash_key_file` (its bytes, trailing whitespace aside), or a
+/// random one.
+fn hash_key(c: &Config, fail: &Fail<'_>) -> Result<HashKey, ConfigError> {
+    let Some(path) = &c.memory.hash_key_file else {
+        return Ok(HashKey::random());
+    };
+    let secret = std::fs::read(path)
+        .map_err(|e| fail("memory.hash_key_file", format!("{}: {e}", path.display())))?;
+    let secret = secret.trim_ascii_end();
+    if secret.len() < 16 {
+        return Err(fail(
+            "memory.hash_key_file",
+            format!("{}: the secret must be at least 16 bytes", path.display()),
+        ));
+    }
+    Ok(HashKey::from_secret(secret))
 }
 
 /// A bound in milliseconds, 0 for none.

@@ -200,7 +200,11 @@ mod tests {
     fn differently_named_fields_are_compared_only_when_mapped_and_write_only_never() {
         let c = contract();
         let put = c.operation("updateC").unwrap();
-        let memory = Memory::new(10, Duration::from_secs(60));
+        let memory = Memory::new(
+            10,
+            Duration::from_secs(60),
+            crate::memory::HashKey::random(),
+        );
         let key = Key {
             path: "/c/1".into(),
             scope: 1,

@@ -21,6 +21,7 @@ mod integration {
     pub mod live_responses;
     pub mod operations;
     pub mod ops_kit;
+    pub mod privacy;
     pub mod proxy;
     pub mod real_specs;
     pub mod reload;

@@ -17,7 +17,7 @@ use crate::audit::{ReportedOnce, audit, audit_response};
 use crate::config::{ConfigError, Layers};
 use crate::contract::Contract;
 use crate::finding::{Finding, Severity};
-use crate::memory::{Memory, scope_of};
+use crate::memory::Memory;
 use crate::request::RequestView;
 use crate::response::ResponseView;
 use crate::settings::Settings;
@@ -124,7 +124,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // The same silent-clear memory the proxy keeps, across the recording: replaying an
     // incident's traffic gives the verdict the live sidecar gave.
     let defaults = &settings.memory;
-    let memory = Memory::new(defaults.max_entries, defaults.ttl);
+    let memory = Memory::new(defaults.max_entries, defaults.ttl, defaults.hash_key);
     let tracker = Tracker {
         memory: &memory,
         field_maps: &defaults.field_map,
@@ -151,7 +151,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         let remembered = audited.operation.and_then(|op| {
             Some((
                 op,
-                resource_key(op, &audited.path_values, scope_of(credential))?,
+                resource_key(op, &audited.path_values, memory.hash_key.scope(credential))?,
             ))
         });
         if let Some((op, key)) = remembered {
@@ -187,8 +187,13 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             reported.retain_new(&mut answered);
             findings.extend(answered);
         }
+        // Where it went, not the values its path carries, unless events.log_values says so.
+        let path = match settings.events.log_values {
+            true => request.path.to_string(),
+            false => contract.path_shape(request.path),
+        };
         for finding in findings {
-            results.push((exchange, request.path.to_string(), finding));
+            results.push((exchange, path.clone(), finding));
         }
     }
     let rows: Vec<Row> = results

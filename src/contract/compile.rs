@@ -102,7 +102,12 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     for (i, op) in operations.iter().enumerate() {
         by_id.entry(op.id.clone()).or_insert(i);
     }
+    let literals = super::literal_segments(
+        operations.iter().map(|op| op.template.as_str()),
+        &base_paths,
+    );
     Ok(Contract {
+        literals,
         openapi: spec.openapi.clone(),
         max_findings: options.max_findings.unwrap_or(usize::MAX),
         secrets: super::security::Secrets::of(doc),

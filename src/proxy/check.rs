@@ -14,7 +14,7 @@ use super::record::Ledger;
 use crate::audit::audit;
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind, Location};
-use crate::memory::{Key, scope_of};
+use crate::memory::Key;
 use crate::request::{Headers, RequestView};
 use crate::revision::Revision;
 use crate::silent::{AtRisk, Tracker, resource_key};
@@ -55,7 +55,8 @@ pub(super) fn check<'c>(
     s.metrics.audit_seconds(started.elapsed().as_secs_f64());
     let Some((operation, mut findings, memory_key, truncated)) = audited else {
         s.metrics.audit_error();
-        tracing::error!(method = %parts.method, path = %parts.uri.path(), "internal audit error; request forwarded unaudited");
+        let path = s.path_text(&rev.contract, parts.uri.path());
+        tracing::error!(method = %parts.method, path, "internal audit error; request forwarded unaudited");
         return Pending::default();
     };
     if matches!(read, BodyRead::TooLarge) {
@@ -113,7 +114,7 @@ fn audit_request<'c>(
             .filter(|_| s.settings.memory.enabled)
             .and_then(|op| {
                 let credential = view.headers.get(s.settings.memory.scope_header.as_str());
-                resource_key(op, &a.path_values, scope_of(credential))
+                resource_key(op, &a.path_values, s.memory.hash_key.scope(credential))
             });
         (a.operation, a.findings, key, a.truncated)
     }))

@@ -208,12 +208,13 @@ impl Late {
         }
         if !findings.is_empty() {
             let revision = rev.spec.revision.clone();
+            let path = s.path_text(&rev.contract, self.meta.uri.path());
             record(
                 s,
                 op,
                 revision,
                 self.request_id,
-                self.meta,
+                (self.meta, path),
                 self.status,
                 findings,
             );
@@ -246,7 +247,7 @@ fn record(
     op: &crate::contract::Operation,
     revision: String,
     request_id: String,
-    meta: LateMeta,
+    (meta, path): (LateMeta, String),
     status: u16,
     findings: Vec<Finding>,
 ) {
@@ -262,7 +263,7 @@ fn record(
         operation: Some(op.id.clone()),
         method: op.method.clone(),
         path_template: Some(op.template.clone()),
-        path: meta.uri.path().to_string(),
+        path,
         status: Some(status),
         action: "observed",
         error: None,

@@ -100,7 +100,7 @@ impl<'c> Ledger<'c> {
             Reply::Blocked { response, kinds } => (response, Outcome::Blocked, kinds),
             Reply::Failed(failure) => {
                 let detail = failure.to_string();
-                let response = self.failed(s, &failure, &detail);
+                let response = self.failed(s, rev, &failure, &detail);
                 let outcome = match failure.fault() {
                     Fault::Client => Outcome::ClientError,
                     Fault::Upstream => Outcome::UpstreamError,
@@ -126,11 +126,18 @@ impl<'c> Ledger<'c> {
     }
 
     /// The problem+json answer for a fault, counted by cause and logged with whose it is.
-    fn failed(&self, s: &Sidecar, error: &ProxyError, detail: &str) -> Response<ResponseBody> {
+    fn failed(
+        &self,
+        s: &Sidecar,
+        rev: &Revision,
+        error: &ProxyError,
+        detail: &str,
+    ) -> Response<ResponseBody> {
         if let Some(cause) = error.cause() {
             s.metrics.upstream_error(cause);
         }
-        tracing::warn!(request_id = %self.request_id, method = %self.method, path = %self.uri.path(),
+        let path = s.path_text(&rev.contract, self.uri.path());
+        tracing::warn!(request_id = %self.request_id, method = %self.method, path,
             fault = error.fault().as_str(), status = error.status().as_u16(), "{detail}");
         let response = problem::response(
             error.status(),
@@ -171,7 +178,7 @@ impl<'c> Ledger<'c> {
             path_template: self.operation.map(|op| op.template.clone()),
             operation,
             method: self.method.to_string(),
-            path: self.uri.path().to_string(),
+            path: s.path_text(&rev.contract, self.uri.path()),
             status: Some(status),
             action: outcome.as_str(),
             error,

@@ -222,3 +222,31 @@ fn every_kind_reads_by_its_stable_name() {
         assert_eq!(parsed, kind);
     }
 }
+
+#[test]
+fn replicas_given_one_hash_key_file_agree_and_a_short_secret_is_refused() {
+    let secret = write("hash-key", "0123456789abcdef-shared\n");
+    let config = write(
+        "hash-key.toml",
+        &format!(
+            "[memory]\nhash_key_file = {:?}\n",
+            secret.display().to_string()
+        ),
+    );
+    let a = load(Some(&config), vec![], vec![]).unwrap();
+    let b = load(Some(&config), vec![], vec![]).unwrap();
+    assert_eq!(a.memory.hash_key, b.memory.hash_key);
+    let unset = Settings::default();
+    assert_ne!(unset.memory.hash_key, Settings::default().memory.hash_key);
+    let short = write("hash-key-short", "tiny");
+    let config = write(
+        "hash-key-short.toml",
+        &format!(
+            "[memory]\nhash_key_file = {:?}\n",
+            short.display().to_string()
+        ),
+    );
+    let e = load(Some(&config), vec![], vec![]).unwrap_err().to_string();
+    assert!(e.starts_with("memory.hash_key_file (set by"), "{e}");
+    assert!(e.contains("at least 16 bytes"), "{e}");
+}
