@@ -48,7 +48,7 @@ pub fn spec_load(data: &[u8]) {
     let Ok(spec) = Spec::parse_with(Path::new(name), data, &options) else {
         return;
     };
-    every_ref_resolves(&spec.doc, &spec.doc);
+    every_ref_resolves(&spec.doc, &spec.doc, false);
     let _ = Contract::compile(&spec, &ContractOptions::default());
 }
 
@@ -152,11 +152,37 @@ pub fn traffic(contract: &Contract, data: &[u8]) {
     }
 }
 
-/// Every `$ref` outside literal values is local and resolves (`Spec::doc`'s promise).
-fn every_ref_resolves(doc: &Value, at: &Value) {
+/// Maps from names to objects in OpenAPI and JSON Schema: inside one, a key is a name, so a
+/// media type or property called `$ref` is not a reference (OpenAPI 3.1, 4.8 and JSON Schema).
+const NAME_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "schemas",
+    "paths",
+    "responses",
+    "headers",
+    "content",
+    "parameters",
+    "requestBodies",
+    "examples",
+    "encoding",
+    "callbacks",
+    "pathItems",
+    "webhooks",
+    "links",
+    "securitySchemes",
+    "variables",
+];
+
+/// Every `$ref` outside literal values and name maps is local and resolves (`Spec::doc`'s
+/// promise).
+fn every_ref_resolves(doc: &Value, at: &Value, in_names: bool) {
     match at {
         Value::Object(map) => {
-            if let Some(Value::String(r)) = map.get("$ref") {
+            if !in_names && let Some(Value::String(r)) = map.get("$ref") {
                 let pointer = r
                     .strip_prefix('#')
                     .unwrap_or_else(|| panic!("not local: {r}"));
@@ -164,16 +190,15 @@ fn every_ref_resolves(doc: &Value, at: &Value) {
                 assert!(doc.pointer(&decoded).is_some(), "dangling: {r}");
             }
             for (key, v) in map {
-                let literal = matches!(
-                    key.as_str(),
-                    "example" | "examples" | "default" | "const" | "enum"
-                ) || key.starts_with("x-");
-                if !literal {
-                    every_ref_resolves(doc, v);
+                let literal = matches!(key.as_str(), "example" | "default" | "const" | "enum")
+                    || key.starts_with("x-");
+                if in_names || !literal {
+                    let names = !in_names && NAME_MAPS.contains(&key.as_str()) && v.is_object();
+                    every_ref_resolves(doc, v, names);
                 }
             }
         }
-        Value::Array(items) => items.iter().for_each(|v| every_ref_resolves(doc, v)),
+        Value::Array(items) => items.iter().for_each(|v| every_ref_resolves(doc, v, false)),
         _ => {}
     }
 }
