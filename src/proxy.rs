@@ -19,6 +19,7 @@ mod source;
 mod stall;
 mod tee;
 mod upstream;
+mod vet;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -10,6 +10,7 @@ mod integration {
     pub mod demo;
     pub mod diffs;
     pub mod exits;
+    pub mod fidelity;
     pub mod first_contact;
     pub mod fuzz_regressions;
     pub mod generated;

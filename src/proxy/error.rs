@@ -39,6 +39,8 @@ pub enum ProxyError {
     BodyStalled(std::time::Duration),
     #[error("the request target cannot be forwarded: {0}")]
     BadTarget(http::Error),
+    #[error("{}", .0.detail())]
+    Unforwardable(super::vet::Unforwardable),
     /// `cause` is the `driftwatch_upstream_errors_total` label: connect, tls or other.
     #[error("driftwatch could not reach the upstream {authority}: {cause} error: {reason}")]
     Unreachable {
@@ -55,14 +57,17 @@ impl ProxyError {
         match self {
             ProxyError::BodyUnreadable(_)
             | ProxyError::BodyStalled(_)
-            | ProxyError::BadTarget(_) => Fault::Client,
+            | ProxyError::BadTarget(_)
+            | ProxyError::Unforwardable(_) => Fault::Client,
             ProxyError::Unreachable { .. } | ProxyError::Timeout { .. } => Fault::Upstream,
         }
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ProxyError::BodyUnreadable(_) | ProxyError::BadTarget(_) => StatusCode::BAD_REQUEST,
+            ProxyError::BodyUnreadable(_)
+            | ProxyError::BadTarget(_)
+            | ProxyError::Unforwardable(_) => StatusCode::BAD_REQUEST,
             ProxyError::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Unreachable { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -74,8 +79,20 @@ impl ProxyError {
             ProxyError::BodyUnreadable(_) => "Bad request body",
             ProxyError::BodyStalled(_) => "Request body stalled",
             ProxyError::BadTarget(_) => "Bad request target",
+            ProxyError::Unforwardable(_) => "Request not forwarded",
             ProxyError::Unreachable { .. } => "Upstream unreachable",
             ProxyError::Timeout { .. } => "Upstream timeout",
+        }
+    }
+
+    /// The `reason` label of a client's fault; `None` for an upstream's.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            ProxyError::BodyUnreadable(_) => Some("body_unreadable"),
+            ProxyError::BodyStalled(_) => Some("body_stalled"),
+            ProxyError::BadTarget(_) => Some("bad_target"),
+            ProxyError::Unforwardable(why) => Some(why.as_str()),
+            ProxyError::Unreachable { .. } | ProxyError::Timeout { .. } => None,
         }
     }
 

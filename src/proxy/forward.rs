@@ -28,6 +28,7 @@ use super::problem;
 use super::record::{Ledger, Reply};
 use super::stall::Stalling;
 use super::tee::Tee;
+use super::vet::vet;
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
 
@@ -69,6 +70,7 @@ async fn stages<'c>(
     body: Incoming,
     peer: Peer,
 ) -> Result<Reply, ProxyError> {
+    vet(&parts)?;
     let (read, forward) = read(s, &parts, body).await?;
     let pending = check(s, rev, &parts, &read, ledger);
     if let Some(refused) = decide(s, ledger) {
@@ -148,7 +150,7 @@ fn stream_back(
     if status.is_client_error() && !ledger.findings.is_empty() {
         extra.push(rejected(status, &ledger.findings));
     }
-    strip_hop_by_hop(response.headers_mut());
+    strip_hop_by_hop(response.headers_mut(), None);
     if s.settings.proxy.report_header && !ledger.findings.is_empty() {
         let compacted = compact(ledger.findings.iter().chain(&extra));
         if let Ok(v) = HeaderValue::from_str(&compacted) {

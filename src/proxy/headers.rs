@@ -1,34 +1,47 @@
 //! Header rules for forwarding: hop-by-hop headers are connection-scoped and never forwarded
 //! (RFC 9110 §7.6.1; hyper does not strip them); everything else passes untouched, including
-//! `traceparent`. driftwatch adds only the `X-Forwarded-*` headers (configurable) and a request
-//! id when the client sent none.
+//! `traceparent` and `Trailer` (end to end: hyper sends only the trailer fields it names).
+//! driftwatch adds only the `X-Forwarded-*` headers (configurable), a request id when the
+//! client sent none, and `TE: trailers` when the client accepts trailers (it is the one `TE`
+//! a proxy that forwards trailers passes on). A `Connection` header cannot strip the request
+//! id: it is how a request is traced through.
 
-use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue};
+use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue, TE};
 
 /// Besides these, every `Proxy-*` header (`Proxy-Connection`, `Proxy-Authorization`, ...).
-const HOP_BY_HOP: [&str; 6] = [
+const HOP_BY_HOP: [&str; 5] = [
     "connection",
     "keep-alive",
     "te",
-    "trailer",
     "transfer-encoding",
     "upgrade",
 ];
 
-/// Remove hop-by-hop headers, including those the `Connection` header names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`
+/// (the request id). A client's `TE: trailers` is passed on.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| Some(name) != keep)
         .collect();
     for name in named {
         headers.remove(name);
     }
+    let trailers = headers
+        .get_all(TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
     for name in HOP_BY_HOP {
         headers.remove(name);
+    }
+    if trailers {
+        headers.insert(TE, HeaderValue::from_static("trailers"));
     }
     let proxy: Vec<HeaderName> = headers
         .keys()
@@ -86,7 +99,8 @@ mod tests {
             ("keep-alive", "timeout=5"),
             ("x-drop-me", "1"),
             ("transfer-encoding", "chunked"),
-            ("te", "trailers"),
+            ("te", "gzip"),
+            ("trailer", "x-sum"),
             ("upgrade", "h2c"),
             ("proxy-authorization", "Basic x"),
             ("proxy-foo", "1"),
@@ -96,10 +110,21 @@ mod tests {
         ] {
             h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
         }
-        strip_hop_by_hop(&mut h);
+        strip_hop_by_hop(&mut h, None);
         let mut kept: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         kept.sort();
-        assert_eq!(kept, ["authorization", "content-length", "traceparent"]);
+        assert_eq!(
+            kept,
+            ["authorization", "content-length", "traceparent", "trailer"]
+        );
+        // `TE: trailers` goes on; the request id stays, whatever `Connection` says.
+        let mut h = HeaderMap::new();
+        h.insert("te", HeaderValue::from_static("gzip, trailers"));
+        h.insert("connection", HeaderValue::from_static("x-request-id"));
+        h.insert("x-request-id", HeaderValue::from_static("rid-1"));
+        strip_hop_by_hop(&mut h, Some(&HeaderName::from_static("x-request-id")));
+        assert_eq!(h.get("te").unwrap(), "trailers");
+        assert_eq!(h.get("x-request-id").unwrap(), "rid-1");
     }
 
     #[test]

@@ -32,7 +32,10 @@ pub(super) fn outgoing(
         let authority = parts.uri.authority()?;
         HeaderValue::from_str(authority.as_str()).ok()
     });
-    strip_hop_by_hop(&mut parts.headers);
+    strip_hop_by_hop(
+        &mut parts.headers,
+        Some(&s.settings.events.request_id_header),
+    );
     if s.settings.proxy.forwarded_headers {
         let proto = if peer.tls { "https" } else { "http" };
         let ip = peer.addr.ip().to_string();
@@ -45,7 +48,10 @@ pub(super) fn outgoing(
     if let Some(host) = host {
         parts.headers.insert(HOST, host);
     }
-    parts.version = Version::HTTP_11;
+    // HTTP/1.0 goes up as HTTP/1.0 (its framing and keep-alive rules differ); HTTP/2 as 1.1.
+    if parts.version != Version::HTTP_10 {
+        parts.version = Version::HTTP_11;
+    }
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = s
         .upstream

@@ -136,6 +136,9 @@ impl<'c> Ledger<'c> {
         if let Some(cause) = error.cause() {
             s.metrics.upstream_error(cause);
         }
+        if let Some(reason) = error.reason() {
+            s.metrics.client_error(reason);
+        }
         let path = s.path_text(&rev.contract, self.uri.path());
         tracing::warn!(request_id = %self.request_id, method = %self.method, path,
             fault = error.fault().as_str(), status = error.status().as_u16(), "{detail}");

@@ -77,13 +77,15 @@ pub async fn run(
     Ok(())
 }
 
-/// HTTP/1.1 and HTTP/2 on one port; hyper's header timer bounds an HTTP/1.1 head.
+/// HTTP/1.1 and HTTP/2 on one port; hyper's header timer bounds an HTTP/1.1 head, and header
+/// names keep their case on the way through (the upstream client keeps it too).
 fn builder(s: &Sidecar) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(s.settings.proxy.header_read_timeout);
+        .header_read_timeout(s.settings.proxy.header_read_timeout)
+        .preserve_header_case(true);
     builder
 }
 

@@ -81,6 +81,16 @@ struct Reason {
     reason: String,
 }
 
+/// The `reason` label's values of `client_errors`.
+const CLIENT_ERRORS: [&str; 6] = [
+    "body_unreadable",
+    "body_stalled",
+    "bad_target",
+    "transfer_encoding",
+    "connect",
+    "host",
+];
+
 /// The `limit` label's values.
 const LIMITS: [&str; 9] = [
     "open_files",
@@ -124,6 +134,7 @@ pub struct Metrics {
     unknown_params: Family<ParamLabels, Counter>,
     blocked: Family<BlockedLabels, Counter>,
     upstream_errors: Family<Cause, Counter>,
+    client_errors: Family<Reason, Counter>,
     unaudited: Family<Reason, Counter>,
     limit_hits: Family<Limit, Counter>,
     /// `limit_hits{limit="body_stall"}`, held by every body that can stall.
@@ -155,6 +166,7 @@ impl Metrics {
             unknown_params: Family::default(),
             blocked: Family::default(),
             upstream_errors: Family::default(),
+            client_errors: Family::default(),
             unaudited: Family::default(),
             limit_hits: Family::default(),
             body_stalls: Counter::default(),
@@ -196,6 +208,16 @@ impl Metrics {
             "Requests the upstream could not answer, by cause",
             m.upstream_errors.clone(),
         );
+        r.register(
+            "client_errors",
+            "Requests driftwatch answered with a 4xx of its own (not forwarded), by reason",
+            m.client_errors.clone(),
+        );
+        for reason in CLIENT_ERRORS {
+            let _ = m.client_errors.get_or_create(&Reason {
+                reason: reason.into(),
+            });
+        }
         r.register(
             "unaudited",
             "Requests forwarded without a body audit, and responses whose body was not read, by reason",
@@ -353,6 +375,14 @@ impl Metrics {
         self.upstream_errors
             .get_or_create(&Cause {
                 cause: cause.into(),
+            })
+            .inc();
+    }
+
+    pub fn client_error(&self, reason: &str) {
+        self.client_errors
+            .get_or_create(&Reason {
+                reason: reason.into(),
             })
             .inc();
     }

@@ -21,6 +21,10 @@ pub struct Recorded {
     pub chunked: bool,
     /// The minor HTTP version (1 for HTTP/1.1).
     pub version: u8,
+    /// Header names as they were on the wire (case kept), in order.
+    pub names_as_sent: Vec<String>,
+    /// Trailer fields after a chunked body, names lowercased.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Recorded {
@@ -160,6 +164,8 @@ pub async fn read_request<S: AsyncRead + Unpin>(
                 body: Vec::new(),
                 chunked: false,
                 version: req.version?,
+                names_as_sent: req.headers.iter().map(|h| h.name.to_string()).collect(),
+                trailers: Vec::new(),
             };
             break (n, rec);
         }
@@ -191,6 +197,10 @@ pub async fn read_request<S: AsyncRead + Unpin>(
             )
             .ok()?;
             buf.drain(..line_end + 2);
+            if size == 0 {
+                rec.trailers = read_trailers(stream, buf).await?;
+                break;
+            }
             while buf.len() < size + 2 {
                 if !fill(stream, buf).await {
                     return None;
@@ -198,9 +208,6 @@ pub async fn read_request<S: AsyncRead + Unpin>(
             }
             rec.body.extend_from_slice(&buf[..size]);
             buf.drain(..size + 2);
-            if size == 0 {
-                break;
-            }
         }
     } else {
         let len: usize = rec
@@ -215,4 +222,29 @@ pub async fn read_request<S: AsyncRead + Unpin>(
         rec.body = buf.drain(..len).collect();
     }
     Some(rec)
+}
+
+/// The trailer section after the last chunk, up to its empty line.
+async fn read_trailers<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+) -> Option<Vec<(String, String)>> {
+    let mut trailers = Vec::new();
+    loop {
+        let line_end = loop {
+            if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                break i;
+            }
+            if !fill(stream, buf).await {
+                return None;
+            }
+        };
+        let line = String::from_utf8_lossy(&buf[..line_end]).into_owned();
+        buf.drain(..line_end + 2);
+        if line.is_empty() {
+            return Some(trailers);
+        }
+        let (name, value) = line.split_once(':')?;
+        trailers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
 }

@@ -1,0 +1,66 @@
+//! What the proxy would have to reinterpret to forward is refused before anything is read
+//! (RFC 9112 and 9110): a `Transfer-Encoding` other than one `chunked` (hyper decodes the
+//! chunks and would send the rest up as plain bytes, a `gzip` coding lost), `CONNECT` (its
+//! target is an authority, not a resource of the API), and HTTP/1.1 without exactly one
+//! `Host` (any version with two). Each is a 400 problem+json, counted by reason.
+
+use http::header::{HOST, TRANSFER_ENCODING};
+use http::request::Parts;
+use http::{Method, Version};
+
+use super::error::ProxyError;
+
+/// Why a request is not forwarded as it stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unforwardable {
+    TransferEncoding,
+    Connect,
+    Host,
+}
+
+impl Unforwardable {
+    /// The `reason` label of `driftwatch_client_errors_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unforwardable::TransferEncoding => "transfer_encoding",
+            Unforwardable::Connect => "connect",
+            Unforwardable::Host => "host",
+        }
+    }
+
+    pub fn detail(self) -> &'static str {
+        match self {
+            Unforwardable::TransferEncoding => {
+                "Transfer-Encoding other than a single `chunked` is not forwarded: send the body with Content-Length or chunked, and a Content-Encoding for gzip"
+            }
+            Unforwardable::Connect => {
+                "CONNECT is not forwarded: driftwatch proxies the API's resources, not tunnels"
+            }
+            Unforwardable::Host => {
+                "an HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2)"
+            }
+        }
+    }
+}
+
+pub(super) fn vet(parts: &Parts) -> Result<(), ProxyError> {
+    let refuse = |why| Err(ProxyError::Unforwardable(why));
+    if parts.method == Method::CONNECT {
+        return refuse(Unforwardable::Connect);
+    }
+    let mut codings = parts.headers.get_all(TRANSFER_ENCODING).iter();
+    if let Some(first) = codings.next() {
+        let single_chunked = first
+            .as_bytes()
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"chunked");
+        if !single_chunked || codings.next().is_some() {
+            return refuse(Unforwardable::TransferEncoding);
+        }
+    }
+    let hosts = parts.headers.get_all(HOST).iter().count();
+    if hosts > 1 || (hosts == 0 && parts.version == Version::HTTP_11) {
+        return refuse(Unforwardable::Host);
+    }
+    Ok(())
+}
