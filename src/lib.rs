@@ -4,7 +4,8 @@
 //! Data flows one way, and the modules are listed in that order:
 //! - [`spec`]: read a JSON/YAML OpenAPI 3.0/3.1 document, bundle its `$ref`s, normalize 3.0.
 //! - [`contract`]: compile the spec once into a router, operations and validators.
-//! - [`request`], [`response`]: the views of an HTTP exchange that the audit reads.
+//! - [`request`], [`response`]: the views of an HTTP exchange that the audit reads;
+//!   [`encoding`]: their gzip, deflate or br bodies decoded for reading, within a bound.
 //! - [`audit`]: check one request, or its response, against the contract and return findings.
 //! - [`finding`]: what the audit reports, with stable kind names.
 //! - [`diff`]: what changed between two revisions of a spec, and what it does to clients.
@@ -28,6 +29,7 @@ pub mod config;
 pub mod contract;
 pub mod demo;
 pub mod diff;
+pub mod encoding;
 pub mod finding;
 pub mod memory;
 pub mod policy;

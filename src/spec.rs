@@ -7,6 +7,7 @@ mod bundle;
 pub(crate) use bundle::push_token;
 mod error;
 mod normalize;
+mod notes;
 mod read;
 mod readings;
 
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use error::SpecError;
+pub use notes::{Note, NoteKind};
 
 /// Bytes one spec file (or fetched document) may have, by default: the largest public specs
 /// (Microsoft Graph beta, 47 MB of JSON) fit with room.
@@ -71,6 +73,8 @@ pub struct Spec {
     /// A short hash of the document (12 hex digits of its SHA-256), carried by every finding
     /// event and metric so a finding can be tied to the spec revision that produced it.
     pub revision: String,
+    /// What the document says ambiguously (a key written twice, a `$ref` loop): load warnings.
+    pub notes: Vec<Note>,
     /// Pointers (as written) of the `oneOf`s read as `anyOf` (docs/findings.md, readings).
     one_ofs_read: std::sync::Arc<std::collections::HashSet<String>>,
 }
@@ -82,8 +86,8 @@ impl Spec {
     }
 
     pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Spec, SpecError> {
-        let (doc, revision) = read::read_document_revision(path, options.max_bytes)?;
-        Spec::build(path, doc, revision, options)
+        let (doc, revision, notes) = read::read_document_revision(path, options.max_bytes)?;
+        Spec::build(path, doc, revision, notes, options)
     }
 
     /// Parse a document from text already in memory (an embedded spec); `source` names it in
@@ -105,19 +109,21 @@ impl Spec {
         }
         let name = source.to_string_lossy().to_ascii_lowercase();
         let doc = read::parse(source, bytes, &name)?;
-        Spec::build(source, doc, revision(bytes), options)
+        let notes = read::duplicates(bytes, &name);
+        Spec::build(source, doc, revision(bytes), notes, options)
     }
 
     /// Build a spec from an already parsed document; `source` resolves relative file refs.
     pub fn from_document(source: &Path, doc: Value) -> Result<Spec, SpecError> {
         let revision = revision(doc.to_string().as_bytes());
-        Spec::build(source, doc, revision, &LoadOptions::default())
+        Spec::build(source, doc, revision, Vec::new(), &LoadOptions::default())
     }
 
     fn build(
         source: &Path,
         mut doc: Value,
         revision: String,
+        mut notes: Vec<Note>,
         options: &LoadOptions,
     ) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
@@ -126,7 +132,9 @@ impl Spec {
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);
         let one_ofs_read = readings::read(&mut doc);
+        notes.extend(notes::circular_refs(&doc));
         Ok(Spec {
+            notes,
             source: source.to_path_buf(),
             openapi,
             version,

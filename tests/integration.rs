@@ -9,6 +9,7 @@ mod integration {
     pub mod cli;
     pub mod demo;
     pub mod diffs;
+    pub mod exactness;
     pub mod exits;
     pub mod fidelity;
     pub mod first_contact;

@@ -66,8 +66,49 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
         );
         return;
     }
+    let decoded;
+    let raw = match request.headers.get("content-encoding") {
+        None => raw,
+        Some(coding) if coding.trim().eq_ignore_ascii_case("identity") => raw,
+        Some(coding) => match crate::encoding::decode(Some(coding), raw.to_vec(), DECODED_MAX) {
+            Ok(bytes) => {
+                decoded = bytes;
+                &decoded[..]
+            }
+            Err(why) => {
+                let coding = coding.trim().to_ascii_lowercase();
+                let observed = match why {
+                    crate::encoding::Undecoded::Undecodable => format!("undecodable {coding} body"),
+                    crate::encoding::Undecoded::TooLarge => {
+                        format!("{coding} body over 16 MiB decoded")
+                    }
+                };
+                out.push(
+                    Finding::new(Kind::Unaudited, Location::Body, "")
+                        .message(format!(
+                            "the body is forwarded as sent but not audited: {observed}"
+                        ))
+                        .observed(observed),
+                );
+                return;
+            }
+        },
+    };
     let value: Value = match serde_json::from_slice(raw) {
         Ok(v) => v,
+        Err(e) if beyond_the_parser(&e).is_some() => {
+            let why = beyond_the_parser(&e).unwrap_or_default();
+            out.push(
+                Finding::new(Kind::Unaudited, Location::Body, "")
+                    .observed(why)
+                    .message(format!(
+                        "the body is valid JSON the audit cannot hold ({why} at line {}, column {}): forwarded, not audited",
+                        e.line(),
+                        e.column()
+                    )),
+            );
+            return;
+        }
         Err(e) => {
             out.push(
                 Finding::new(Kind::InvalidJsonBody, Location::Body, "")
@@ -88,6 +129,22 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
         }
     };
     check_value(op, media, &value, out);
+}
+
+/// Bytes a compressed request body may decode to for the audit.
+const DECODED_MAX: usize = 16 << 20;
+
+/// A parse error that is a limit of the parser, not of the JSON (RFC 8259 sets no bound on
+/// numbers or nesting): a number past `f64`, or nesting past serde_json's 128 levels.
+fn beyond_the_parser(e: &serde_json::Error) -> Option<&'static str> {
+    let text = e.to_string();
+    if text.starts_with("number out of range") {
+        Some("number out of range")
+    } else if text.starts_with("recursion limit exceeded") {
+        Some("nesting deeper than 128")
+    } else {
+        None
+    }
 }
 
 /// Audit a parsed JSON body against one declared media type.
@@ -212,6 +269,15 @@ fn schema_finding(
 ) -> Option<Finding> {
     let path = error.instance_path().as_str().to_string();
     match error.kind() {
+        // The regex engine gave up (its backtracking bound): nothing was learnt of the value.
+        ValidationErrorKind::BacktrackLimitExceeded { .. }
+        | ValidationErrorKind::RegexEngineFailure { .. } => Some(
+            Finding::new(Kind::Unaudited, Location::Body, path.clone())
+                .observed("regex engine limit")
+                .message(format!(
+                    "the pattern at `{path}` could not be evaluated within the regex engine's bounds: not checked"
+                )),
+        ),
         ValidationErrorKind::AdditionalProperties { .. }
         | ValidationErrorKind::UnevaluatedProperties { .. }
             if path.is_empty() && shape_known =>

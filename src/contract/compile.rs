@@ -26,8 +26,15 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone());
     let doc: &Value = &shared;
     let mut schemas = Schemas::new(shared.clone(), &spec.source)?;
+    let notes = spec.notes.iter().map(|n| {
+        let reason = match n.kind {
+            crate::spec::NoteKind::DuplicateKey => Skipped::DuplicateKey,
+            crate::spec::NoteKind::CircularRef => Skipped::CircularRef,
+        };
+        LoadWarning::new(&n.pointer, reason, &n.detail)
+    });
     let mut warnings = Warnings {
-        list: sanitized,
+        list: sanitized.into_iter().chain(notes).collect(),
         skipped_here: Vec::new(),
     };
     let mut operations: Vec<Operation> = Vec::new();

@@ -24,15 +24,21 @@ pub enum Skipped {
     /// Two operations share one method and route (`/v1/{name}` and `/v1/{parent}`): both are
     /// kept, and a request is audited against the one it fits best.
     AmbiguousRoute,
+    /// A key written twice in one JSON object: the last one is used.
+    DuplicateKey,
+    /// A `$ref` chain that leads only back to itself: nothing is checked there.
+    CircularRef,
 }
 
 impl Skipped {
-    pub const ALL: [Skipped; 5] = [
+    pub const ALL: [Skipped; 7] = [
         Skipped::Pattern,
         Skipped::Schema,
         Skipped::Validator,
         Skipped::Parameter,
         Skipped::AmbiguousRoute,
+        Skipped::DuplicateKey,
+        Skipped::CircularRef,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +48,8 @@ impl Skipped {
             Skipped::Validator => "validator",
             Skipped::Parameter => "parameter",
             Skipped::AmbiguousRoute => "ambiguous_route",
+            Skipped::DuplicateKey => "duplicate_key",
+            Skipped::CircularRef => "circular_ref",
         }
     }
 
@@ -53,6 +61,8 @@ impl Skipped {
             Skipped::Validator => "spec_validator_skipped",
             Skipped::Parameter => "spec_parameter_skipped",
             Skipped::AmbiguousRoute => "spec_ambiguous_route",
+            Skipped::DuplicateKey => "spec_duplicate_key",
+            Skipped::CircularRef => "spec_circular_ref",
         }
     }
 }

@@ -7,14 +7,18 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::SpecError;
+use super::notes::Note;
 
 pub(crate) fn read_document(path: &Path, max: u64) -> Result<Value, SpecError> {
-    read_document_revision(path, max).map(|(doc, _)| doc)
+    read_document_revision(path, max).map(|(doc, _, _)| doc)
 }
+
+/// A document, its revision hash, and what it says ambiguously (keys written twice).
+pub(crate) type Document = (Value, String, Vec<Note>);
 
 /// The document and the revision hash of the file's bytes, read up to `max` bytes (after
 /// gzip): a larger file, `/dev/zero` or a gzip bomb is refused after `max + 1` bytes.
-pub(crate) fn read_document_revision(path: &Path, max: u64) -> Result<(Value, String), SpecError> {
+pub(crate) fn read_document_revision(path: &Path, max: u64) -> Result<Document, SpecError> {
     let io = |source| SpecError::Io {
         file: path.to_path_buf(),
         source,
@@ -39,15 +43,27 @@ pub(crate) fn read_document_revision(path: &Path, max: u64) -> Result<(Value, St
             max,
         });
     }
-    Ok((parse(path, &bytes, &name)?, super::revision(&bytes)))
+    let doc = parse(path, &bytes, &name)?;
+    Ok((doc, super::revision(&bytes), duplicates(&bytes, &name)))
+}
+
+/// Keys written twice in one object of a JSON document (YAML refuses them as it parses).
+pub(crate) fn duplicates(bytes: &[u8], name: &str) -> Vec<Note> {
+    match looks_json(bytes, name) {
+        true => super::notes::duplicate_keys(bytes),
+        false => Vec::new(),
+    }
+}
+
+fn looks_json(bytes: &[u8], name: &str) -> bool {
+    name.ends_with(".json")
+        || (!name.ends_with(".yaml")
+            && !name.ends_with(".yml")
+            && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
 }
 
 pub(crate) fn parse(path: &Path, bytes: &[u8], name: &str) -> Result<Value, SpecError> {
-    let looks_json = name.ends_with(".json")
-        || (!name.ends_with(".yaml")
-            && !name.ends_with(".yml")
-            && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'));
-    if looks_json {
+    if looks_json(bytes, name) {
         serde_json::from_slice(bytes).map_err(|e| {
             SpecError::at(
                 path,

@@ -1,0 +1,221 @@
+//! What a document says ambiguously, found at load and handed to the contract as warnings:
+//! a key written twice in one JSON object (the parser keeps the last, silently), and a `$ref`
+//! chain that only leads back to itself (a schema with no content: nothing could be checked).
+
+use std::collections::HashSet;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::push_token;
+
+/// One ambiguity: where, which kind, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// JSON pointer into the document.
+    pub pointer: String,
+    pub kind: NoteKind,
+    pub detail: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    DuplicateKey,
+    CircularRef,
+}
+
+/// Pointers of the keys a JSON text writes twice in one object (a second parse, made only
+/// for this: serde_json's `Value` keeps the last and says nothing).
+pub(crate) fn duplicate_keys(bytes: &[u8]) -> Vec<Note> {
+    let mut at = String::new();
+    let mut found = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let walk = Walk {
+        at: &mut at,
+        found: &mut found,
+    };
+    let _ = walk.deserialize(&mut de);
+    found
+        .into_iter()
+        .map(|pointer| Note {
+            detail: format!("`{pointer}` is written twice in one object; the last one is used"),
+            pointer,
+            kind: NoteKind::DuplicateKey,
+        })
+        .collect()
+}
+
+struct Walk<'a> {
+    at: &'a mut String,
+    found: &'a mut Vec<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let Walk { at, found } = self;
+        let mut i = 0usize;
+        loop {
+            let len = at.len();
+            at.push('/');
+            at.push_str(&i.to_string());
+            let more = seq.next_element_seed(Walk {
+                at: &mut *at,
+                found: &mut *found,
+            })?;
+            at.truncate(len);
+            if more.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let Walk { at, found } = self;
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let len = at.len();
+            push_token(at, &key);
+            if !seen.insert(key) {
+                found.push(at.clone());
+            }
+            map.next_value_seed(Walk {
+                at: &mut *at,
+                found: &mut *found,
+            })?;
+            at.truncate(len);
+        }
+        Ok(())
+    }
+}
+
+/// `$ref` chains in `doc` (all local once bundled) that lead only back to themselves: each
+/// said once, at the first pointer of its loop.
+pub(crate) fn circular_refs(doc: &Value) -> Vec<Note> {
+    let mut holders = Vec::new();
+    collect(doc, &mut String::new(), &mut holders);
+    let mut reported: HashSet<String> = HashSet::new();
+    let mut notes = Vec::new();
+    for (at, target) in holders {
+        let mut path = vec![at.clone()];
+        let mut next = target;
+        // Follow while the target is itself only a reference.
+        while let Some(Value::Object(map)) = doc.pointer(&next) {
+            let Some(Value::String(r)) = map.get("$ref") else {
+                break;
+            };
+            if !map.keys().all(|k| k == "$ref" || is_annotation(k)) {
+                break; // a schema beside its reference has content of its own
+            }
+            if path.contains(&next) {
+                if path.iter().all(|p| reported.insert(p.clone())) {
+                    notes.push(Note {
+                        detail: format!(
+                            "the $ref at `{at}` leads through {} reference(s) back to itself: the schema has no content, and nothing is checked there",
+                            path.len()
+                        ),
+                        pointer: at.clone(),
+                        kind: NoteKind::CircularRef,
+                    });
+                }
+                break;
+            }
+            if path.len() > 64 {
+                break;
+            }
+            path.push(next.clone());
+            let Some(pointer) = r.strip_prefix('#') else {
+                break;
+            };
+            next = percent_encoding::percent_decode_str(pointer)
+                .decode_utf8_lossy()
+                .into_owned();
+        }
+    }
+    notes
+}
+
+/// Keywords that describe a schema without checking anything.
+fn is_annotation(key: &str) -> bool {
+    matches!(
+        key,
+        "description"
+            | "summary"
+            | "title"
+            | "nullable"
+            | "deprecated"
+            | "readOnly"
+            | "writeOnly"
+            | "example"
+            | "examples"
+            | "$comment"
+    ) || key.starts_with("x-")
+}
+
+/// Every object holding a local `$ref`, with the pointer it refers to.
+fn collect(value: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(r)) = map.get("$ref")
+                && let Some(pointer) = r.strip_prefix('#')
+            {
+                let target = percent_encoding::percent_decode_str(pointer)
+                    .decode_utf8_lossy()
+                    .into_owned();
+                out.push((at.clone(), target));
+            }
+            for (key, child) in map {
+                if super::bundle::is_literal_key(key) {
+                    continue;
+                }
+                let len = at.len();
+                push_token(at, key);
+                collect(child, at, out);
+                at.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&i.to_string());
+                collect(child, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
