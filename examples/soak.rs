@@ -220,7 +220,7 @@ async fn main() {
             while Instant::now() < deadline {
                 n += 1;
                 let id = format!("soak-{w}-{n}");
-                let big = n % 500 == 0;
+                let big = n.is_multiple_of(500);
                 let (method, target, body) = match n % 4 {
                     0 if big => ("PUT", "/api/v1/channels/7".to_string(), format!("{put_body}{}", " ".repeat(2 << 20))),
                     0 => ("PUT", "/api/v1/channels/7".into(), put_body.clone()),
@@ -318,7 +318,7 @@ async fn main() {
             "spec_reload" => {
                 let next = match turn % 3 {
                     0 => "paths: [broken\n".to_string(),
-                    _ if turn % 2 == 0 => spec_b.clone(),
+                    _ if turn.is_multiple_of(2) => spec_b.clone(),
                     _ => spec_a.clone(),
                 };
                 std::fs::write(&spec, next).unwrap();
