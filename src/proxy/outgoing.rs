@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use http::header::{HOST, HeaderValue};
+use http::header::{HOST, HeaderValue, TRANSFER_ENCODING};
 use http::request::Parts;
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
@@ -32,10 +32,18 @@ pub(super) fn outgoing(
         let authority = parts.uri.authority()?;
         HeaderValue::from_str(authority.as_str()).ok()
     });
+    // A chunked body stays chunked, whatever the method: hyper would send a GET's body of
+    // unknown length as no body at all (vet has refused every other transfer coding).
+    let chunked = parts.headers.contains_key(TRANSFER_ENCODING);
     strip_hop_by_hop(
         &mut parts.headers,
         Some(&s.settings.events.request_id_header),
     );
+    if chunked {
+        parts
+            .headers
+            .insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+    }
     if s.settings.proxy.forwarded_headers {
         let proto = if peer.tls { "https" } else { "http" };
         let ip = peer.addr.ip().to_string();
