@@ -132,10 +132,10 @@ impl Sidecar {
 
     /// Cut an event to its bound, then write it and keep it for `/findings`.
     fn publish(&self, mut event: Event) {
-        if event.fit(self.settings.events.max_event_bytes) {
+        let (weight, cut) = event.fit(self.settings.events.max_event_bytes);
+        if cut {
             self.metrics.limit_hit("event_bytes");
         }
-        let weight = event.weight();
         let event = Arc::new(event);
         if !self.events.log(event.clone()) {
             self.metrics.event_dropped();

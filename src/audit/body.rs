@@ -96,39 +96,39 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
     };
     let value: Value = match serde_json::from_slice(raw) {
         Ok(v) => v,
-        Err(e) if beyond_the_parser(&e).is_some() => {
-            let why = beyond_the_parser(&e).unwrap_or_default();
-            out.push(
-                Finding::new(Kind::Unaudited, Location::Body, "")
-                    .observed(why)
-                    .message(format!(
-                        "the body is valid JSON the audit cannot hold ({why} at line {}, column {}): forwarded, not audited",
-                        e.line(),
-                        e.column()
-                    )),
-            );
-            return;
-        }
         Err(e) => {
-            out.push(
-                Finding::new(Kind::InvalidJsonBody, Location::Body, "")
-                    .expected("JSON")
-                    .observed(format!(
-                        "invalid JSON at line {}, column {}",
-                        e.line(),
-                        e.column()
-                    ))
-                    .message(format!(
-                        "the body is not valid JSON ({:?} error at line {}, column {})",
-                        e.classify(),
-                        e.line(),
-                        e.column()
-                    )),
-            );
+            out.push(unparsed(&e));
             return;
         }
     };
     check_value(op, media, &value, out);
+}
+
+/// The finding for a body serde_json could not parse: `unaudited` where the limit is the
+/// parser's (valid JSON it cannot hold), else `invalid_json_body`.
+fn unparsed(e: &serde_json::Error) -> Finding {
+    if let Some(why) = beyond_the_parser(e) {
+        return Finding::new(Kind::Unaudited, Location::Body, "")
+            .observed(why)
+            .message(format!(
+                "the body is valid JSON the audit cannot hold ({why} at line {}, column {}): forwarded, not audited",
+                e.line(),
+                e.column()
+            ));
+    }
+    Finding::new(Kind::InvalidJsonBody, Location::Body, "")
+        .expected("JSON")
+        .observed(format!(
+            "invalid JSON at line {}, column {}",
+            e.line(),
+            e.column()
+        ))
+        .message(format!(
+            "the body is not valid JSON ({:?} error at line {}, column {})",
+            e.classify(),
+            e.line(),
+            e.column()
+        ))
 }
 
 /// Bytes a compressed request body may decode to for the audit.

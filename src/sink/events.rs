@@ -64,9 +64,10 @@ impl Event {
 
     /// Cut the event to `max` bytes of JSON: the text a peer chose to `PATH_MAX` and
     /// `HEADER_MAX`, then if still over, the logged values go first, then findings from the last,
-    /// counted in `findings_left_out`. True when the bound cut values or findings. What is left
-    /// (the event's head) is bounded, so a bound of a few KiB always holds it.
-    pub fn fit(&mut self, max: usize) -> bool {
+    /// counted in `findings_left_out`. Gives the bytes of the event as cut, and whether the
+    /// bound cut values or findings. What is left (the event's head) is bounded, so a bound of
+    /// a few KiB always holds it.
+    pub fn fit(&mut self, max: usize) -> (usize, bool) {
         let peer = [&mut self.request_id, &mut self.path];
         for (text, bound) in peer.into_iter().zip([HEADER_MAX, PATH_MAX]) {
             if text.len() > bound {
@@ -81,8 +82,9 @@ impl Event {
                 *text = crate::finding::shorten(text, HEADER_MAX);
             }
         }
-        if self.weight() <= max {
-            return false;
+        let whole = self.weight();
+        if whole <= max {
+            return (whole, false);
         }
         self.values = None;
         let mut weight = self.weight();
@@ -93,7 +95,7 @@ impl Event {
             weight -= json_len(&last) + usize::from(!self.findings.is_empty());
             self.findings_left_out += 1;
         }
-        true
+        (self.weight(), true)
     }
 }
 

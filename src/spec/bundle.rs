@@ -253,7 +253,12 @@ pub(crate) fn is_literal_key(key: &str) -> bool {
 }
 
 /// Every `$ref` string in `value`, with the JSON pointer of the object holding it.
-fn collect_refs(value: &Value, at: &mut String, in_names: bool, out: &mut Vec<(String, String)>) {
+pub(crate) fn collect_refs(
+    value: &Value,
+    at: &mut String,
+    in_names: bool,
+    out: &mut Vec<(String, String)>,
+) {
     match value {
         Value::Object(map) => {
             if !in_names && let Some(Value::String(r)) = map.get("$ref") {

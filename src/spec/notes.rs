@@ -125,8 +125,14 @@ impl<'de> Visitor<'de> for Walk<'_> {
 /// `$ref` chains in `doc` (all local once bundled) that lead only back to themselves: each
 /// said once, at the first pointer of its loop.
 pub(crate) fn circular_refs(doc: &Value) -> Vec<Note> {
-    let mut holders = Vec::new();
-    collect(doc, &mut String::new(), &mut holders);
+    let mut refs = Vec::new();
+    super::bundle::collect_refs(doc, &mut String::new(), false, &mut refs);
+    // Bundled, every reference is local: `#` and a percent-encoded pointer.
+    let holders = refs.into_iter().filter_map(|(at, r)| {
+        let pointer = r.strip_prefix('#')?;
+        let target = percent_encoding::percent_decode_str(pointer).decode_utf8_lossy();
+        Some((at, target.into_owned()))
+    });
     let mut reported: HashSet<String> = HashSet::new();
     let mut notes = Vec::new();
     for (at, target) in holders {
@@ -183,39 +189,4 @@ fn is_annotation(key: &str) -> bool {
             | "examples"
             | "$comment"
     ) || key.starts_with("x-")
-}
-
-/// Every object holding a local `$ref`, with the pointer it refers to.
-fn collect(value: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::String(r)) = map.get("$ref")
-                && let Some(pointer) = r.strip_prefix('#')
-            {
-                let target = percent_encoding::percent_decode_str(pointer)
-                    .decode_utf8_lossy()
-                    .into_owned();
-                out.push((at.clone(), target));
-            }
-            for (key, child) in map {
-                if super::bundle::is_literal_key(key) {
-                    continue;
-                }
-                let len = at.len();
-                push_token(at, key);
-                collect(child, at, out);
-                at.truncate(len);
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                let len = at.len();
-                at.push('/');
-                at.push_str(&i.to_string());
-                collect(child, at, out);
-                at.truncate(len);
-            }
-        }
-        _ => {}
-    }
 }
