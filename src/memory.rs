@@ -9,8 +9,8 @@
 
 use std::hash::{Hash, Hasher};
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use lru::LruCache;
@@ -85,12 +85,59 @@ impl HashKey {
         siphasher::sip::SipHasher13::new_with_keys(self.0, self.1)
     }
 
-    /// A hash of a value (its canonical JSON text), to compare without keeping the value.
+    /// A hash of a value, to compare without keeping the value. It walks the value (a tag per
+    /// node, then its contents) rather than serializing it: formatting numbers and escaping
+    /// strings cost more than hashing them.
     pub fn value(&self, value: &Value) -> u64 {
-        let mut h = HashWriter(self.hasher());
-        // Serialized straight into the hasher: no string per field. Writing to it cannot fail.
-        let _ = serde_json::to_writer(&mut h, value);
-        h.0.finish()
+        let mut h = self.hasher();
+        self.feed(value, &mut h);
+        h.finish()
+    }
+
+    /// Feed `value` to `h`: a tag for each node, lengths before contents, so that no two
+    /// different values feed the same bytes. A number is fed as the JSON number it is (`1` and
+    /// `1.0` differ, as in the text). An object's members are hashed one by one and summed, so
+    /// that the order a server writes them in does not count as a change.
+    fn feed(&self, value: &Value, h: &mut siphasher::sip::SipHasher13) {
+        match value {
+            Value::Null => h.write_u8(0),
+            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    h.write_u8(3);
+                    h.write_u64(u);
+                } else if let Some(i) = n.as_i64() {
+                    h.write_u8(4);
+                    h.write_i64(i);
+                } else {
+                    h.write_u8(5);
+                    h.write_u64(n.as_f64().unwrap_or(f64::NAN).to_bits());
+                }
+            }
+            Value::String(s) => {
+                h.write_u8(6);
+                h.write_usize(s.len());
+                h.write(s.as_bytes());
+            }
+            Value::Array(items) => {
+                h.write_u8(7);
+                h.write_usize(items.len());
+                items.iter().for_each(|v| self.feed(v, h));
+            }
+            Value::Object(members) => {
+                let mut sum = 0u64;
+                for (k, v) in members {
+                    let mut m = self.hasher();
+                    m.write_usize(k.len());
+                    m.write(k.as_bytes());
+                    self.feed(v, &mut m);
+                    sum = sum.wrapping_add(m.finish());
+                }
+                h.write_u8(8);
+                h.write_usize(members.len());
+                h.write_u64(sum);
+            }
+        }
     }
 
     /// The credential scope of a request: a hash of the credential header's value, 0 without
@@ -113,7 +160,8 @@ impl std::fmt::Debug for HashKey {
 pub struct Memory {
     /// The key of every hash this memory makes.
     pub hash_key: HashKey,
-    resources: Mutex<LruCache<Key, Snapshot>>,
+    /// Shared so that a write's recall is a reference count, not a copy of every field.
+    resources: Mutex<LruCache<Key, Arc<Snapshot>>>,
     pending: Mutex<LruCache<Key, Pending>>,
     ttl: Duration,
     evictions: AtomicU64,
@@ -143,11 +191,11 @@ impl Memory {
                 hash: self.hash_key.value(value),
             })
             .collect();
-        let snapshot = Snapshot {
+        let snapshot = Arc::new(Snapshot {
             request_id: request_id.to_string(),
             at,
             fields,
-        };
+        });
         let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((evicted, _)) = resources.push(key.clone(), snapshot)
             && evicted != key
@@ -157,7 +205,7 @@ impl Memory {
     }
 
     /// The last snapshot of `key`, unless older than the TTL at `now`.
-    pub fn recall(&self, key: &Key, now: SystemTime) -> Option<Snapshot> {
+    pub fn recall(&self, key: &Key, now: SystemTime) -> Option<Arc<Snapshot>> {
         let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
         let fresh = resources
             .get(key)
@@ -209,20 +257,6 @@ pub fn is_empty(value: &Value) -> bool {
         Value::Array(a) => a.is_empty(),
         Value::Object(o) => o.is_empty(),
         _ => false,
-    }
-}
-
-/// Feeds serialized bytes to a hasher.
-struct HashWriter(siphasher::sip::SipHasher13);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.write(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -326,6 +360,35 @@ mod tests {
             format!("{a:?}"),
             "HashKey(secret)",
             "Debug never prints the key"
+        );
+    }
+
+    #[test]
+    fn value_hashes_tell_apart_what_the_json_text_tells_apart() {
+        let k = HashKey::random();
+        let pairs = [
+            (json!(["a", "b"]), json!(["ab"])),
+            (json!({"a": 1}), json!({"a": "1"})),
+            (json!(1), json!(1.0)),
+            (json!(-1), json!(18446744073709551615u64)),
+            (json!(null), json!(false)),
+            (json!({"ab": "c"}), json!({"a": "bc"})),
+            (json!([[], []]), json!([[[]]])),
+            (json!({"a": 1, "b": 2}), json!({"a": 2, "b": 1})),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(k.value(&a), k.value(&b), "{a} and {b}");
+        }
+        let channel = json!({"id": 7, "ids": [3, 7], "name": "Retro TV", "x": null, "f": 0.5});
+        assert_eq!(k.value(&channel), k.value(&channel.clone()));
+        let (a, b): (Value, Value) = (
+            serde_json::from_str(r#"{"a": 1, "b": {"c": 2, "d": 3}}"#).unwrap(),
+            serde_json::from_str(r#"{"b": {"d": 3, "c": 2}, "a": 1}"#).unwrap(),
+        );
+        assert_eq!(
+            k.value(&a),
+            k.value(&b),
+            "members in another order are no change"
         );
     }
 
