@@ -23,6 +23,9 @@ use crate::policy::Action;
 use crate::revision::Revision;
 use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome};
 
+/// W3C trace context: a name, not text parsed again on every request.
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+
 /// What the stages made of a request, for the exit to record and send.
 pub(super) enum Reply {
     /// The upstream answered; `extra` holds findings its answer raised (`upstream_rejected`).
@@ -72,7 +75,7 @@ impl<'c> Ledger<'c> {
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             tool: parts.headers.get(&s.settings.events.tool_header).cloned(),
-            traceparent: parts.headers.get("traceparent").cloned(),
+            traceparent: parts.headers.get(&TRACEPARENT).cloned(),
             operation: None,
             findings: Vec::new(),
             values: None,
