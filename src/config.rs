@@ -253,7 +253,7 @@ impl Default for AuditConfig {
         AuditConfig {
             enabled: true,
             max_body: 1 << 20,
-            max_findings: 100,
+            max_findings: crate::contract::DEFAULT_MAX_FINDINGS,
             unknown_param_labels: 20,
             max_response_body: 1 << 20,
             response_sample_rate: 1.0,

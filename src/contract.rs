@@ -28,8 +28,11 @@ pub use warning::{LoadWarning, Skipped, count_by_reason};
 
 use crate::spec::{Spec, SpecError};
 
+/// Findings listed per request at most unless set otherwise (`audit.max_findings`).
+pub const DEFAULT_MAX_FINDINGS: usize = 100;
+
 /// Choices the spec cannot make for itself; come from the config file.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ContractOptions {
     /// Path prefix to strip before routing, overriding the `servers` URLs (`/api/v1`).
     pub base_path: Option<String>,
@@ -41,8 +44,22 @@ pub struct ContractOptions {
     /// Refuse a spec with any part that cannot be compiled, instead of skipping the part with
     /// a warning (`--strict`, `spec.strict`).
     pub strict: bool,
-    /// Findings listed per request at most (`audit.max_findings`); `None`: no bound.
-    pub max_findings: Option<usize>,
+    /// Findings listed per request at most (`audit.max_findings`, 100 by default): what one
+    /// request can make the audit hold is bounded for every user of the library, not only
+    /// for the sidecar. At least 1.
+    pub max_findings: usize,
+}
+
+impl Default for ContractOptions {
+    fn default() -> ContractOptions {
+        ContractOptions {
+            base_path: None,
+            write_overrides: HashMap::new(),
+            read_for: HashMap::new(),
+            strict: false,
+            max_findings: DEFAULT_MAX_FINDINGS,
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -289,7 +289,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             write_overrides: write,
             read_for: c.memory.resources.clone(),
             strict: c.spec.strict,
-            max_findings: Some(c.audit.max_findings),
+            max_findings: c.audit.max_findings,
         },
         watch_interval: millis(c.spec.watch_interval_ms),
         load: LoadOptions {

@@ -116,7 +116,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     Ok(Contract {
         literals,
         openapi: spec.openapi.clone(),
-        max_findings: options.max_findings.unwrap_or(usize::MAX),
+        max_findings: options.max_findings.max(1),
         secrets: super::security::Secrets::of(doc),
         warnings: warnings.list,
         operations,

@@ -16,7 +16,7 @@ use super::util::{eventually, example};
 fn channels(max_findings: usize) -> Contract {
     let spec = Spec::load(&example("channels.openapi.yaml")).unwrap();
     let options = ContractOptions {
-        max_findings: Some(max_findings),
+        max_findings,
         ..Default::default()
     };
     Contract::compile(&spec, &options).unwrap()
@@ -68,6 +68,21 @@ fn a_flood_of_undeclared_keys_or_unknown_query_keys_lists_the_bound_then_says_so
     let put = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body.as_bytes()));
     let a = audit(&contract, &put);
     assert_eq!((a.findings.len(), a.truncated), (3, false));
+}
+
+#[test]
+fn a_contract_compiled_with_the_default_options_is_bounded_too() {
+    // A library user who sets nothing gets the sidecar's bound (it was no bound at all).
+    let spec = Spec::load(&example("channels.openapi.yaml")).unwrap();
+    let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+    let headers: Vec<(String, String)> = vec![("content-type".into(), "application/json".into())];
+    let body = flooded(1_000);
+    let put = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body.as_bytes()));
+    let a = audit(&contract, &put);
+    assert_eq!(
+        (a.findings.len(), a.truncated),
+        (driftwatch::contract::DEFAULT_MAX_FINDINGS + 1, true)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
