@@ -4,13 +4,19 @@
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use driftwatch::audit::{audit_request, audit_response};
 use driftwatch::contract::{Contract, ContractOptions};
+use driftwatch::memory::{HashKey, Key, Memory};
 use driftwatch::request::RequestView;
 use driftwatch::response::ResponseView;
 use driftwatch::spec::Spec;
+
+/// The allocator the `driftwatch` binary runs with (src/main.rs), so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn shared(rel: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -75,6 +81,31 @@ fn audit(c: &mut Criterion) {
     assert!(audit_response(&channels, op, &response).is_empty());
     c.bench_function("audit GET channels response, 31-property body", |b| {
         b.iter(|| audit_response(&channels, op, black_box(&response)))
+    });
+    // What the sidecar does with that response: one parse shared by the audit and the
+    // silent-clear memory, which remembers each field's state and keyed hash.
+    let memory = Memory::new(10_000, Duration::from_secs(600), HashKey::random());
+    let key = Key {
+        path: "getChannel:7".into(),
+        scope: 0,
+    };
+    c.bench_function("audit GET channels response and remember it", |b| {
+        b.iter(|| {
+            let body = black_box(stored.as_bytes());
+            let parsed: serde_json::Value = serde_json::from_slice(body).unwrap();
+            let view = ResponseView {
+                parsed: Some(&parsed),
+                ..response
+            };
+            let findings = audit_response(&channels, op, &view);
+            memory.remember(key.clone(), "r", SystemTime::UNIX_EPOCH, &parsed);
+            findings
+        })
+    });
+    c.bench_function("baseline: serde_json parse of the response body", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<serde_json::Value>(black_box(stored.as_bytes())).unwrap()
+        })
     });
 }
 
