@@ -6,7 +6,9 @@
 //! a proxy that forwards trailers passes on). A `Connection` header cannot strip the request
 //! id: it is how a request is traced through.
 
-use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue, TE, TRANSFER_ENCODING, UPGRADE};
+use http::header::{
+    CONNECTION, HeaderMap, HeaderName, HeaderValue, TE, TRANSFER_ENCODING, UPGRADE,
+};
 
 /// Besides these, every `Proxy-*` header (`Proxy-Connection`, `Proxy-Authorization`, ...).
 /// Names, not text: a text name is parsed again on every removal, twice per request.
