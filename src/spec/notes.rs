@@ -133,36 +133,41 @@ pub(crate) fn circular_refs(doc: &Value) -> Vec<Note> {
         let target = percent_encoding::percent_decode_str(pointer).decode_utf8_lossy();
         Some((at, target.into_owned()))
     });
-    let mut reported: HashSet<String> = HashSet::new();
+    // The reference-only nodes form chains (each has one target). A node is walked once:
+    // a walk stops at a node walked before (its chain is known) or on its own path (a
+    // cycle, said once), so a chain of any length costs its length.
+    let mut walked: HashSet<String> = HashSet::new();
     let mut notes = Vec::new();
     for (at, target) in holders {
+        if walked.contains(&at) {
+            continue;
+        }
         let mut path = vec![at.clone()];
+        let mut on_path: HashSet<String> = HashSet::from([at.clone()]);
         let mut next = target;
         // Follow while the target is itself only a reference.
-        while let Some(Value::Object(map)) = doc.pointer(&next) {
+        while !walked.contains(&next)
+            && let Some(Value::Object(map)) = doc.pointer(&next)
+        {
             let Some(Value::String(r)) = map.get("$ref") else {
                 break;
             };
             if !map.keys().all(|k| k == "$ref" || is_annotation(k)) {
                 break; // a schema beside its reference has content of its own
             }
-            if path.contains(&next) {
-                if path.iter().all(|p| reported.insert(p.clone())) {
-                    notes.push(Note {
-                        detail: format!(
-                            "the $ref at `{at}` leads through {} reference(s) back to itself: the schema has no content, and nothing is checked there",
-                            path.len()
-                        ),
-                        pointer: at.clone(),
-                        kind: NoteKind::CircularRef,
-                    });
-                }
-                break;
-            }
-            if path.len() > 64 {
+            if on_path.contains(&next) {
+                notes.push(Note {
+                    detail: format!(
+                        "the $ref at `{at}` leads through {} reference(s) back to itself: the schema has no content, and nothing is checked there",
+                        path.len()
+                    ),
+                    pointer: at.clone(),
+                    kind: NoteKind::CircularRef,
+                });
                 break;
             }
             path.push(next.clone());
+            on_path.insert(next.clone());
             let Some(pointer) = r.strip_prefix('#') else {
                 break;
             };
@@ -170,6 +175,7 @@ pub(crate) fn circular_refs(doc: &Value) -> Vec<Note> {
                 .decode_utf8_lossy()
                 .into_owned();
         }
+        walked.extend(path);
     }
     notes
 }

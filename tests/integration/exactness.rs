@@ -102,6 +102,48 @@ fn a_regex_engine_limit_is_unaudited_never_a_violation() {
     );
 }
 
+/// A spec whose body schema is a chain of `links` references, `S0` to `S{links}`, and `end`
+/// as the last one's schema.
+fn chain(links: usize, end: &str) -> Contract {
+    let mut schemas: Vec<String> = (0..links)
+        .map(|i| {
+            format!(
+                "\"S{i}\": {{\"$ref\": \"#/components/schemas/S{}\"}}",
+                i + 1
+            )
+        })
+        .collect();
+    schemas.push(format!("\"S{links}\": {end}"));
+    let doc = format!(
+        r##"{{"openapi": "3.1.0", "info": {{"title": "t", "version": "1"}}, "paths": {{"/things": {{"post": {{"requestBody": {{"content": {{"application/json": {{"schema": {{"$ref": "#/components/schemas/S0"}}}}}}}}, "responses": {{"200": {{"description": "ok"}}}}}}}}}}, "components": {{"schemas": {{{}}}}}}}"##,
+        schemas.join(", ")
+    );
+    let spec = Spec::parse(Path::new("chain.json"), doc.as_bytes()).unwrap();
+    Contract::compile(&spec, &ContractOptions::default()).unwrap()
+}
+
+#[test]
+fn a_long_ref_chain_is_walked_once_and_a_cycle_at_its_end_said_once() {
+    // 2,000 links, then a loop back to the 1,999th: said once, with each link walked once
+    // (the walk used to start again from every link, up to 64 steps each).
+    let looped = chain(2_000, r##"{"$ref": "#/components/schemas/S1999"}"##);
+    let circular: Vec<&str> = looped
+        .warnings
+        .iter()
+        .filter(|w| w.reason.as_str() == "circular_ref")
+        .map(|w| w.pointer.as_str())
+        .collect();
+    assert_eq!(circular.len(), 1, "{circular:?}");
+    let ends = chain(2_000, r#"{"type": "object"}"#);
+    assert!(
+        ends.warnings
+            .iter()
+            .all(|w| w.reason.as_str() != "circular_ref"),
+        "{:?}",
+        ends.warnings
+    );
+}
+
 #[test]
 fn circular_refs_and_duplicate_keys_are_load_warnings() {
     let circular = "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths:\n  /things:\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: {$ref: '#/components/schemas/A'}\n      responses: {'200': {description: ok}}\ncomponents:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n    B: {$ref: '#/components/schemas/A'}\n";
