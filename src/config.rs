@@ -81,6 +81,9 @@ pub struct ProxyConfig {
     pub preserve_host: bool,
     /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host`.
     pub forwarded_headers: bool,
+    /// Forward header names with the case they were sent in, both ways (off: lowercase, as
+    /// HTTP/2 and most proxies send them; a case map less per request and per response).
+    pub preserve_header_case: bool,
     /// Add a compact `driftwatch-findings` header to forwarded responses, so an MCP server can
     /// show drift to its agent in observe mode too.
     pub report_header: bool,
@@ -223,6 +226,7 @@ impl Default for ProxyConfig {
             mode: Mode::Observe,
             preserve_host: false,
             forwarded_headers: true,
+            preserve_header_case: true,
             report_header: false,
             connect_timeout_ms: 2_000,
             request_timeout_ms: 30_000,

@@ -85,7 +85,7 @@ fn builder(s: &Sidecar) -> auto::Builder<TokioExecutor> {
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(s.settings.proxy.header_read_timeout)
-        .preserve_header_case(true);
+        .preserve_header_case(s.settings.proxy.preserve_header_case);
     builder
 }
 

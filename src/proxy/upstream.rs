@@ -34,7 +34,7 @@ pub fn client(settings: &Settings) -> Result<UpstreamClient, StartError> {
         .wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(60))
-        .http1_preserve_header_case(true)
+        .http1_preserve_header_case(settings.proxy.preserve_header_case)
         .build(https))
 }
 

@@ -94,6 +94,23 @@ async fn trailers_header_case_version_and_request_id_reach_the_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_header_case_not_kept_names_go_up_in_lowercase() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.proxy.preserve_header_case = false;
+    }))
+    .await;
+    let request = b"GET /api/v1/channels/7 HTTP/1.1\r\nHost: x\r\nX-Custom-Header: 1\r\n\r\n";
+    assert_eq!(raw(dw.addr, request).await.status, 200);
+    let seen = up.recorded();
+    let names = &seen[0].names_as_sent;
+    assert!(names.iter().any(|n| n == "x-custom-header"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "X-Custom-Header"), "{names:?}");
+    assert_eq!(seen[0].header("x-custom-header"), Some("1"));
+    dw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn response_trailers_reach_a_client_that_accepts_them() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
