@@ -118,17 +118,18 @@ fn unparsed(e: &serde_json::Error) -> Finding {
     }
     Finding::new(Kind::InvalidJsonBody, Location::Body, "")
         .expected("JSON")
-        .observed(format!(
-            "invalid JSON at line {}, column {}",
-            e.line(),
-            e.column()
-        ))
+        .observed(not_json_at(e))
         .message(format!(
             "the body is not valid JSON ({:?} error at line {}, column {})",
             e.classify(),
             e.line(),
             e.column()
         ))
+}
+
+/// Where a body stopped being JSON, as a finding's `observed` says it, request or response.
+pub(super) fn not_json_at(e: &serde_json::Error) -> String {
+    format!("invalid JSON at line {}, column {}", e.line(), e.column())
 }
 
 /// Bytes a compressed request body may decode to for the audit.

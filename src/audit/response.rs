@@ -10,7 +10,7 @@ use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
-use super::body::{chosen_shape, match_media, type_names};
+use super::body::{chosen_shape, match_media, not_json_at, type_names};
 use crate::contract::{Additional, BodyShape, Contract, FieldType, Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::response::ResponseView;
@@ -126,11 +126,7 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
 fn not_json(op: &Operation, status: u16, sent: &str, e: &serde_json::Error) -> Finding {
     Finding::new(Kind::ResponseSchemaViolation, Location::Response, "")
         .expected("JSON")
-        .observed(format!(
-            "invalid JSON at line {}, column {}",
-            e.line(),
-            e.column()
-        ))
+        .observed(not_json_at(e))
         .message(format!(
             "{} {} ({}) answered {status} with a `{sent}` body that is not valid JSON",
             op.method, op.template, op.id
