@@ -53,6 +53,9 @@ pub struct SpecConfig {
     /// The directory `$ref`s to other files are confined to: by default the spec file's own,
     /// and none for a spec fetched from a URL.
     pub ref_root: Option<PathBuf>,
+    /// `$ref`s followed in a row at most; one leading deeper is not followed (a `ref_depth`
+    /// warning), so a spec cannot hold the loader with a chain of a million references.
+    pub max_ref_depth: usize,
 }
 
 impl Default for SpecConfig {
@@ -66,6 +69,7 @@ impl Default for SpecConfig {
             strict: false,
             max_bytes: crate::spec::DEFAULT_MAX_BYTES,
             ref_root: None,
+            max_ref_depth: crate::contract::DEFAULT_MAX_REF_DEPTH,
         }
     }
 }

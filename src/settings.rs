@@ -190,6 +190,9 @@ impl Settings {
         if c.audit.max_body == 0 {
             return Err(fail("audit.max_body", "must be positive".into()));
         }
+        if c.spec.max_ref_depth == 0 {
+            return Err(fail("spec.max_ref_depth", "must be positive".into()));
+        }
         if c.audit.max_findings == 0 {
             return Err(fail("audit.max_findings", "must be positive".into()));
         }
@@ -292,6 +295,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             read_for: c.memory.resources.clone(),
             strict: c.spec.strict,
             max_findings: c.audit.max_findings,
+            max_ref_depth: c.spec.max_ref_depth,
         },
         watch_interval: millis(c.spec.watch_interval_ms),
         load: LoadOptions {

@@ -23,7 +23,7 @@ const METHODS: [&str; 8] = [
 ];
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
-    let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone());
+    let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone(), options.max_ref_depth);
     let doc: &Value = &shared;
     let mut schemas = Schemas::new(shared.clone(), &spec.source)?;
     let notes = spec.notes.iter().map(|n| {
@@ -608,7 +608,12 @@ impl Warnings {
 fn mark_skipped(doc: &Value, warnings: &[LoadWarning], operations: &mut [Operation]) {
     let changed: Vec<&LoadWarning> = warnings
         .iter()
-        .filter(|w| matches!(w.reason, Skipped::Pattern | Skipped::Schema))
+        .filter(|w| {
+            matches!(
+                w.reason,
+                Skipped::Pattern | Skipped::Schema | Skipped::RefDepth
+            )
+        })
         .collect();
     if changed.is_empty() {
         return;

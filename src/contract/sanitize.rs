@@ -5,6 +5,7 @@
 //! invalid keyword is removed, an invalid subschema becomes `true` (a malformed annotation such
 //! as `examples: "x"` is removed without a warning: it checked nothing). Without this, one bad
 //! pattern in a shared component refuses every body that refers to it, or the whole spec.
+//! A `$ref` that leads deeper than the bound is taken out too (`ref_depth.rs`).
 //! The document is copied only when something must change.
 
 use std::collections::{BTreeMap, HashMap};
@@ -46,8 +47,9 @@ fn meta() -> &'static MetaValidator<'static> {
     })
 }
 
-/// The document with every refused keyword taken out, and a warning for each.
-pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
+/// The document with every refused keyword, and every `$ref` that leads more than
+/// `max_ref_depth` references deep, taken out, and a warning for each.
+pub(super) fn sanitize(doc: Arc<Value>, max_ref_depth: usize) -> (Arc<Value>, Vec<LoadWarning>) {
     let mut roots = Vec::new();
     find_roots(&doc, &mut String::new(), &mut roots);
     // Pointer of each fix to what it does and the warning it gives (none for an annotation); a
@@ -84,6 +86,20 @@ pub(super) fn sanitize(doc: Arc<Value>) -> (Arc<Value>, Vec<LoadWarning>) {
                 .entry(pointer)
                 .or_insert((fix, reason, error.masked().to_string()));
         }
+    }
+    for cut in super::ref_depth::too_deep(&doc, max_ref_depth) {
+        // Only the way into a chain is said (the rest of it is cut without a word).
+        let (reason, detail) = match cut.entry {
+            true => (
+                Some(Skipped::RefDepth),
+                format!(
+                    "this $ref leads {} references deep, more than spec.max_ref_depth ({max_ref_depth}): it is not followed, and nothing is checked there",
+                    cut.depth
+                ),
+            ),
+            false => (None, String::new()),
+        };
+        fixes.insert(format!("{}/$ref", cut.at), (Fix::Remove, reason, detail));
     }
     if fixes.is_empty() {
         return (doc, Vec::new());
@@ -232,7 +248,7 @@ mod tests {
     use super::*;
 
     fn fixed(doc: Value) -> (Value, Vec<String>) {
-        let (doc, warnings) = sanitize(Arc::new(doc));
+        let (doc, warnings) = sanitize(Arc::new(doc), 256);
         let said = warnings
             .iter()
             .map(|w| format!("{} {}", w.reason.as_str(), w.pointer))
@@ -293,7 +309,7 @@ mod tests {
         let doc = Arc::new(json!({"openapi": "3.1.0", "components": {"schemas": {
             "A": {"type": "string", "pattern": "^[a-z]{2,}$"}
         }}}));
-        let (out, warnings) = sanitize(doc.clone());
+        let (out, warnings) = sanitize(doc.clone(), 256);
         assert!(warnings.is_empty());
         assert!(Arc::ptr_eq(&doc, &out));
     }

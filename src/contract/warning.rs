@@ -28,10 +28,13 @@ pub enum Skipped {
     DuplicateKey,
     /// A `$ref` chain that leads only back to itself: nothing is checked there.
     CircularRef,
+    /// A `$ref` that leads more references deep than `spec.max_ref_depth`: not followed, so
+    /// nothing is checked there.
+    RefDepth,
 }
 
 impl Skipped {
-    pub const ALL: [Skipped; 7] = [
+    pub const ALL: [Skipped; 8] = [
         Skipped::Pattern,
         Skipped::Schema,
         Skipped::Validator,
@@ -39,6 +42,7 @@ impl Skipped {
         Skipped::AmbiguousRoute,
         Skipped::DuplicateKey,
         Skipped::CircularRef,
+        Skipped::RefDepth,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -50,6 +54,7 @@ impl Skipped {
             Skipped::AmbiguousRoute => "ambiguous_route",
             Skipped::DuplicateKey => "duplicate_key",
             Skipped::CircularRef => "circular_ref",
+            Skipped::RefDepth => "ref_depth",
         }
     }
 
@@ -63,6 +68,7 @@ impl Skipped {
             Skipped::AmbiguousRoute => "spec_ambiguous_route",
             Skipped::DuplicateKey => "spec_duplicate_key",
             Skipped::CircularRef => "spec_circular_ref",
+            Skipped::RefDepth => "spec_ref_depth",
         }
     }
 }

@@ -252,6 +252,23 @@ pub(crate) fn is_literal_key(key: &str) -> bool {
     matches!(key, "example" | "default" | "const" | "enum") || key.starts_with("x-")
 }
 
+/// The `$ref`s under `value` that point into the same document, as (pointer of the object
+/// holding it, decoded target pointer). Bundled, every reference is local: `#` and a
+/// percent-encoded pointer.
+pub(crate) fn local_refs(value: &Value) -> Vec<(String, String)> {
+    let mut refs = Vec::new();
+    collect_refs(value, &mut String::new(), false, &mut refs);
+    refs.into_iter()
+        .filter_map(|(at, r)| {
+            let pointer = r.strip_prefix('#')?;
+            Some((
+                at,
+                percent_decode_str(pointer).decode_utf8_lossy().into_owned(),
+            ))
+        })
+        .collect()
+}
+
 /// Every `$ref` string in `value`, with the JSON pointer of the object holding it.
 pub(crate) fn collect_refs(
     value: &Value,

@@ -125,14 +125,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
 /// `$ref` chains in `doc` (all local once bundled) that lead only back to themselves: each
 /// said once, at the first pointer of its loop.
 pub(crate) fn circular_refs(doc: &Value) -> Vec<Note> {
-    let mut refs = Vec::new();
-    super::bundle::collect_refs(doc, &mut String::new(), false, &mut refs);
-    // Bundled, every reference is local: `#` and a percent-encoded pointer.
-    let holders = refs.into_iter().filter_map(|(at, r)| {
-        let pointer = r.strip_prefix('#')?;
-        let target = percent_encoding::percent_decode_str(pointer).decode_utf8_lossy();
-        Some((at, target.into_owned()))
-    });
+    let holders = super::local_refs(doc);
     // The reference-only nodes form chains (each has one target). A node is walked once:
     // a walk stops at a node walked before (its chain is known) or on its own path (a
     // cycle, said once), so a chain of any length costs its length.

@@ -145,6 +145,41 @@ fn a_long_ref_chain_is_walked_once_and_a_cycle_at_its_end_said_once() {
 }
 
 #[test]
+fn a_ref_chain_deeper_than_the_bound_is_cut_at_its_way_in_and_said_once() {
+    // jsonschema's compile grows with the square of such a chain (40,000 links: 36 s to load
+    // before the bound); past `spec.max_ref_depth` (256) the body's reference is not followed.
+    let end = r#"{"type": "object", "properties": {"a": {"type": "integer"}}}"#;
+    let wrong = br#"{"a": "x"}"#;
+    let within = chain(200, end);
+    assert!(within.warnings.is_empty(), "{:?}", within.warnings);
+    let found = kinds(&within, &[("content-type", "application/json")], wrong);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, Kind::BodyTypeMismatch);
+
+    let deep = chain(2_000, end);
+    let said: Vec<(&str, &str)> = deep
+        .warnings
+        .iter()
+        .map(|w| (w.reason.as_str(), w.pointer.as_str()))
+        .collect();
+    assert_eq!(
+        said,
+        [(
+            "ref_depth",
+            "/paths/~1things/post/requestBody/content/application~1json/schema/$ref"
+        )]
+    );
+    assert!(deep.warnings[0].detail.contains("2001 references deep"));
+    let op = deep.operation("POST /things").unwrap();
+    assert_eq!(op.skipped, [driftwatch::contract::Skipped::RefDepth]);
+    assert_eq!(
+        kinds(&deep, &[("content-type", "application/json")], wrong),
+        [],
+        "nothing is checked past the cut"
+    );
+}
+
+#[test]
 fn circular_refs_and_duplicate_keys_are_load_warnings() {
     let circular = "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths:\n  /things:\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: {$ref: '#/components/schemas/A'}\n      responses: {'200': {description: ok}}\ncomponents:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n    B: {$ref: '#/components/schemas/A'}\n";
     let c = contract(circular);
