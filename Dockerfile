@@ -11,7 +11,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY benches benches
 COPY examples examples
-# The same build command CI runs (.ci/run): a locked, release build of the binary alone.
+# A locked, release build of the binary alone (CI checks the lock file with `cargo clippy --locked`).
 RUN cargo build --release --locked --bin driftwatch
 
 FROM debian:bookworm-slim
