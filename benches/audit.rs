@@ -31,7 +31,7 @@ fn contract(path: &Path) -> Contract {
 }
 
 /// The body of a full-replace PUT /api/v1/channels/{id}: all 30 writable properties.
-const CHANNEL: &str = r#"{"number":"7","name":"Retro TV","group":"Classics","categories":null,"ffmpegProfileId":1,"streamingMode":"TransportStreamHybrid","watermarkId":null,"fallbackFillerId":null,"preferredAudioLanguageCode":"eng","preferredAudioTitle":null,"preferredSubtitleLanguageCode":null,"subtitleMode":"None","musicVideoCreditsMode":"None","musicVideoCreditsTemplate":null,"songVideoMode":"Default","transcodeMode":"OnDemand","idleBehavior":"StopOnDisconnect","isEnabled":true,"showInEpg":true,"playoutSource":"Generated","playoutMode":"Continuous","mirrorSourceChannelId":null,"playoutOffset":null,"slugSeconds":null,"streamSelectorMode":"Default","streamSelector":null,"graphicsElementIds":[3,7],"sortNumber":7,"logo":null,"epgTimeShiftMinutes":0}"#;
+const CHANNEL: &str = include_str!("../examples/channel.json").trim_ascii_end();
 
 fn audit(c: &mut Criterion) {
     let github = contract(&shared("github/api.github.com.json.gz"));

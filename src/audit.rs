@@ -4,6 +4,7 @@
 mod body;
 mod bounded;
 mod coerce;
+mod members;
 mod params;
 mod response;
 mod suggest;

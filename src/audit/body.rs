@@ -184,18 +184,21 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
     else {
         return;
     };
-    if *additional != Additional::Allowed {
-        for key in sent
-            .keys()
-            .filter(|k| !properties.iter().any(|p| &p.name == *k))
-        {
-            if out.full() {
-                break;
+    // One pass over the keys sent: each is declared or not, and the writable ones are
+    // counted, so that a body that omits nothing is not looked up property by property.
+    let mut declared = super::members::Cursor::new(properties);
+    let mut writable_sent = 0;
+    for key in sent.keys() {
+        match declared.find(key) {
+            Some(p) => writable_sent += usize::from(!p.read_only),
+            None if *additional != Additional::Allowed && !out.full() => {
+                out.push(undeclared(op, key, properties, *additional));
             }
-            out.push(undeclared(op, key, properties, *additional));
+            None => {}
         }
     }
-    if op.write == WriteSemantics::Replace {
+    let writable = properties.iter().filter(|p| !p.read_only).count();
+    if op.write == WriteSemantics::Replace && writable_sent < writable {
         for p in properties
             .iter()
             .filter(|p| !p.read_only && !sent.contains_key(&p.name))

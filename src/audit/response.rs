@@ -199,8 +199,9 @@ fn undeclared_fields(
             }),
             Value::Object(map),
         ) => {
+            let mut declared = super::members::Cursor::new(properties);
             for key in map.keys() {
-                match properties.iter().find(|p| &p.name == key) {
+                match declared.find(key) {
                     Some(p) if p.write_only => push(undeclared(&format!("{path}/{key}"), true)),
                     None if *additional == Additional::Absent => {
                         push(undeclared(&format!("{path}/{key}"), false))
