@@ -92,7 +92,7 @@ fn audit(c: &mut Criterion) {
     c.bench_function("audit GET channels response and remember it", |b| {
         b.iter(|| {
             let body = black_box(stored.as_bytes());
-            let parsed: serde_json::Value = serde_json::from_slice(body).unwrap();
+            let parsed = driftwatch::audit::json::parse(body).unwrap();
             let view = ResponseView {
                 parsed: Some(&parsed),
                 ..response

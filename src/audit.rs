@@ -4,6 +4,7 @@
 mod body;
 mod bounded;
 mod coerce;
+pub mod json;
 mod members;
 mod params;
 mod response;

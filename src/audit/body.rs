@@ -94,7 +94,7 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
             }
         },
     };
-    let value: Value = match serde_json::from_slice(raw) {
+    let value: Value = match super::json::parse(raw) {
         Ok(v) => v,
         Err(e) => {
             out.push(unparsed(&e));

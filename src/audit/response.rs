@@ -91,7 +91,7 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     let owned;
     let value = match response.parsed {
         Some(v) => v,
-        None => match serde_json::from_slice::<Value>(body) {
+        None => match super::json::parse(body) {
             Ok(v) => {
                 owned = v;
                 &owned

@@ -177,7 +177,7 @@ impl Late {
         // Parsed once, for the audit and the memory alike.
         let json = decoded
             .as_deref()
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok());
+            .and_then(|bytes| crate::audit::json::parse(bytes).ok());
         let mut findings = Vec::new();
         if s.settings.audit.enabled {
             let headers = ContentType(as_text(&self.content_type));
