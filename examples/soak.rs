@@ -57,18 +57,7 @@ fn digest(method: &str, target: &str, tool: &str, body: &[u8]) -> String {
 }
 
 fn channel() -> String {
-    serde_json::json!({
-        "number": "7", "name": "Retro TV", "group": "Classics", "categories": null, "ffmpegProfileId": 1,
-        "streamingMode": "TransportStreamHybrid", "watermarkId": null, "fallbackFillerId": null,
-        "preferredAudioLanguageCode": "eng", "preferredAudioTitle": null, "preferredSubtitleLanguageCode": null,
-        "subtitleMode": "None", "musicVideoCreditsMode": "None", "musicVideoCreditsTemplate": null,
-        "songVideoMode": "Default", "transcodeMode": "OnDemand", "idleBehavior": "StopOnDisconnect",
-        "isEnabled": true, "showInEpg": true, "playoutSource": "Generated", "playoutMode": "Continuous",
-        "mirrorSourceChannelId": null, "playoutOffset": null, "slugSeconds": null, "streamSelectorMode": "Default",
-        "streamSelector": null, "graphicsElementIds": [3, 7], "sortNumber": 7, "logo": null,
-        "epgTimeShiftMinutes": 0
-    })
-    .to_string()
+    include_str!("channel.json").trim_ascii_end().to_string()
 }
 
 /// The upstream: records each request's digest, answers 200 with JSON. `reset` makes the next

@@ -55,17 +55,8 @@ impl Req {
 
 /// A complete, valid body for PUT /api/v1/channels/{id}.
 pub fn channel() -> Value {
-    json!({
-        "number": "7", "name": "Retro TV", "group": "Classics", "categories": null, "ffmpegProfileId": 1,
-        "streamingMode": "TransportStreamHybrid", "watermarkId": null, "fallbackFillerId": null,
-        "preferredAudioLanguageCode": "eng", "preferredAudioTitle": null, "preferredSubtitleLanguageCode": null,
-        "subtitleMode": "None", "musicVideoCreditsMode": "None", "musicVideoCreditsTemplate": null,
-        "songVideoMode": "Default", "transcodeMode": "OnDemand", "idleBehavior": "StopOnDisconnect",
-        "isEnabled": true, "showInEpg": true, "playoutSource": "Generated", "playoutMode": "Continuous",
-        "mirrorSourceChannelId": null, "playoutOffset": null, "slugSeconds": null, "streamSelectorMode": "Default",
-        "streamSelector": null, "graphicsElementIds": [3, 7], "sortNumber": 7, "logo": null,
-        "epgTimeShiftMinutes": 0
-    })
+    serde_json::from_str(include_str!("../../examples/channel.json"))
+        .expect("examples/channel.json")
 }
 
 pub fn channel_with(key: &str, value: Value) -> Value {
