@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+mod common;
+
+use common::{CHANNEL, channel_response, channels, contract, json_headers, stored_channel};
 use driftwatch::audit::{audit_request, audit_response};
-use driftwatch::contract::{Contract, ContractOptions};
 use driftwatch::memory::{HashKey, Key, Memory};
 use driftwatch::request::RequestView;
 use driftwatch::response::ResponseView;
-use driftwatch::spec::Spec;
 
 /// The allocator the `driftwatch` binary runs with (src/main.rs), so the figures are its.
 #[global_allocator]
@@ -26,13 +27,6 @@ fn shared(rel: &str) -> PathBuf {
     path
 }
 
-fn contract(path: &Path) -> Contract {
-    Contract::compile(&Spec::load(path).unwrap(), &ContractOptions::default()).unwrap()
-}
-
-/// The body of a full-replace PUT /api/v1/channels/{id}: all 30 writable properties.
-const CHANNEL: &str = include_str!("../examples/channel.json").trim_ascii_end();
-
 fn audit(c: &mut Criterion) {
     let github = contract(&shared("github/api.github.com.json.gz"));
     let headers: Vec<(String, String)> =
@@ -45,9 +39,8 @@ fn audit(c: &mut Criterion) {
         b.iter(|| audit_request(&github, black_box(&get)))
     });
 
-    let channels =
-        contract(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/channels.openapi.yaml"));
-    let json: Vec<(String, String)> = vec![("content-type".into(), "application/json".into())];
+    let channels = channels();
+    let json = json_headers();
     let put = RequestView::new("PUT", "/api/v1/channels/7", &json, Some(CHANNEL.as_bytes()));
     assert!(audit_request(&channels, &put).is_empty());
     c.bench_function("audit PUT channels, 30-property body", |b| {
@@ -69,16 +62,8 @@ fn audit(c: &mut Criterion) {
     });
 
     // The response side: the channel as GET returns it (31 properties), parsed and audited.
-    let stored = format!("{{\"id\":7,{}", &CHANNEL[1..]);
-    let get = RequestView::new("GET", "/api/v1/channels/7", &json, None);
-    let op = driftwatch::audit::audit(&channels, &get).operation.unwrap();
-    let response = ResponseView {
-        status: 200,
-        headers: &json,
-        body: Some(stored.as_bytes()),
-        parsed: None,
-    };
-    assert!(audit_response(&channels, op, &response).is_empty());
+    let stored = stored_channel();
+    let (op, response) = channel_response(&channels, &json, &stored);
     c.bench_function("audit GET channels response, 31-property body", |b| {
         b.iter(|| audit_response(&channels, op, black_box(&response)))
     });

@@ -8,31 +8,27 @@
 //! parse of its body, response audit and memory at most 1.1 times the parse of its body).
 
 use std::hint::black_box;
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
+mod common;
+
+use common::{CHANNEL, channel_response, channels, json_headers, stored_channel};
 use driftwatch::audit::{audit_request, audit_response};
-use driftwatch::contract::{Contract, ContractOptions};
 use driftwatch::memory::{HashKey, Key, Memory};
 use driftwatch::request::RequestView;
 use driftwatch::response::ResponseView;
-use driftwatch::spec::Spec;
 use serde_json::Value;
 
 /// The allocator the `driftwatch` binary runs with (src/main.rs), so the figures are its.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The body of a full-replace PUT /api/v1/channels/{id}: all 30 writable properties.
-const CHANNEL: &str = include_str!("../examples/channel.json").trim_ascii_end();
 const ROUNDS: usize = 2_000;
 const BLOCK: Duration = Duration::from_millis(1);
 
 fn main() {
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/channels.openapi.yaml");
-    let channels =
-        Contract::compile(&Spec::load(&spec).unwrap(), &ContractOptions::default()).unwrap();
-    let json: Vec<(String, String)> = vec![("content-type".into(), "application/json".into())];
+    let channels = channels();
+    let json = json_headers();
 
     paired(
         "the audit's parse (driftwatch::audit::json) / serde_json's, the 30-property body",
@@ -54,16 +50,8 @@ fn main() {
 
     // The channel as GET returns it (31 properties): one parse shared by the response audit
     // and the silent-clear memory, as the sidecar does.
-    let stored = format!("{{\"id\":7,{}", &CHANNEL[1..]);
-    let get = RequestView::new("GET", "/api/v1/channels/7", &json, None);
-    let op = driftwatch::audit::audit(&channels, &get).operation.unwrap();
-    let response = ResponseView {
-        status: 200,
-        headers: &json,
-        body: Some(stored.as_bytes()),
-        parsed: None,
-    };
-    assert!(audit_response(&channels, op, &response).is_empty());
+    let stored = stored_channel();
+    let (op, response) = channel_response(&channels, &json, &stored);
     let memory = Memory::new(10_000, Duration::from_secs(600), HashKey::random());
     let key = Key {
         path: "getChannel:7".into(),
