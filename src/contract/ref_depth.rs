@@ -60,9 +60,9 @@ struct Frame {
 }
 
 /// The depth of each target reached from `starts`: the references followed in a row from one
-/// that names it (1, plus the deepest of the targets its subtree refers to), counting the references a depth-first walk follows in a row without
-/// coming back to one on its own path (a cycle is a recursive schema; jsonschema compiles it
-/// once, so it adds nothing). Each target is walked once, without recursion (a chain can be
+/// that names it (1, plus the deepest of the targets its subtree refers to). A reference back
+/// to a target on the walk's own path counts nothing: that is a recursive schema, which
+/// jsonschema compiles once. Each target is walked once, without recursion (a chain can be
 /// longer than any stack).
 fn depths<'a>(doc: &Value, starts: impl Iterator<Item = &'a str>) -> HashMap<String, usize> {
     let frame = |target: &str| Frame {
