@@ -211,17 +211,17 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
 /// Pick the declared media type for a `Content-Type`: exact match first, then ranges
 /// (`application/*+json`, `application/*`, `*/*`).
 pub(super) fn match_media<'m, M: Named>(media: &'m [M], content_type: &str) -> Option<&'m M> {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    // Compared without regard to ASCII case (media types are case-insensitive), with no copy
+    // of the header made per request.
+    let essence = content_type.split(';').next().unwrap_or("").trim();
     // Declared types are compared by their essence too: `application/json; charset=utf-8`
     // in the spec accepts `application/json;charset=UTF-8` on the wire (and a declared type
     // without a slash, `applicationjson`, accepts itself).
     let declared = |m: &'m M| m.name().split(';').next().unwrap_or("").trim();
-    if let Some(exact) = media.iter().find(|m| declared(m) == essence) {
+    if let Some(exact) = media
+        .iter()
+        .find(|m| declared(m).eq_ignore_ascii_case(essence))
+    {
         return Some(exact);
     }
     let (kind, sub) = essence.split_once('/')?;
@@ -229,9 +229,16 @@ pub(super) fn match_media<'m, M: Named>(media: &'m [M], content_type: &str) -> O
         let Some((mk, ms)) = declared(m).split_once('/') else {
             return false;
         };
-        (mk == "*" || mk == kind)
-            && (ms == "*" || ms == sub || (ms.starts_with("*+") && sub.ends_with(&ms[1..])))
+        (mk == "*" || mk.eq_ignore_ascii_case(kind))
+            && (ms == "*"
+                || ms.eq_ignore_ascii_case(sub)
+                || (ms.starts_with("*+") && ends_with_ignoring_case(sub, &ms[1..])))
     })
+}
+
+fn ends_with_ignoring_case(text: &str, suffix: &str) -> bool {
+    let (text, suffix) = (text.as_bytes(), suffix.as_bytes());
+    text.len() >= suffix.len() && text[text.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
 }
 
 /// A declared media type, request or response side.
@@ -388,4 +395,40 @@ fn omitted(op: &Operation, p: &Property) -> Finding {
             "{} {} ({}) replaces the whole resource and the body omits `{}` ({note}); the API will clear it",
             op.method, op.template, op.id, p.name
         ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Declared(&'static str);
+
+    impl Named for Declared {
+        fn name(&self) -> &str {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_content_type_matches_its_declared_type_in_any_ascii_case_and_by_range() {
+        // As the contract holds them: lowercased at compile.
+        let media = [
+            Declared("application/json; charset=utf-8"),
+            Declared("application/*+json"),
+            Declared("text/*"),
+        ];
+        let matched = |content_type| match_media(&media, content_type).map(|m| m.0);
+        assert_eq!(
+            matched("Application/JSON;charset=UTF-8"),
+            Some("application/json; charset=utf-8")
+        );
+        assert_eq!(
+            matched("application/Merge-Patch+JSON"),
+            Some("application/*+json")
+        );
+        assert_eq!(matched("TEXT/plain"), Some("text/*"));
+        assert_eq!(matched("application/xml"), None);
+        assert_eq!(matched("image/png"), None);
+        assert_eq!(matched("json"), None);
+    }
 }
