@@ -4,7 +4,7 @@
 //! only. Every failure names the file, the JSON pointer and the reason.
 
 mod bundle;
-pub(crate) use bundle::{local_refs, push_token};
+pub(crate) use bundle::{local_refs, local_target, push_token};
 mod error;
 mod normalize;
 mod notes;

@@ -650,10 +650,11 @@ fn reach(
     while let Some(Some(value)) = stack.pop() {
         match value {
             Value::Object(map) => {
-                if let Some(target) = map.get("$ref").and_then(Value::as_str)
-                    && let Some(target) = target.strip_prefix('#')
+                if let Some(target) = map
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(crate::spec::local_target)
                 {
-                    let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
                     reach(doc, &target, seen, out);
                 }
                 stack.extend(map.values().map(Some));

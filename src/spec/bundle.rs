@@ -259,14 +259,15 @@ pub(crate) fn local_refs(value: &Value) -> Vec<(String, String)> {
     let mut refs = Vec::new();
     collect_refs(value, &mut String::new(), false, &mut refs);
     refs.into_iter()
-        .filter_map(|(at, r)| {
-            let pointer = r.strip_prefix('#')?;
-            Some((
-                at,
-                percent_decode_str(pointer).decode_utf8_lossy().into_owned(),
-            ))
-        })
+        .filter_map(|(at, r)| Some((at, local_target(&r)?)))
         .collect()
+}
+
+/// The pointer a local `$ref` (`#` and a percent-encoded pointer) names; `None` for another
+/// document's.
+pub(crate) fn local_target(reference: &str) -> Option<String> {
+    let pointer = reference.strip_prefix('#')?;
+    Some(percent_decode_str(pointer).decode_utf8_lossy().into_owned())
 }
 
 /// Every `$ref` string in `value`, with the JSON pointer of the object holding it.

@@ -161,12 +161,10 @@ pub(crate) fn circular_refs(doc: &Value) -> Vec<Note> {
             }
             path.push(next.clone());
             on_path.insert(next.clone());
-            let Some(pointer) = r.strip_prefix('#') else {
+            let Some(target) = super::local_target(r) else {
                 break;
             };
-            next = percent_encoding::percent_decode_str(pointer)
-                .decode_utf8_lossy()
-                .into_owned();
+            next = target;
         }
         walked.extend(path);
     }
