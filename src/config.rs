@@ -108,8 +108,8 @@ pub struct ProxyConfig {
     /// A request or response body that sends nothing for this long is cut off: 408 for a
     /// client's, the connection for an upstream's; 0 turns it off.
     pub body_stall_timeout_ms: u64,
-    /// Runtime threads: 0 is one per core; 1 runs everything on one thread (measured about 5 %
-    /// more throughput than two threads when the sidecar shares 2 cores with its neighbours).
+    /// Serving threads, each a single-threaded runtime accepting from the one listening socket
+    /// with its own upstream pool: 0 is one per core; 1 serves everything on one thread.
     pub workers: usize,
     /// PEM certificate chain and key: serve TLS on the listener.
     pub tls_cert: Option<PathBuf>,

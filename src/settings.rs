@@ -75,6 +75,7 @@ pub struct ProxySettings {
     pub header_read_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub body_stall_timeout: Option<Duration>,
+    /// Serving threads (0: one per core); see `proxy::run`.
     pub workers: usize,
     /// PEM certificate chain and key for TLS on the listener.
     pub tls: Option<(PathBuf, PathBuf)>,

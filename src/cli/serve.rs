@@ -108,18 +108,11 @@ impl ServeArgs {
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings(std::env::vars().collect())?;
     init_logging();
-    let runtime = match settings.proxy.workers {
-        1 => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        0 => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?,
-        n => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()?,
-    };
+    // This thread serves as one of `proxy.workers`; the proxy starts the others, each with a
+    // runtime of its own (see `proxy::run`).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let (listen, admin_listen) = (settings.proxy.listen, settings.admin.listen);
         let sidecar = build(settings, None).await?;

@@ -123,6 +123,13 @@ pub enum StartError {
     },
     #[error("TLS setup: {0}")]
     Tls(#[from] rustls::Error),
+    /// The system refused a serving thread, its runtime or a handle on the listening socket
+    /// (out of threads or descriptors): lower `proxy.workers` or raise the limits.
+    #[error("cannot start serving thread {thread} of proxy.workers: {source}")]
+    Threads {
+        thread: usize,
+        source: std::io::Error,
+    },
     #[error("events.output `{output}`: {source}")]
     Events {
         output: crate::sink::EventOutput,

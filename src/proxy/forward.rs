@@ -28,6 +28,7 @@ use super::problem;
 use super::record::{Ledger, Reply};
 use super::stall::Stalling;
 use super::tee::Tee;
+use super::upstream::UpstreamClient;
 use super::vet::vet;
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
@@ -44,8 +45,11 @@ pub(super) enum BodyRead {
     Off,
 }
 
+/// One request through its stages, sent upstream on `client`: the pool of the serving thread
+/// that accepted the connection, so that the request never waits on another thread.
 pub async fn handle(
     s: Arc<Sidecar>,
+    client: UpstreamClient,
     req: Request<Incoming>,
     peer: SocketAddr,
     tls: bool,
@@ -55,7 +59,7 @@ pub async fn handle(
     let (mut parts, body) = req.into_parts();
     let mut ledger = Ledger::open(&s, &mut parts);
     let peer = Peer { addr: peer, tls };
-    let reply = match stages(&s, &rev, &mut ledger, parts, body, peer).await {
+    let reply = match stages(&s, &client, &rev, &mut ledger, parts, body, peer).await {
         Ok(reply) => reply,
         Err(error) => Reply::Failed(error),
     };
@@ -64,6 +68,7 @@ pub async fn handle(
 
 async fn stages<'c>(
     s: &Arc<Sidecar>,
+    client: &UpstreamClient,
     rev: &'c Arc<Revision>,
     ledger: &mut Ledger<'c>,
     parts: Parts,
@@ -77,7 +82,7 @@ async fn stages<'c>(
         return Ok(refused);
     }
     let request = outgoing(s, parts, forward, peer)?;
-    let response = send(s, request).await?;
+    let response = send(s, client, request).await?;
     Ok(stream_back(s, rev, ledger, response, pending))
 }
 

@@ -14,7 +14,7 @@ use super::Sidecar;
 use super::body::UpstreamBody;
 use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
-use super::upstream::{cause, client_body_failed, root_cause};
+use super::upstream::{UpstreamClient, cause, client_body_failed, root_cause};
 
 /// Who sent the request, for `X-Forwarded-For` and `-Proto`.
 pub(super) struct Peer {
@@ -70,11 +70,12 @@ pub(super) fn outgoing(
 
 pub(super) async fn send(
     s: &Sidecar,
+    client: &UpstreamClient,
     request: Request<UpstreamBody>,
 ) -> Result<Response<Incoming>, ProxyError> {
     let started = Instant::now();
     let timeout = s.settings.proxy.request_timeout;
-    let sent = tokio::time::timeout(timeout, s.client.request(request)).await;
+    let sent = tokio::time::timeout(timeout, client.request(request)).await;
     s.metrics.upstream_seconds(started.elapsed().as_secs_f64());
     let authority = || s.upstream.authority.to_string();
     match sent {

@@ -1,6 +1,6 @@
 //! Transports: an HTTP/2 client in front of an HTTP/1.1 upstream, TLS to an upstream signed by
 //! a test CA (trusted with `upstream_tls.ca_file`, refused without), TLS on the listener, and a
-//! SIGTERM that drains an in-flight request before the process exits 0.
+//! SIGTERM that drains the requests in flight on every serving thread before the process exits 0.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,8 +182,12 @@ async fn the_listener_serves_tls() {
     assert_eq!(up.recorded()[0].header("x-forwarded-proto"), Some("https"));
 }
 
+/// `proxy.workers = 3`: three serving threads share the listening socket. A SIGTERM while
+/// twelve requests are in flight, on twelve connections spread over the threads, lets every one
+/// of them finish before the process exits 0.
 #[test]
-fn sigterm_drains_an_in_flight_request_then_exits_0() {
+fn sigterm_drains_the_requests_in_flight_on_every_serving_thread_then_exits_0() {
+    const IN_FLIGHT: usize = 12;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -212,30 +216,41 @@ fn sigterm_drains_an_in_flight_request_then_exits_0() {
                 &format!("127.0.0.1:{a}"),
             ])
             .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+            .env("DRIFTWATCH_PROXY_WORKERS", "3")
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let pid = child.id().unwrap();
         let addr: std::net::SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
         let admin: std::net::SocketAddr = format!("127.0.0.1:{a}").parse().unwrap();
         ready(admin).await;
-        let in_flight = tokio::spawn(async move {
-            raw(addr, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await
-        });
-        // The upstream holds the request 800 ms; signal while it is in flight.
-        eventually("the upstream to hold the request", || async {
-            (!up.recorded().is_empty()).then_some(())
+        // The process's own thread serves too; the kernel cuts thread names to 15 bytes.
+        let serving = threads_named(pid, "driftwatch-serv");
+        assert_eq!(serving, 2, "two serving threads besides the main one");
+        let in_flight: Vec<_> = (0..IN_FLIGHT)
+            .map(|_| {
+                tokio::spawn(async move {
+                    raw(addr, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await
+                })
+            })
+            .collect();
+        // The upstream holds each request 800 ms; signal while all are in flight.
+        eventually("the upstream to hold every request", || async {
+            (up.recorded().len() == IN_FLIGHT).then_some(())
         })
         .await;
         let kill = std::process::Command::new("kill")
-            .args(["-TERM", &child.id().unwrap().to_string()])
+            .args(["-TERM", &pid.to_string()])
             .status()
             .unwrap();
         assert!(kill.success());
-        let resp = in_flight.await.unwrap();
-        assert_eq!(
-            resp.status, 200,
-            "the in-flight request completed during the drain"
-        );
+        for request in in_flight {
+            let resp = request.await.unwrap();
+            assert_eq!(
+                resp.status, 200,
+                "an in-flight request completed during the drain"
+            );
+        }
         let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
             .await
             .expect("exited after draining")
@@ -246,6 +261,15 @@ fn sigterm_drains_an_in_flight_request_then_exits_0() {
             "the listener is closed"
         );
     });
+}
+
+/// How many of process `pid`'s threads have this name.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
 }
 
 /// The image sets `DRIFTWATCH_PROXY_LISTEN=0.0.0.0:8080` and `DRIFTWATCH_SPEC_PATH`: the flags
