@@ -9,6 +9,7 @@ mod conn_bounds;
 mod error;
 mod forward;
 mod headers;
+mod lanes;
 mod late;
 mod outgoing;
 mod problem;

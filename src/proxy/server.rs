@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hyper::service::service_fn;
@@ -13,25 +13,22 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use super::Sidecar;
 use super::conn_bounds::{Activity, Counted};
 use super::error::StartError;
 use super::forward::handle;
+use super::lanes::{Handed, Lanes};
 use super::upstream::{UpstreamClient, read_certs, read_key};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
 /// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
 /// admin listener beside it.
 ///
-/// Connections are served by `proxy.workers` threads (one per core by default), each a
-/// single-threaded runtime with its own upstream pool, all accepting from the one listening
-/// socket: a request is read, audited, sent upstream and answered on the thread that accepted
-/// its connection, with no hand-over between threads. This thread is one of them. Measured
-/// with `scripts/bench-cpu` (docs/benchmarks.md): one multi-threaded runtime spent about half
-/// as much CPU again per request, in cross-thread wake-ups and work stealing.
+/// This thread accepts; each connection goes, in turn, to one of `proxy.workers` serving
+/// threads (this one among them, see `lanes`), which serves it start to end.
 pub async fn run(
     proxy: TcpListener,
     s: Arc<Sidecar>,
@@ -40,141 +37,84 @@ pub async fn run(
     let accepting = Accepting {
         tls: acceptor(&s)?,
         builder: builder(&s),
-        places: Arc::new(Semaphore::new(s.settings.proxy.max_connections)),
-        said: Arc::default(),
     };
-    let listener = proxy
-        .into_std()
-        .map_err(|source| StartError::Threads { thread: 0, source })?;
     // SIGHUP's handler first: once anything answers, a SIGHUP must reload, not end the process.
     let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
     let watch_task = tokio::spawn(super::reload::watch(s.clone()));
-    let (stop, stopped) = watch::channel(false);
-    let others = start_threads(&s, &listener, &accepting, &stopped)?;
+    let mut lanes = Lanes::start(&s, &accepting)?;
+    let graceful = GracefulShutdown::new();
+    let places = Arc::new(Semaphore::new(s.settings.proxy.max_connections));
     s.ready.store(true, Ordering::SeqCst);
-    let own = serve_thread(listener, s.clone(), s.client.clone(), accepting, stopped);
-    let stopping = async {
-        shutdown.await;
-        s.ready.store(false, Ordering::SeqCst);
-        let _ = stop.send(true);
-    };
-    tokio::join!(own, stopping);
-    for finished in others {
-        let _ = finished.await;
+    // Out of file descriptors, or shedding: said once when it starts and once when it ends.
+    let mut exhausted = false;
+    let mut shedding = false;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = proxy.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    if std::mem::take(&mut exhausted) {
+                        tracing::info!("accepting connections again");
+                    }
+                    let Some(place) = admit(&s, &places, &mut shedding) else {
+                        continue; // the stream is dropped: closed at once
+                    };
+                    let Some(here) = lanes.hand(Handed { stream, peer, place }) else {
+                        continue; // another serving thread has it
+                    };
+                    spawn_connection(&s, &s.client, here, &accepting, &graceful);
+                }
+                Err(e) => {
+                    if let Some(pause) = accept_failed(&s, &e, &mut exhausted) {
+                        tokio::time::sleep(pause).await;
+                    }
+                }
+            },
+            () = &mut shutdown => break,
+        }
     }
+    s.ready.store(false, Ordering::SeqCst);
+    drop(proxy);
+    tokio::join!(drain(&s, graceful), lanes.stop());
     watch_task.abort();
     hup_task.abort();
     s.events.close();
     Ok(())
 }
 
-/// What every serving thread shares: the TLS acceptor, the connection builder, the
-/// `proxy.max_connections` places, and which limit the log has said is hit.
+/// What every serving thread shares: the TLS acceptor and the connection builder.
 #[derive(Clone)]
-struct Accepting {
+pub(super) struct Accepting {
     tls: Option<TlsAcceptor>,
     builder: auto::Builder<TokioExecutor>,
-    places: Arc<Semaphore>,
-    said: Arc<Said>,
 }
 
-/// Out of file descriptors, or shedding: said once when it starts and once when it ends, by
-/// whichever serving thread sees it first.
-#[derive(Default)]
-struct Said {
-    exhausted: AtomicBool,
-    shedding: AtomicBool,
-}
-
-/// The serving threads besides the caller's: `proxy.workers` (0: one per core) less one. Each
-/// gets its own handle on the listening socket and its own upstream pool; each says when it
-/// has drained on the receiver returned for it.
-fn start_threads(
+/// Serve one accepted connection on this thread's runtime, sending upstream on `client` (this
+/// thread's pool); its place is given back when it ends.
+pub(super) fn spawn_connection(
     s: &Arc<Sidecar>,
-    listener: &std::net::TcpListener,
+    client: &UpstreamClient,
+    handed: Handed<TcpStream>,
     accepting: &Accepting,
-    stopped: &watch::Receiver<bool>,
-) -> Result<Vec<oneshot::Receiver<()>>, StartError> {
-    let threads = match s.settings.proxy.workers {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    let mut finished = Vec::with_capacity(threads);
-    for thread in 1..threads {
-        let failed = |source| StartError::Threads { thread, source };
-        let listener = listener.try_clone().map_err(failed)?;
-        let client = super::upstream::client(&s.settings)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(failed)?;
-        let (s, accepting, stopped) = (s.clone(), accepting.clone(), stopped.clone());
-        let (done, wait) = oneshot::channel();
-        std::thread::Builder::new()
-            .name(format!("driftwatch-serve-{thread}"))
-            .spawn(move || {
-                runtime.block_on(serve_thread(listener, s, client, accepting, stopped));
-                let _ = done.send(());
-            })
-            .map_err(failed)?;
-        finished.push(wait);
-    }
-    Ok(finished)
-}
-
-/// One serving thread: accept and serve connections until told to stop, then drain its own
-/// connections and wait for the response work (some of it runs on this thread's runtime).
-async fn serve_thread(
-    listener: std::net::TcpListener,
-    s: Arc<Sidecar>,
-    client: UpstreamClient,
-    accepting: Accepting,
-    mut stopped: watch::Receiver<bool>,
+    graceful: &GracefulShutdown,
 ) {
-    let proxy = match TcpListener::from_std(listener) {
-        Ok(proxy) => proxy,
-        Err(e) => {
-            tracing::error!("a serving thread cannot use the listening socket: {e}");
-            return;
-        }
-    };
-    let graceful = GracefulShutdown::new();
-    let said = &accepting.said;
-    loop {
-        tokio::select! {
-            accepted = proxy.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    if said.exhausted.swap(false, Ordering::Relaxed) {
-                        tracing::info!("accepting connections again");
-                    }
-                    let Some(place) = admit(&s, &accepting.places, &said.shedding) else {
-                        continue; // the stream is dropped: closed at once
-                    };
-                    let conn = connection(
-                        s.clone(),
-                        client.clone(),
-                        stream,
-                        peer,
-                        accepting.clone(),
-                        graceful.watcher(),
-                    );
-                    tokio::spawn(async move {
-                        conn.await;
-                        drop(place);
-                    });
-                }
-                Err(e) => {
-                    if let Some(pause) = accept_failed(&s, &e, &said.exhausted) {
-                        tokio::time::sleep(pause).await;
-                    }
-                }
-            },
-            // Told to stop, or the sender gone: either way, stop accepting.
-            _ = stopped.changed() => break,
-        }
-    }
-    drop(proxy);
-    drain(&s, graceful).await;
+    let Handed {
+        stream,
+        peer,
+        place,
+    } = handed;
+    let conn = connection(
+        s.clone(),
+        client.clone(),
+        stream,
+        peer,
+        accepting.clone(),
+        graceful.watcher(),
+    );
+    tokio::spawn(async move {
+        conn.await;
+        drop(place);
+    });
 }
 
 /// HTTP/1.1 and HTTP/2 on one port; hyper's header timer bounds an HTTP/1.1 head, and header
@@ -190,7 +130,7 @@ fn builder(s: &Sidecar) -> auto::Builder<TokioExecutor> {
 }
 
 /// Let in-flight requests, and the response work they left, finish within the deadline.
-async fn drain(s: &Sidecar, graceful: GracefulShutdown) {
+pub(super) async fn drain(s: &Sidecar, graceful: GracefulShutdown) {
     let drain = s.settings.proxy.drain_timeout;
     let drained = async {
         graceful.shutdown().await;
@@ -204,7 +144,7 @@ async fn drain(s: &Sidecar, graceful: GracefulShutdown) {
 /// How long to wait after a failed accept. Out of file descriptors (EMFILE, ENFILE) or memory,
 /// the listener stays readable and a retry fails at once: without a pause the loop spins a
 /// core and floods the log. Other errors concern one connection and are retried at once.
-fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &AtomicBool) -> Option<Duration> {
+fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &mut bool) -> Option<Duration> {
     const EMFILE: i32 = 24;
     const ENFILE: i32 = 23;
     const ENOBUFS: i32 = 105;
@@ -218,7 +158,7 @@ fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &AtomicBool) ->
         }
     };
     s.metrics.limit_hit(limit);
-    if !exhausted.swap(true, Ordering::Relaxed) {
+    if !std::mem::replace(exhausted, true) {
         tracing::warn!(
             "accept failed: {error}; pausing accepts 100 ms at a time until descriptors free up"
         );
@@ -231,18 +171,18 @@ fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &AtomicBool) ->
 fn admit(
     s: &Sidecar,
     places: &Arc<Semaphore>,
-    shedding: &AtomicBool,
+    shedding: &mut bool,
 ) -> Option<OwnedSemaphorePermit> {
     match places.clone().try_acquire_owned() {
         Ok(place) => {
-            if shedding.swap(false, Ordering::Relaxed) {
+            if std::mem::take(shedding) {
                 tracing::info!("below proxy.max_connections again: accepting connections");
             }
             Some(place)
         }
         Err(_) => {
             s.metrics.limit_hit("connections");
-            if !shedding.swap(true, Ordering::Relaxed) {
+            if !std::mem::replace(shedding, true) {
                 tracing::warn!(
                     max = s.settings.proxy.max_connections,
                     "at proxy.max_connections: closing new connections until some end"
