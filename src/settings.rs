@@ -36,6 +36,8 @@ pub struct Settings {
     pub policy: Policy,
     pub events: EventSettings,
     pub memory: MemorySettings,
+    /// `DRIFTWATCH_` variables left out as Kubernetes service links; `serve` says so once.
+    pub service_links: Vec<String>,
 }
 
 /// Where the spec comes from.
@@ -239,6 +241,7 @@ impl Settings {
             policy,
             events,
             memory,
+            service_links: origins.service_links().to_vec(),
         })
     }
 }

@@ -8,6 +8,7 @@ mod integration {
     pub mod catalog;
     pub mod cli;
     pub mod demo;
+    pub mod deploy;
     pub mod diffs;
     pub mod exactness;
     pub mod exits;

@@ -108,6 +108,13 @@ impl ServeArgs {
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings(std::env::vars().collect())?;
     init_logging();
+    if !settings.service_links.is_empty() {
+        tracing::warn!(
+            variables = settings.service_links.join(" "),
+            "left out: Kubernetes service links for a Service named driftwatch, not settings \
+             (enableServiceLinks: false in the pod spec drops them)"
+        );
+    }
     // This thread serves as one of `proxy.workers`; the proxy starts the others, each with a
     // runtime of its own (see `proxy::run`).
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -39,13 +39,19 @@ impl fmt::Display for Origin {
     }
 }
 
-/// The origin of every key that was set, by `section.key`.
+/// The origin of every key that was set, by `section.key`, and the variables that carry the
+/// prefix but were left out as Kubernetes service links (see [`service_link`]).
 #[derive(Debug, Clone, Default)]
-pub struct Origins(HashMap<String, Origin>);
+pub struct Origins(HashMap<String, Origin>, Vec<String>);
 
 impl Origins {
     pub fn of(&self, key: &str) -> Origin {
         self.0.get(key).cloned().unwrap_or(Origin::Default)
+    }
+
+    /// The `DRIFTWATCH_` variables left out as Kubernetes service links, by name.
+    pub fn service_links(&self) -> &[String] {
+        &self.1
     }
 }
 
@@ -87,6 +93,10 @@ impl Layers<'_> {
             merged.file(path)?;
         }
         for (name, value) in self.env {
+            if service_link(&name, &value) {
+                merged.origins.1.push(name);
+                continue;
+            }
             let Some((section, key)) = env_key(&name)? else {
                 continue;
             };
@@ -205,6 +215,39 @@ fn env_key(name: &str) -> Result<Option<(&'static str, String)>, ConfigError> {
             reason: "unknown setting: expected DRIFTWATCH_<SECTION>_<KEY>, e.g. DRIFTWATCH_PROXY_UPSTREAM".into(),
         }),
     }
+}
+
+/// Whether a variable is one Kubernetes injects for a Service named `driftwatch` (or
+/// `driftwatch-…`) in the namespace, by name and value: `<NAME>_SERVICE_HOST` (an address),
+/// `<NAME>_SERVICE_PORT[_<PORT>]` (a number), `<NAME>_PORT` and `<NAME>_PORT_<N>_<PROTOCOL>`
+/// (`tcp://address:port`), and the latter's `_PROTO`, `_PORT` and `_ADDR`. They share the
+/// settings' prefix but are not settings (no setting's key has these shapes), so they are left
+/// out, and said once, instead of stopping the sidecar; a misspelt setting is still an error.
+pub fn service_link(name: &str, value: &str) -> bool {
+    let Some(rest) = name.strip_prefix("DRIFTWATCH_") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('_').collect();
+    let protocol = |p: &str| matches!(p, "TCP" | "UDP" | "SCTP");
+    let number = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    let address = || value.parse::<std::net::IpAddr>().is_ok();
+    let url = || {
+        ["tcp://", "udp://", "sctp://"].iter().any(|scheme| {
+            value
+                .strip_prefix(scheme)
+                .is_some_and(|a| a.parse::<std::net::SocketAddr>().is_ok())
+        })
+    };
+    (0..parts.len()).any(|i| match &parts[i..] {
+        ["SERVICE", "HOST"] => address(),
+        ["SERVICE", "PORT", named @ ..] => named.iter().all(|p| !p.is_empty()) && number(value),
+        ["PORT"] => url(),
+        ["PORT", n, p] => number(n) && protocol(p) && url(),
+        ["PORT", n, p, "PROTO"] => number(n) && protocol(p) && value.eq_ignore_ascii_case(p),
+        ["PORT", n, p, "PORT"] => number(n) && protocol(p) && number(value),
+        ["PORT", n, p, "ADDR"] => number(n) && protocol(p) && address(),
+        _ => false,
+    })
 }
 
 /// An environment value as TOML (`true`, `5`, `["a"]`), else as a plain string.

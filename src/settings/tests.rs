@@ -250,3 +250,39 @@ fn replicas_given_one_hash_key_file_agree_and_a_short_secret_is_refused() {
     assert!(e.starts_with("memory.hash_key_file (set by"), "{e}");
     assert!(e.contains("at least 16 bytes"), "{e}");
 }
+
+/// Kubernetes injects `DRIFTWATCH_SERVICE_HOST` and the like for a Service named `driftwatch`:
+/// left out (and listed, for `serve` to say once), where a misspelt setting, or a setting-like
+/// name whose value is not a service link's, is still an error naming the variable.
+#[test]
+fn kubernetes_service_links_are_left_out_and_misspelt_settings_are_still_errors() {
+    let links = [
+        ("DRIFTWATCH_SERVICE_HOST", "10.0.0.1"),
+        ("DRIFTWATCH_SERVICE_PORT", "9090"),
+        ("DRIFTWATCH_SERVICE_PORT_ADMIN", "9090"),
+        ("DRIFTWATCH_PORT", "tcp://10.0.0.1:9090"),
+        ("DRIFTWATCH_PORT_9090_TCP", "tcp://10.0.0.1:9090"),
+        ("DRIFTWATCH_PORT_9090_TCP_PROTO", "tcp"),
+        ("DRIFTWATCH_PORT_9090_TCP_PORT", "9090"),
+        ("DRIFTWATCH_PORT_9090_TCP_ADDR", "10.0.0.1"),
+        ("DRIFTWATCH_ADMIN_SERVICE_HOST", "fd00::1"),
+        ("DRIFTWATCH_ADMIN_PORT_53_UDP", "udp://[fd00::1]:53"),
+    ];
+    let mut vars = env(&links);
+    vars.push(("DRIFTWATCH_PROXY_UPSTREAM".into(), "http://api".into()));
+    let settings = load(None, vars, Vec::new()).unwrap();
+    let names: Vec<&str> = links.iter().map(|(name, _)| *name).collect();
+    assert_eq!(settings.service_links, names);
+    for (name, value) in [
+        ("DRIFTWATCH_SERVICE_HOSTS", "10.0.0.1"),
+        ("DRIFTWATCH_PROXY_LISTEN_PORT", "8080"),
+        ("DRIFTWATCH_SERVICE_HOST", "api.internal"),
+        ("DRIFTWATCH_PORT_9090_TCP", "9090"),
+        ("DRIFTWATCH_ADMIN_PORT_X_TCP_PORT", "9090"),
+    ] {
+        let e = load(None, env(&[(name, value)]), Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(name), "{name}={value}: {e}");
+    }
+}

@@ -1,0 +1,85 @@
+//! Deployed as operators deploy it: the real binary, started the way a pod starts it.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+
+use super::sidecar::{admin_get, raw};
+use super::upstream::{self, ok};
+use super::util::{eventually, example};
+
+/// `driftwatch serve` in front of `upstream` on free loopback ports, with `env` set; its
+/// stderr is piped (read it with [`log_of`] once it has exited).
+pub fn serve(upstream: SocketAddr, env: &[(&str, &str)]) -> (Child, SocketAddr, SocketAddr) {
+    let free = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (proxy, admin) = (free(), free());
+    let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .arg("serve")
+        .args(["--spec", example("channels.openapi.yaml").to_str().unwrap()])
+        .args(["--upstream", &format!("http://{upstream}")])
+        .args(["--listen", &proxy.to_string()])
+        .args(["--admin-listen", &admin.to_string()])
+        .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    (child, proxy, admin)
+}
+
+/// Wait until the sidecar's `/readyz` answers 200.
+pub async fn ready(admin: SocketAddr) {
+    eventually("driftwatch to become ready", || async {
+        let up = tokio::net::TcpStream::connect(admin).await.is_ok()
+            && admin_get(admin, "/readyz").await.status == 200;
+        up.then_some(())
+    })
+    .await;
+}
+
+/// Stop the process and return what it wrote to stderr.
+pub async fn log_of(mut child: Child) -> String {
+    let _ = child.start_kill();
+    let mut text = String::new();
+    let mut stderr = child.stderr.take().unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stderr.read_to_string(&mut text)).await;
+    let _ = child.wait().await;
+    text
+}
+
+/// A Service named `driftwatch` in the namespace makes Kubernetes inject
+/// `DRIFTWATCH_SERVICE_HOST` and `DRIFTWATCH_PORT_*`: the sidecar serves, and says once which
+/// variables it left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_service_links_do_not_stop_the_sidecar() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let links = [
+        ("DRIFTWATCH_SERVICE_HOST", "10.0.0.1"),
+        ("DRIFTWATCH_SERVICE_PORT", "9090"),
+        ("DRIFTWATCH_PORT", "tcp://10.0.0.1:9090"),
+        ("DRIFTWATCH_PORT_9090_TCP", "tcp://10.0.0.1:9090"),
+        ("DRIFTWATCH_PORT_9090_TCP_PROTO", "tcp"),
+        ("DRIFTWATCH_PORT_9090_TCP_PORT", "9090"),
+        ("DRIFTWATCH_PORT_9090_TCP_ADDR", "10.0.0.1"),
+    ];
+    let (child, proxy, admin) = serve(up.addr, &links);
+    ready(admin).await;
+    let resp = raw(proxy, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert_eq!(resp.status, 200);
+    let log = log_of(child).await;
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("service links"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once:\n{log}");
+    for (name, _) in links {
+        assert!(said[0].contains(name), "{name} named in: {}", said[0]);
+    }
+}
