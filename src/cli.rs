@@ -4,6 +4,8 @@
 mod check;
 pub mod demo;
 mod diff;
+mod health;
+mod preflight;
 pub mod serve;
 mod tools;
 
@@ -34,6 +36,8 @@ enum Command {
     Diff(diff::DiffArgs),
     /// Check an MCP tool catalog against the spec (or generate one from it).
     Tools(tools::ToolsArgs),
+    /// Exit 0 if a running sidecar is ready (its /readyz answers 200), else 1: for probes.
+    Health(health::HealthArgs),
 }
 
 /// Parse the arguments, run the subcommand, map the outcome to an exit code.
@@ -45,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Diff(args) => diff::run(&args, &mut std::io::stdout().lock()),
         Command::Tools(args) => tools::run(&args, &mut std::io::stdout().lock()),
+        Command::Health(args) => health::run(&args),
     };
     match result {
         Ok(code) => code,

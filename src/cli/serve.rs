@@ -2,6 +2,7 @@
 //! spec, binds both listeners, wires the admin listener to the proxy, and serves until SIGTERM
 //! or SIGINT, then drains and exits 0.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -44,6 +45,21 @@ pub struct ServeArgs {
     /// warning (`spec.strict`).
     #[arg(long)]
     strict: bool,
+    /// Load the config and the spec, print what would run, and exit without serving: 0 when
+    /// both load, 2 naming the problem (as `nginx -t` does).
+    #[arg(long)]
+    check: bool,
+    /// Logs as JSON lines or text; `auto` is JSON unless stderr is a terminal.
+    #[arg(long, value_enum, default_value = "auto")]
+    log_format: LogFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, Default)]
+enum LogFormat {
+    #[default]
+    Auto,
+    Json,
+    Text,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -107,7 +123,7 @@ impl ServeArgs {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings(std::env::vars().collect())?;
-    init_logging();
+    init_logging(args.log_format);
     if !settings.service_links.is_empty() {
         tracing::warn!(
             variables = settings.service_links.join(" "),
@@ -120,6 +136,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if args.check {
+        let (revision, _) = runtime.block_on(load(&settings, None))?;
+        super::preflight::check(&settings, &revision, &mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     runtime.block_on(async move {
         let (listen, admin_listen) = (settings.proxy.listen, settings.admin.listen);
         let sidecar = build(settings, None).await?;
@@ -169,6 +190,16 @@ pub async fn build(
     settings: Settings,
     embedded: Option<(&Path, &[u8])>,
 ) -> anyhow::Result<Sidecar> {
+    let (revision, etag) = load(&settings, embedded).await?;
+    Ok(Sidecar::new(settings, revision, Registry::default())?.with_etag(etag))
+}
+
+/// The spec the settings name (a file or a URL, or given in memory), compiled, and the URL's
+/// `ETag` if it came from one.
+async fn load(
+    settings: &Settings,
+    embedded: Option<(&Path, &[u8])>,
+) -> anyhow::Result<(Revision, Option<String>)> {
     let (spec, etag) = match (embedded, &settings.spec.source) {
         (Some((name, bytes)), _) => (Spec::parse_with(name, bytes, &settings.spec.load)?, None),
         (None, SpecSource::File(path)) => {
@@ -176,7 +207,7 @@ pub async fn build(
         }
         (None, SpecSource::Url(url)) => {
             let url = url.to_string();
-            let client = crate::proxy::client(&settings)?;
+            let client = crate::proxy::client(settings)?;
             let timeout = settings.proxy.request_timeout;
             let max = settings.spec.load.max_bytes;
             let (source, etag) = crate::proxy::fetch(&client, timeout, &url, None, max)
@@ -188,17 +219,30 @@ pub async fn build(
             anyhow::bail!("no spec: pass --spec or set spec.path or spec.url")
         }
     };
-    let revision = Revision::compile(&spec, &settings.spec.contract)?;
-    drop(spec);
-    Ok(Sidecar::new(settings, revision, Registry::default())?.with_etag(etag))
+    Ok((Revision::compile(&spec, &settings.spec.contract)?, etag))
 }
-fn init_logging() {
+
+/// Logs on stderr, filtered by `RUST_LOG` (default `info`): one JSON object per line when
+/// stderr is not a terminal (every container log) or with `--log-format json`, else text;
+/// colour only on a terminal.
+fn init_logging(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let _ = tracing_subscriber::fmt()
+    let terminal = std::io::stderr().is_terminal();
+    let json = match format {
+        LogFormat::Auto => !terminal,
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+    };
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_ansi(terminal && !json);
+    let _ = if json {
+        logs.json().flatten_event(true).try_init()
+    } else {
+        logs.try_init()
+    };
 }
 
 async fn shutdown_signal() {

@@ -113,7 +113,7 @@ fn report_changes(s: &Sidecar, trigger: &str, old: &Revision, next: &Revision) {
     s.metrics.spec_changes(breaking, hazard, info);
     for c in &next.changes {
         tracing::info!(class = %c.class, kind = c.kind, operation = %c.operation, location = c.location,
-            field = %c.field, from = ?c.from, to = ?c.to, "spec change");
+            field = %c.field, from = c.from.as_deref(), to = c.to.as_deref(), "spec change");
     }
 }
 

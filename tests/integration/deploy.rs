@@ -56,7 +56,8 @@ pub async fn log_of(mut child: Child) -> String {
 
 /// A Service named `driftwatch` in the namespace makes Kubernetes inject
 /// `DRIFTWATCH_SERVICE_HOST` and `DRIFTWATCH_PORT_*`: the sidecar serves, and says once which
-/// variables it left out.
+/// variables it left out. Its stderr is a pipe, as in a container: every line is a JSON
+/// object with no colour codes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_service_links_do_not_stop_the_sidecar() {
     let up = upstream::start(ok(), Duration::ZERO, None).await;
@@ -82,4 +83,82 @@ async fn kubernetes_service_links_do_not_stop_the_sidecar() {
     for (name, _) in links {
         assert!(said[0].contains(name), "{name} named in: {}", said[0]);
     }
+}
+
+/// `serve --check` loads config and spec, prints what would run and exits 0 without binding
+/// (its listen port is held by the test); a broken spec exits 2 naming the file and the place.
+#[test]
+fn serve_check_prints_what_would_run_and_binds_nothing() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = held.local_addr().unwrap().to_string();
+    let spec = example("channels.openapi.yaml");
+    let check = |spec: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(["serve", "--check", "--upstream", "http://api.internal:8080"])
+            .args(["--spec", spec.to_str().unwrap(), "--listen", &listen])
+            .env("DRIFTWATCH_SERVICE_HOST", "10.0.0.1")
+            .output()
+            .unwrap()
+    };
+    let ok = check(&spec);
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    for line in [
+        format!("listen    http://{listen} ("),
+        "upstream  http://api.internal:8080".into(),
+        "mode      observe, audit on".into(),
+        "operations".into(),
+        "skipped   0 parts of the spec at load".into(),
+        "ignored   DRIFTWATCH_SERVICE_HOST".into(),
+    ] {
+        assert!(text.contains(&line), "{line:?} in:\n{text}");
+    }
+    let broken = std::env::temp_dir().join(format!("driftwatch-check-{}.yaml", std::process::id()));
+    std::fs::write(&broken, "openapi: 3.1.0\npaths: [broken\n").unwrap();
+    let failed = check(&broken);
+    let said = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(broken.to_str().unwrap()),
+        "names the file: {said}"
+    );
+    assert!(
+        failed.stdout.is_empty(),
+        "prints nothing as if it would run"
+    );
+}
+
+/// `driftwatch health` exits 0 while the sidecar is ready (reading the admin address from
+/// the environment, as in the image), 1 when nothing answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_exits_0_for_a_ready_sidecar_and_1_for_none() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let (child, _, admin) = serve(up.addr, &[]);
+    ready(admin).await;
+    let health = |env: &[(&str, String)], args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .arg("health")
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+    };
+    let listen = [("DRIFTWATCH_ADMIN_LISTEN", admin.to_string())];
+    assert_eq!(health(&listen, &[]).status.code(), Some(0));
+    assert_eq!(
+        health(&[], &["--live", "--admin", &admin.to_string()])
+            .status
+            .code(),
+        Some(0)
+    );
+    drop(log_of(child).await);
+    let gone = health(&listen, &[]);
+    assert_eq!(gone.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&gone.stderr);
+    assert!(said.contains(&format!("http://{admin}/readyz")), "{said}");
 }
