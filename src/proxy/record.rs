@@ -46,6 +46,8 @@ pub(super) enum Reply {
 /// (a clone is a reference count): a clean request makes no text for an event it never writes.
 pub(super) struct Ledger<'c> {
     pub request_id: String,
+    /// The same id as a header value, returned on the response.
+    request_id_value: Option<HeaderValue>,
     method: Method,
     uri: Uri,
     tool: Option<HeaderValue>,
@@ -60,18 +62,21 @@ impl<'c> Ledger<'c> {
     /// Open the ledger; a request without an id gets one, and the upstream sees it.
     pub fn open(s: &Sidecar, parts: &mut Parts) -> Ledger<'c> {
         let name = &s.settings.events.request_id_header;
-        let request_id = match parts.headers.get(name).and_then(|v| v.to_str().ok()) {
-            Some(id) => id.to_string(),
+        let given = parts.headers.get(name);
+        let (request_id, request_id_value) = match given.and_then(|v| v.to_str().ok()) {
+            Some(id) => (id.to_string(), given.cloned()),
             None => {
                 let id = new_request_id();
-                if let Ok(v) = HeaderValue::from_str(&id) {
-                    parts.headers.insert(name.clone(), v);
+                let value = HeaderValue::from_str(&id).ok();
+                if let Some(v) = &value {
+                    parts.headers.insert(name.clone(), v.clone());
                 }
-                id
+                (id, value)
             }
         };
         Ledger {
             request_id,
+            request_id_value,
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             tool: parts.headers.get(&s.settings.events.tool_header).cloned(),
@@ -91,7 +96,8 @@ impl<'c> Ledger<'c> {
         }
     }
 
-    /// Record the request once and give back the response to send.
+    /// Record the request once and give back the response to send, carrying the request id
+    /// (the client's, or the one made for it) unless the upstream set one.
     pub fn close(mut self, s: &Sidecar, rev: &Revision, reply: Reply) -> Response<ResponseBody> {
         let op_id = self.operation.map_or(NO_OPERATION, |op| op.id.as_str());
         let mut error = None;
@@ -115,6 +121,13 @@ impl<'c> Ledger<'c> {
                 (response, outcome, BTreeSet::new())
             }
         };
+        let mut response = response;
+        if let Some(id) = self.request_id_value.take() {
+            let name = &s.settings.events.request_id_header;
+            if !response.headers().contains_key(name) {
+                response.headers_mut().insert(name.clone(), id);
+            }
+        }
         s.metrics.request(op_id, outcome, response.status());
         for kind in &kinds {
             s.metrics.blocked(op_id, kind.as_str());

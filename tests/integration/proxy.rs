@@ -185,7 +185,7 @@ async fn a_request_id_is_added_when_missing_and_preserve_host_keeps_the_client_h
         c.proxy.forwarded_headers = false;
     }))
     .await;
-    raw(
+    let resp = raw(
         dw.addr,
         &request("GET", "/api/v1/channels/7", &[("Host", "mcp.local")], b""),
     )
@@ -193,6 +193,11 @@ async fn a_request_id_is_added_when_missing_and_preserve_host_keeps_the_client_h
     let r = &up.recorded()[0];
     let id = r.header("x-request-id").expect("a request id is forwarded");
     assert_eq!(id.len(), 32);
+    assert_eq!(
+        resp.header("x-request-id"),
+        Some(id),
+        "and returned to the client"
+    );
     assert_eq!(r.header("host"), Some("mcp.local"));
     assert!(
         r.headers
@@ -231,6 +236,11 @@ async fn enforce_refuses_with_problem_json_and_the_upstream_receives_nothing() {
     );
     assert_eq!(problem["status"], 422);
     assert_eq!(problem["request_id"], "r-9");
+    assert_eq!(
+        resp.header("x-request-id"),
+        Some("r-9"),
+        "the client's id comes back"
+    );
     assert_eq!(problem["findings"][0]["suggestion"], "pageSize");
     // A warning (omitted field) is logged, not blocked, by default; a clean request passes.
     let body = channel_without("graphicsElementIds").to_string();
