@@ -2,7 +2,9 @@
 //! `/readyz` for the orchestrator, `/findings`, `/spec` and `/spec/diff` for the operator, and
 //! `POST /spec/reload`, the one request here that changes what the proxy does. It sees the
 //! proxy only through a narrow handle ([`Admin`]): the shared sinks, the readiness flag, and
-//! [`Revisions`] to read the spec in force and ask for a reload.
+//! [`Revisions`] to read the spec in force and ask for a reload. With `admin.token_file` set,
+//! what shows traffic or the spec, and the reload, need the bearer token; what Prometheus and
+//! the kubelet read stays open.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
+use sha2::Digest;
 use tokio::net::TcpListener;
 
 use crate::policy::Mode;
@@ -29,7 +32,37 @@ pub struct Admin {
     pub ready: Arc<std::sync::atomic::AtomicBool>,
     pub mode: Mode,
     pub revisions: Arc<dyn Revisions>,
+    /// Required on the guarded routes when set.
+    pub token: Option<Token>,
 }
+
+/// A bearer token, kept as its SHA-256: a request's token is hashed and the digests compared,
+/// so the comparison's time says nothing about the token's bytes.
+#[derive(Clone)]
+pub struct Token([u8; 32]);
+
+impl Token {
+    pub fn new(secret: &[u8]) -> Token {
+        Token(sha2::Sha256::digest(secret).into())
+    }
+
+    /// Whether the request's `Authorization: Bearer …` carries this token.
+    fn admits(&self, req: &Request<Incoming>) -> bool {
+        req.headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+            .is_some_and(|given| Token::new(given.trim_ascii()).0 == self.0)
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+/// Routes that show traffic or the spec, or change what the proxy does.
+const GUARDED: [&str; 4] = ["/findings", "/spec", "/spec/diff", "/spec/reload"];
 
 pub async fn serve(listener: TcpListener, s: Arc<Admin>) {
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -53,7 +86,23 @@ async fn answer(
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let query = req.uri().query().unwrap_or("");
-    let reply = match req.uri().path() {
+    let path = req.uri().path();
+    if let Some(token) = &s.token
+        && GUARDED.contains(&path)
+        && !token.admits(&req)
+    {
+        let mut reply = respond(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            format!("{path} needs the admin token: Authorization: Bearer <admin.token_file>\n"),
+        );
+        let challenge = HeaderValue::from_static("Bearer realm=\"driftwatch admin\"");
+        reply
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, challenge);
+        return Ok(reply);
+    }
+    let reply = match path {
         "/metrics" => {
             let text = crate::sink::encode(&s.registry);
             respond(

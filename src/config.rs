@@ -135,6 +135,9 @@ pub struct AdminConfig {
     pub recent_findings: usize,
     /// Bytes of events `/findings` keeps at most, as their JSON would weigh.
     pub recent_bytes: usize,
+    /// A file holding a bearer token (a mounted Secret): when set, `/findings`, `/spec`,
+    /// `/spec/diff` and `POST /spec/reload` need `Authorization: Bearer <token>`.
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -252,6 +255,7 @@ impl Default for AdminConfig {
             listen: ([127, 0, 0, 1], 9090).into(),
             recent_findings: 1_000,
             recent_bytes: 16 << 20,
+            token_file: None,
         }
     }
 }

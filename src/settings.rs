@@ -38,6 +38,8 @@ pub struct Settings {
     pub memory: MemorySettings,
     /// `DRIFTWATCH_` variables left out as Kubernetes service links; `serve` says so once.
     pub service_links: Vec<String>,
+    /// The token `admin.token_file` holds, if set.
+    pub admin_token: Option<crate::admin::Token>,
 }
 
 /// Where the spec comes from.
@@ -242,6 +244,7 @@ impl Settings {
             events,
             memory,
             service_links: origins.service_links().to_vec(),
+            admin_token: admin_token(c, &fail)?,
         })
     }
 }
@@ -262,6 +265,23 @@ fn hash_key(c: &Config, fail: &Fail<'_>) -> Result<HashKey, ConfigError> {
         ));
     }
     Ok(HashKey::from_secret(secret))
+}
+
+/// The bearer token from `admin.token_file` (its bytes, trailing whitespace aside).
+fn admin_token(c: &Config, fail: &Fail<'_>) -> Result<Option<crate::admin::Token>, ConfigError> {
+    let Some(path) = &c.admin.token_file else {
+        return Ok(None);
+    };
+    let secret = std::fs::read(path)
+        .map_err(|e| fail("admin.token_file", format!("{}: {e}", path.display())))?;
+    let secret = secret.trim_ascii_end();
+    if secret.len() < 16 {
+        return Err(fail(
+            "admin.token_file",
+            format!("{}: the token must be at least 16 bytes", path.display()),
+        ));
+    }
+    Ok(Some(crate::admin::Token::new(secret)))
 }
 
 /// A bound in milliseconds, 0 for none.

@@ -177,6 +177,7 @@ pub async fn serve(
         ready: sidecar.ready.clone(),
         mode: sidecar.settings.policy.mode,
         revisions: sidecar.clone(),
+        token: sidecar.settings.admin_token.clone(),
     };
     let admin_task = tokio::spawn(crate::admin::serve(admin, Arc::new(handle)));
     let served = crate::proxy::run(proxy, sidecar, shutdown).await;

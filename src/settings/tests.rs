@@ -286,3 +286,31 @@ fn kubernetes_service_links_are_left_out_and_misspelt_settings_are_still_errors(
         assert!(e.contains(name), "{name}={value}: {e}");
     }
 }
+
+#[test]
+fn an_admin_token_file_is_read_at_start_and_a_short_or_missing_one_is_refused() {
+    let upstream = ("DRIFTWATCH_PROXY_UPSTREAM", "http://api");
+    let good = write("token-good", "0123456789abcdef\n");
+    let good = good.to_str().unwrap();
+    let settings = load(
+        None,
+        env(&[upstream, ("DRIFTWATCH_ADMIN_TOKEN_FILE", good)]),
+        Vec::new(),
+    );
+    assert!(settings.unwrap().admin_token.is_some());
+    let short = write("token-short", "0123456789abcde\n");
+    for (file, reason) in [
+        (short.to_str().unwrap(), "at least 16 bytes"),
+        ("/nonexistent/token", "No such file"),
+    ] {
+        let vars = env(&[upstream, ("DRIFTWATCH_ADMIN_TOKEN_FILE", file)]);
+        let e = load(None, vars, Vec::new()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "admin.token_file (set by environment variable DRIFTWATCH_ADMIN_TOKEN_FILE)"
+            ),
+            "{e}"
+        );
+        assert!(e.contains(reason), "{e}");
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 
-use super::sidecar::{admin_get, raw};
+use super::sidecar::{admin_get, config, raw, start};
 use super::upstream::{self, ok};
 use super::util::{eventually, example};
 
@@ -161,4 +161,53 @@ async fn health_exits_0_for_a_ready_sidecar_and_1_for_none() {
     assert_eq!(gone.status.code(), Some(1));
     let said = String::from_utf8_lossy(&gone.stderr);
     assert!(said.contains(&format!("http://{admin}/readyz")), "{said}");
+}
+
+/// With `admin.token_file`, what shows traffic or the spec and the reload need the bearer
+/// token (401 with a challenge without it, or with another); `/metrics` and the probes stay
+/// open for Prometheus and the kubelet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_guards_findings_spec_and_reload_and_leaves_metrics_open() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let file = std::env::temp_dir().join(format!("driftwatch-token-{}", std::process::id()));
+    std::fs::write(&file, "s3cret-admin-token-0123\n").unwrap();
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.admin.token_file = Some(file.clone())
+    }))
+    .await;
+    let ask = |method: &str, path: &str, token: Option<&str>| {
+        let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+        format!(
+            "{method} {path} HTTP/1.1\r\nhost: admin\r\n{auth}content-length: 0\r\nconnection: close\r\n\r\n"
+        )
+    };
+    for (method, path) in [
+        ("GET", "/findings"),
+        ("GET", "/spec"),
+        ("GET", "/spec/diff"),
+        ("POST", "/spec/reload"),
+    ] {
+        for token in [None, Some("s3cret-admin-token-0124")] {
+            let r = raw(dw.admin, ask(method, path, token).as_bytes()).await;
+            assert_eq!(r.status, 401, "{method} {path} with {token:?}");
+            assert_eq!(
+                r.header("www-authenticate"),
+                Some("Bearer realm=\"driftwatch admin\"")
+            );
+        }
+        let r = raw(
+            dw.admin,
+            ask(method, path, Some("s3cret-admin-token-0123")).as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{method} {path} with the token");
+    }
+    for path in ["/metrics", "/healthz", "/readyz"] {
+        assert_eq!(
+            admin_get(dw.admin, path).await.status,
+            200,
+            "{path} stays open"
+        );
+    }
+    dw.stop().await;
 }
