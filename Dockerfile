@@ -12,6 +12,9 @@ WORKDIR /src
 # --locked`), without the line tables the profiling builds keep, and stripped: 95 MB with
 # them, 15 MB without (docs/operations.md).
 ENV CARGO_PROFILE_RELEASE_DEBUG=none CARGO_PROFILE_RELEASE_STRIP=symbols
+# The source revision for driftwatch_build_info (the context holds no .git):
+# docker build --build-arg BUILD_REVISION=$(git rev-parse --short=12 HEAD) .
+ARG BUILD_REVISION=unknown
 # Dependencies first, in a layer of their own: a change to driftwatch's sources rebuilds only
 # driftwatch. Cargo needs every target the manifest names, so each gets an empty stand-in.
 COPY Cargo.toml Cargo.lock ./

@@ -4,6 +4,7 @@
 
 mod events;
 mod metrics;
+mod process;
 mod recent;
 
 pub use events::{Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS};

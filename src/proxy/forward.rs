@@ -54,6 +54,7 @@ pub async fn handle(
     peer: SocketAddr,
     tls: bool,
 ) -> Result<Response<ResponseBody>, Infallible> {
+    let _in_flight = s.metrics.in_flight();
     // The spec in force when the request arrived; it stays with the request to its end.
     let rev = s.revision();
     let (mut parts, body) = req.into_parts();

@@ -10,6 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use crate::finding::Finding;
@@ -91,6 +92,20 @@ const CLIENT_ERRORS: [&str; 6] = [
     "host",
 ];
 
+/// The `cause` label's values of `upstream_errors` (`proxy::upstream::cause`).
+const UPSTREAM_CAUSES: [&str; 4] = ["connect", "tls", "timeout", "other"];
+
+/// The `reason` label's values of `unaudited` besides the spec's (`Skipped::unaudited_reason`).
+const UNAUDITED: [&str; 7] = [
+    "body_too_large",
+    "audit_off",
+    "response_too_large",
+    "response_undecodable",
+    "response_client_gone",
+    "response_upstream_failed",
+    "response_queue_full",
+];
+
 /// The `limit` label's values.
 const LIMITS: [&str; 9] = [
     "open_files",
@@ -151,7 +166,8 @@ pub struct Metrics {
     spec_warnings: Family<Reason, Gauge>,
     silent_clears: Family<SilentLabels, Counter>,
     memory_entries: Gauge,
-    memory_evictions: Gauge,
+    memory_evictions: Counter,
+    in_flight: Gauge,
     /// Unknown parameter names given a label so far, per operation.
     param_labels: Mutex<HashMap<String, HashSet<String>>>,
     param_label_limit: usize,
@@ -182,11 +198,26 @@ impl Metrics {
             spec_warnings: Family::default(),
             silent_clears: Family::default(),
             memory_entries: Gauge::default(),
-            memory_evictions: Gauge::default(),
+            memory_evictions: Counter::default(),
+            in_flight: Gauge::default(),
             param_labels: Mutex::new(HashMap::new()),
             param_label_limit,
         };
+        registry.register_collector(Box::new(super::process::Process));
         let r = registry.sub_registry_with_prefix("driftwatch");
+        r.register(
+            "build",
+            "The build serving (value 1): its version and source revision",
+            Info::new([
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", env!("BUILD_REVISION")),
+            ]),
+        );
+        r.register(
+            "requests_in_flight",
+            "Requests received and not yet answered",
+            m.in_flight.clone(),
+        );
         r.register(
             "requests",
             "Requests seen, by operation and outcome",
@@ -208,6 +239,11 @@ impl Metrics {
             "Requests the upstream could not answer, by cause",
             m.upstream_errors.clone(),
         );
+        for cause in UPSTREAM_CAUSES {
+            let _ = m.upstream_errors.get_or_create(&Cause {
+                cause: cause.into(),
+            });
+        }
         r.register(
             "client_errors",
             "Requests driftwatch answered with a 4xx of its own (not forwarded), by reason",
@@ -223,6 +259,12 @@ impl Metrics {
             "Requests forwarded without a body audit, and responses whose body was not read, by reason",
             m.unaudited.clone(),
         );
+        let spec_reasons = crate::contract::Skipped::ALL.map(|r| r.unaudited_reason());
+        for reason in UNAUDITED.iter().chain(&spec_reasons) {
+            let _ = m.unaudited.get_or_create(&Reason {
+                reason: (*reason).into(),
+            });
+        }
         r.register(
             "limit_hits",
             "Times a bound on what a peer can make driftwatch hold was reached, by limit",
@@ -428,9 +470,19 @@ impl Metrics {
         self.upstream_duration.observe(seconds);
     }
 
+    /// The memory's size, and its evictions since start (the counter catches up to it).
     pub fn memory(&self, entries: usize, evictions: u64) {
         self.memory_entries.set(entries as i64);
-        self.memory_evictions.set(evictions as i64);
+        let counted = self.memory_evictions.get();
+        if evictions > counted {
+            self.memory_evictions.inc_by(evictions - counted);
+        }
+    }
+
+    /// Count a request in flight until the returned guard is dropped.
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.inc();
+        InFlight(&self.in_flight)
     }
 
     /// Create, at zero, the series the paging alerts watch, for every replace write and each
@@ -502,6 +554,15 @@ impl Metrics {
             })
             .set(1);
         self.spec_operations.set(operations as i64);
+    }
+}
+
+/// A request in flight: counted in `driftwatch_requests_in_flight` until dropped.
+pub struct InFlight<'m>(&'m Gauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

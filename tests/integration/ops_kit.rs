@@ -15,17 +15,19 @@ fn repo_file(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `driftwatch_*` names in a text (PromQL in rules or panels).
+/// `driftwatch_*` and `process_*` names in a text (PromQL in rules or panels).
 fn names_in(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("driftwatch_") {
-        let name: String = rest[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        rest = &rest[at + name.len()..];
-        out.insert(name);
+    for prefix in ["driftwatch_", "process_"] {
+        let mut rest = text;
+        while let Some(at) = rest.find(prefix) {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            out.insert(name);
+        }
     }
     out
 }
@@ -89,7 +91,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     dw.stop().await;
     assert_eq!(
         families.len(),
-        21,
+        30,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -223,7 +225,7 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paging_series_exist_at_zero_before_the_first_event() {
+async fn paging_and_fixed_vocabulary_series_exist_at_zero_before_the_first_event() {
     let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
     let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
     let text = scrape(dw.admin).await;
@@ -234,6 +236,25 @@ async fn paging_series_exist_at_zero_before_the_first_event() {
         "driftwatch_findings_total{kind=\"replace_will_drop_field\",operation=\"updateChannel\",severity=\"critical\",blame=\"server\"} 0",
         "driftwatch_spec_reloads_total{result=\"success\"} 1",
         "driftwatch_spec_reloads_total{result=\"error\"} 0",
+        "driftwatch_upstream_errors_total{cause=\"connect\"} 0",
+        "driftwatch_upstream_errors_total{cause=\"timeout\"} 0",
+        "driftwatch_unaudited_total{reason=\"body_too_large\"} 0",
+        "driftwatch_unaudited_total{reason=\"response_queue_full\"} 0",
+        "driftwatch_unaudited_total{reason=\"spec_ref_depth\"} 0",
+        "driftwatch_client_errors_total{reason=\"host\"} 0",
+        "driftwatch_limit_hits_total{limit=\"open_files\"} 0",
+        "driftwatch_requests_in_flight 0",
+        "driftwatch_memory_evictions_total 0",
+        &format!(
+            "driftwatch_build_info{{version=\"{}\",revision=\"",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "process_resident_memory_bytes ",
+        "process_cpu_seconds_total ",
+        "process_open_fds ",
+        "process_max_fds ",
+        "process_threads ",
+        "process_start_time_seconds ",
     ] {
         assert!(text.contains(series), "missing `{series}`:\n{text}");
     }
