@@ -144,6 +144,9 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         "driftwatch_spec_reloads_total",
         "driftwatch_unaudited_total",
         "driftwatch_requests_total",
+        "driftwatch_upstream_errors_total",
+        "driftwatch_events_dropped_total",
+        "driftwatch_audit_errors_total",
     ];
     let in_rules: BTreeSet<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert_eq!(
