@@ -202,6 +202,31 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
         {
             problems.push(format!("{title}: targets need expr and refId"));
         }
+        // Every series a panel reads is narrowed to the job, namespace and pod chosen.
+        for expr in targets.iter().filter_map(|t| t["expr"].as_str()) {
+            let selectors = expr.matches("{job=~\"$job\",namespace=~\"$namespace\",pod=~\"$pod\"");
+            if selectors.count() != names_in(expr).len() {
+                problems.push(format!(
+                    "{title}: `{expr}` is not narrowed to $job, $namespace, $pod"
+                ));
+            }
+        }
+    }
+    for name in ["job", "namespace", "pod"] {
+        if !vars
+            .iter()
+            .any(|v| v["name"] == name && v["type"] == "query")
+        {
+            problems.push(format!("no `{name}` variable"));
+        }
+    }
+    let reloads = d["annotations"]["list"].as_array().unwrap();
+    if !reloads.iter().any(|a| {
+        a["expr"]
+            .as_str()
+            .is_some_and(|e| e.contains("driftwatch_spec_info"))
+    }) {
+        problems.push("no annotation for spec reloads".into());
     }
     let titles: Vec<&str> = d["panels"]
         .as_array()
