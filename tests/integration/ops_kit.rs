@@ -290,15 +290,20 @@ async fn paging_and_fixed_vocabulary_series_exist_at_zero_before_the_first_event
 
 #[test]
 fn the_kubernetes_manifests_run_driftwatch_as_a_probed_sidecar_with_a_valid_config() {
-    let docs: Vec<yaml_serde::Value> = ["deployment.yaml", "configmap.yaml", "servicemonitor.yaml"]
-        .iter()
-        .flat_map(|f| {
-            repo_file(&format!("config/k8s/{f}"))
-                .split("\n---\n")
-                .map(|d| yaml_serde::from_str(d).unwrap())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let docs: Vec<yaml_serde::Value> = [
+        "deployment.yaml",
+        "configmap.yaml",
+        "servicemonitor.yaml",
+        "networkpolicy.yaml",
+    ]
+    .iter()
+    .flat_map(|f| {
+        repo_file(&format!("config/k8s/{f}"))
+            .split("\n---\n")
+            .map(|d| yaml_serde::from_str(d).unwrap())
+            .collect::<Vec<_>>()
+    })
+    .collect();
     let kind = |k: &str| {
         docs.iter()
             .find(|d| d["kind"].as_str() == Some(k))
@@ -306,11 +311,40 @@ fn the_kubernetes_manifests_run_driftwatch_as_a_probed_sidecar_with_a_valid_conf
     };
     let pod = &kind("Deployment")["spec"]["template"]["spec"];
     let containers = pod["containers"].as_sequence().unwrap();
-    assert_eq!(containers.len(), 2, "the MCP server and its sidecar");
-    let dw = containers
+    assert_eq!(containers.len(), 1, "the MCP server");
+    // A native sidecar: started (and ready) before the MCP server, stopped after it.
+    let sidecars = pod["initContainers"].as_sequence().unwrap();
+    let dw = sidecars
         .iter()
         .find(|c| c["name"].as_str() == Some("driftwatch"))
         .unwrap();
+    assert_eq!(dw["restartPolicy"].as_str(), Some("Always"));
+    assert_eq!(
+        dw["startupProbe"]["httpGet"]["path"].as_str(),
+        Some("/readyz")
+    );
+    assert_eq!(pod["enableServiceLinks"].as_bool(), Some(false));
+    // Pod Security "restricted": non-root, RuntimeDefault seccomp, no capabilities.
+    assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    for c in sidecars.iter().chain(containers) {
+        let sc = &c["securityContext"];
+        assert_eq!(
+            sc["allowPrivilegeEscalation"].as_bool(),
+            Some(false),
+            "{:?}",
+            c["name"]
+        );
+        assert_eq!(
+            sc["capabilities"]["drop"][0].as_str(),
+            Some("ALL"),
+            "{:?}",
+            c["name"]
+        );
+    }
     assert_eq!(
         dw["livenessProbe"]["httpGet"]["path"].as_str(),
         Some("/healthz")
@@ -341,4 +375,25 @@ fn the_kubernetes_manifests_run_driftwatch_as_a_probed_sidecar_with_a_valid_conf
         settings.spec.source,
         driftwatch::settings::SpecSource::File("/etc/driftwatch/openapi.yaml".into())
     );
+}
+
+/// config/k8s/prometheusrule.yaml is scripts/prometheus-rule's output from config/alerts.yml:
+/// the rules the Prometheus Operator loads are the ones promtool tests.
+#[test]
+fn the_prometheus_rule_is_the_alert_rules_file_unchanged() {
+    let generated = std::process::Command::new("bash")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/prometheus-rule"))
+        .output()
+        .unwrap();
+    assert!(generated.status.success());
+    let committed = repo_file("config/k8s/prometheusrule.yaml");
+    assert_eq!(
+        String::from_utf8(generated.stdout).unwrap(),
+        committed,
+        "run scripts/prometheus-rule > config/k8s/prometheusrule.yaml"
+    );
+    let rule: yaml_serde::Value = yaml_serde::from_str(&committed).unwrap();
+    let alerts: yaml_serde::Value = yaml_serde::from_str(&repo_file("config/alerts.yml")).unwrap();
+    assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
+    assert_eq!(rule["spec"]["groups"], alerts["groups"]);
 }
