@@ -157,7 +157,8 @@ impl<'c> Ledger<'c> {
         }
         let path = s.path_text(&rev.contract, self.uri.path());
         tracing::warn!(request_id = %self.request_id, method = %self.method, path,
-            fault = error.fault().as_str(), status = error.status().as_u16(), "{detail}");
+            fault = error.fault().as_str(), status = error.status().as_u16(), cause = error.cause(),
+            "{detail}");
         let response = problem::response(
             error.status(),
             error.title(),

@@ -211,3 +211,26 @@ async fn the_admin_token_guards_findings_spec_and_reload_and_leaves_metrics_open
     }
     dw.stop().await;
 }
+
+/// A 502 is one log line with its cause and the request id the client got back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_upstream_is_logged_with_its_cause_and_request_id() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused = closed.local_addr().unwrap();
+    drop(closed);
+    let (child, proxy, admin) = serve(refused, &[]);
+    ready(admin).await;
+    let resp = raw(proxy, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert_eq!(resp.status, 502);
+    let id = resp.header("x-request-id").unwrap().to_string();
+    let log = log_of(child).await;
+    let line: serde_json::Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["status"] == 502)
+        .unwrap_or_else(|| panic!("no log line for the 502:\n{log}"));
+    assert_eq!(line["level"], "WARN");
+    assert_eq!(line["cause"], "connect");
+    assert_eq!(line["fault"], "upstream");
+    assert_eq!(line["request_id"], id.as_str());
+}
