@@ -130,6 +130,17 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
             problems.push(format!("docs/metrics.md does not list {family}"));
         }
     }
+    // And the other way round: each metric the table lists is in the scrape.
+    let listed = documented
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(name, _)| name);
+    for name in listed {
+        if !families.contains(name) {
+            problems.push(format!("docs/metrics.md lists {name}, which driftwatch does not export"));
+        }
+    }
     for family in families.difference(&used_families) {
         problems.push(format!(
             "driftwatch exports {family}, which no alert rule and no dashboard panel uses"
