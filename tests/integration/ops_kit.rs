@@ -138,7 +138,9 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         .map(|(name, _)| name);
     for name in listed {
         if !families.contains(name) {
-            problems.push(format!("docs/metrics.md lists {name}, which driftwatch does not export"));
+            problems.push(format!(
+                "docs/metrics.md lists {name}, which driftwatch does not export"
+            ));
         }
     }
     for family in families.difference(&used_families) {
