@@ -8,7 +8,7 @@ mod upstream;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::HeaderName;
@@ -249,39 +249,39 @@ impl Settings {
     }
 }
 
-/// The hash key from `memory.hash_key_file` (its bytes, trailing whitespace aside), or a
-/// random one.
+/// The hash key from `memory.hash_key_file`, or a random one.
 fn hash_key(c: &Config, fail: &Fail<'_>) -> Result<HashKey, ConfigError> {
     let Some(path) = &c.memory.hash_key_file else {
         return Ok(HashKey::random());
     };
-    let secret = std::fs::read(path)
-        .map_err(|e| fail("memory.hash_key_file", format!("{}: {e}", path.display())))?;
-    let secret = secret.trim_ascii_end();
-    if secret.len() < 16 {
-        return Err(fail(
-            "memory.hash_key_file",
-            format!("{}: the secret must be at least 16 bytes", path.display()),
-        ));
-    }
-    Ok(HashKey::from_secret(secret))
+    Ok(HashKey::from_secret(&secret_file(
+        "memory.hash_key_file",
+        path,
+        fail,
+    )?))
 }
 
-/// The bearer token from `admin.token_file` (its bytes, trailing whitespace aside).
+/// The bearer token from `admin.token_file`, if set.
 fn admin_token(c: &Config, fail: &Fail<'_>) -> Result<Option<crate::admin::Token>, ConfigError> {
     let Some(path) = &c.admin.token_file else {
         return Ok(None);
     };
-    let secret = std::fs::read(path)
-        .map_err(|e| fail("admin.token_file", format!("{}: {e}", path.display())))?;
-    let secret = secret.trim_ascii_end();
+    let secret = secret_file("admin.token_file", path, fail)?;
+    Ok(Some(crate::admin::Token::new(&secret)))
+}
+
+/// A secret a file holds (a mounted Secret): its bytes, trailing whitespace aside, at least 16.
+fn secret_file(key: &str, path: &Path, fail: &Fail<'_>) -> Result<Vec<u8>, ConfigError> {
+    let mut secret =
+        std::fs::read(path).map_err(|e| fail(key, format!("{}: {e}", path.display())))?;
+    secret.truncate(secret.trim_ascii_end().len());
     if secret.len() < 16 {
         return Err(fail(
-            "admin.token_file",
-            format!("{}: the token must be at least 16 bytes", path.display()),
+            key,
+            format!("{}: the secret must be at least 16 bytes", path.display()),
         ));
     }
-    Ok(Some(crate::admin::Token::new(secret)))
+    Ok(secret)
 }
 
 /// A bound in milliseconds, 0 for none.

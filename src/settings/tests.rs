@@ -300,7 +300,10 @@ fn an_admin_token_file_is_read_at_start_and_a_short_or_missing_one_is_refused() 
     assert!(settings.unwrap().admin_token.is_some());
     let short = write("token-short", "0123456789abcde\n");
     for (file, reason) in [
-        (short.to_str().unwrap(), "at least 16 bytes"),
+        (
+            short.to_str().unwrap(),
+            "the secret must be at least 16 bytes",
+        ),
         ("/nonexistent/token", "No such file"),
     ] {
         let vars = env(&[upstream, ("DRIFTWATCH_ADMIN_TOKEN_FILE", file)]);
