@@ -470,13 +470,13 @@ impl Metrics {
         self.upstream_duration.observe(seconds);
     }
 
-    /// The memory's size, and its evictions since start (the counter catches up to it).
+    /// The memory's size, and its evictions since start. Serving threads report at once, so
+    /// the counter takes the largest total seen (a read-then-add would count twice).
     pub fn memory(&self, entries: usize, evictions: u64) {
         self.memory_entries.set(entries as i64);
-        let counted = self.memory_evictions.get();
-        if evictions > counted {
-            self.memory_evictions.inc_by(evictions - counted);
-        }
+        self.memory_evictions
+            .inner()
+            .fetch_max(evictions, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Count a request in flight until the returned guard is dropped.
@@ -578,6 +578,23 @@ pub fn encode(registry: &Registry) -> String {
 mod tests {
     use super::*;
     use crate::finding::{Kind, Location};
+
+    /// Serving threads report the memory's eviction total in any order: the counter follows
+    /// the largest, never the sum of reports, and never goes back.
+    #[test]
+    fn the_eviction_counter_follows_the_memorys_total_whatever_the_order_of_reports() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry, 2);
+        for (reported, counted) in [(5, 5), (4, 5), (5, 5), (7, 7)] {
+            m.memory(3, reported);
+            assert_eq!(
+                m.memory_evictions.get(),
+                counted,
+                "after a report of {reported}"
+            );
+        }
+        assert!(encode(&registry).contains("driftwatch_memory_evictions_total 7\n"));
+    }
 
     #[test]
     fn unknown_parameter_labels_are_bounded_per_operation() {
