@@ -43,7 +43,8 @@ pub struct Sidecar {
     current: arc_swap::ArcSwap<Revision>,
     pub settings: Settings,
     upstream: Upstream,
-    client: upstream::UpstreamClient,
+    /// The accepting thread's pool (each other serving thread has its own), and the reloads'.
+    client: Arc<upstream::UpstreamClient>,
     pub registry: Arc<Registry>,
     metrics: Metrics,
     events: EventLog,
@@ -96,7 +97,7 @@ impl Sidecar {
             reloading: Default::default(),
             current: arc_swap::ArcSwap::from_pointee(revision),
             upstream,
-            client,
+            client: Arc::new(client),
             registry: Arc::new(registry),
             metrics,
             events,

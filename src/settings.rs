@@ -42,6 +42,16 @@ pub struct Settings {
     pub admin_token: Option<crate::admin::Token>,
 }
 
+impl ProxySettings {
+    /// How many serving threads `proxy.workers` asks for: 0 is one per core.
+    pub fn serving_threads(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
 /// Where the spec comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SpecSource {

@@ -17,10 +17,7 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         crate::proxy::read_key(key)?;
     }
     let upstream = settings.upstream()?;
-    let threads = match settings.proxy.workers {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let threads = settings.proxy.serving_threads();
     let scheme = if settings.proxy.tls.is_some() {
         "https"
     } else {

@@ -49,7 +49,7 @@ pub(super) enum BodyRead {
 /// that accepted the connection, so that the request never waits on another thread.
 pub async fn handle(
     s: Arc<Sidecar>,
-    client: UpstreamClient,
+    client: Arc<UpstreamClient>,
     req: Request<Incoming>,
     peer: SocketAddr,
     tls: bool,

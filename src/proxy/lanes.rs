@@ -39,10 +39,7 @@ pub(super) struct Lanes {
 impl Lanes {
     /// Start the serving threads besides the caller's.
     pub fn start(s: &Arc<Sidecar>, accepting: &Accepting) -> Result<Lanes, StartError> {
-        let threads = match s.settings.proxy.workers {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
+        let threads = s.settings.proxy.serving_threads();
         let mut lanes = Lanes {
             queues: Vec::with_capacity(threads),
             finished: Vec::with_capacity(threads),
@@ -50,7 +47,7 @@ impl Lanes {
         };
         for thread in 1..threads {
             let failed = |source| StartError::Threads { thread, source };
-            let client = super::upstream::client(&s.settings)?;
+            let client = Arc::new(super::upstream::client(&s.settings)?);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -125,7 +122,7 @@ impl Lanes {
 async fn serve_handed(
     mut handed: mpsc::UnboundedReceiver<Handed>,
     s: &Arc<Sidecar>,
-    client: &super::upstream::UpstreamClient,
+    client: &Arc<super::upstream::UpstreamClient>,
     accepting: &Accepting,
     graceful: &GracefulShutdown,
 ) {

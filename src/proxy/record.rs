@@ -101,7 +101,7 @@ impl<'c> Ledger<'c> {
     pub fn close(mut self, s: &Sidecar, rev: &Revision, reply: Reply) -> Response<ResponseBody> {
         let op_id = self.operation.map_or(NO_OPERATION, |op| op.id.as_str());
         let mut error = None;
-        let (response, outcome, kinds) = match reply {
+        let (mut response, outcome, kinds) = match reply {
             Reply::Forwarded { response, extra } => {
                 self.findings.extend(extra);
                 (response, Outcome::Forwarded, BTreeSet::new())
@@ -121,7 +121,6 @@ impl<'c> Ledger<'c> {
                 (response, outcome, BTreeSet::new())
             }
         };
-        let mut response = response;
         if let Some(id) = self.request_id_value.take() {
             let name = &s.settings.events.request_id_header;
             if !response.headers().contains_key(name) {

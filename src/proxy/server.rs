@@ -93,7 +93,7 @@ pub(super) struct Accepting {
 /// thread's pool); its place is given back when it ends.
 pub(super) fn spawn_connection(
     s: &Arc<Sidecar>,
-    client: &UpstreamClient,
+    client: &Arc<UpstreamClient>,
     handed: Handed<TcpStream>,
     accepting: &Accepting,
     graceful: &GracefulShutdown,
@@ -211,7 +211,7 @@ fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
 /// time bounds (`conn_bounds`).
 async fn connection(
     s: Arc<Sidecar>,
-    client: UpstreamClient,
+    client: Arc<UpstreamClient>,
     stream: TcpStream,
     peer: SocketAddr,
     accepting: Accepting,
@@ -233,13 +233,13 @@ async fn connection(
 
 async fn serve(
     s: Arc<Sidecar>,
-    client: UpstreamClient,
+    client: Arc<UpstreamClient>,
     stream: Counted<TcpStream>,
     peer: SocketAddr,
     accepting: Accepting,
     watcher: Watcher,
 ) {
-    let Accepting { tls, builder, .. } = accepting;
+    let Accepting { tls, builder } = accepting;
     let is_tls = tls.is_some();
     let activity = stream.activity();
     let metrics = s.clone();
