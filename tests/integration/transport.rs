@@ -13,6 +13,7 @@ use hyper_util::rt::TokioExecutor;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use super::deploy::{ready, serve};
 use super::sidecar::{config, raw, sample, scrape, start};
 use super::upstream::{self, ok};
 use super::util::eventually;
@@ -195,34 +196,8 @@ fn sigterm_drains_the_requests_in_flight_on_every_serving_thread_then_exits_0() 
         .unwrap();
     runtime.block_on(async {
         let up = upstream::start(ok(), Duration::from_millis(800), None).await;
-        let port = |l: std::net::TcpListener| l.local_addr().unwrap().port();
-        let (p, a) = (
-            port(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
-            port(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
-        );
-        let spec = super::util::example("channels.openapi.yaml");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-            .args([
-                "serve",
-                "--spec",
-                spec.to_str().unwrap(),
-                "--upstream",
-                &format!("http://{}", up.addr),
-            ])
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{p}"),
-                "--admin-listen",
-                &format!("127.0.0.1:{a}"),
-            ])
-            .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
-            .env("DRIFTWATCH_PROXY_WORKERS", "3")
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let (mut child, addr, admin) = serve(up.addr, &[("DRIFTWATCH_PROXY_WORKERS", "3")]);
         let pid = child.id().unwrap();
-        let addr: std::net::SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
-        let admin: std::net::SocketAddr = format!("127.0.0.1:{a}").parse().unwrap();
         ready(admin).await;
         // The process's own thread serves too; the kernel cuts thread names to 15 bytes.
         let serving = threads_named(pid, "driftwatch-serv");
@@ -338,16 +313,6 @@ fn an_invalid_header_name_in_the_config_stops_the_start_naming_the_key() {
             file.display()
         )
     );
-}
-
-/// Wait until a driftwatch process started by the test answers `/readyz` with 200.
-async fn ready(admin: std::net::SocketAddr) {
-    eventually("driftwatch to become ready", || async {
-        let up = tokio::net::TcpStream::connect(admin).await.is_ok()
-            && super::sidecar::admin_get(admin, "/readyz").await.status == 200;
-        up.then_some(())
-    })
-    .await;
 }
 
 /// CPU time (user + system, in clock ticks) a process has used so far.
