@@ -34,6 +34,9 @@ pub struct Admin {
     pub revisions: Arc<dyn Revisions>,
     /// Required on the guarded routes when set.
     pub token: Option<Token>,
+    /// A line `/readyz` adds to its answer: the shared memory store's state, with
+    /// `memory.backend = "redis"`.
+    pub ready_detail: Option<Arc<dyn Fn() -> String + Send + Sync>>,
 }
 
 /// A bearer token, kept as its SHA-256: a request's token is hashed and the digests compared,
@@ -113,7 +116,10 @@ async fn answer(
         }
         "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" if s.ready.load(Ordering::SeqCst) => {
-            respond(StatusCode::OK, "text/plain", "ready\n".into())
+            // Ready whether or not the store answers: observe mode never stops traffic.
+            let detail = s.ready_detail.as_ref().map(|line| line() + "\n");
+            let detail = detail.unwrap_or_default();
+            respond(StatusCode::OK, "text/plain", format!("ready\n{detail}"))
         }
         "/readyz" => respond(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -209,6 +209,26 @@ pub struct MemoryConfig {
     /// A file holding the secret that keys the value and credential hashes, so that replicas
     /// agree; unset: a random key per process.
     pub hash_key_file: Option<PathBuf>,
+    /// Where the memory lives: this process (`local`), or a Redis or Valkey that replicas
+    /// share (`redis`), with this process's memory in front as cache and fallback.
+    pub backend: MemoryBackend,
+    /// `redis://[user:password@]host:port[/db]`, `rediss://` for TLS, or
+    /// `redis+unix:///path`.
+    pub redis_url: Option<String>,
+    /// A file holding the store's password (a mounted Secret); it overrides the URL's.
+    pub redis_password_file: Option<PathBuf>,
+    /// Prefix of every key driftwatch writes in the store.
+    pub redis_key_prefix: String,
+    /// Milliseconds a replace write waits, at most, for the store's copy of its resource.
+    pub redis_deadline_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryBackend {
+    #[default]
+    Local,
+    Redis,
 }
 
 impl Default for MemoryConfig {
@@ -221,6 +241,11 @@ impl Default for MemoryConfig {
             field_map: HashMap::new(),
             resources: HashMap::new(),
             hash_key_file: None,
+            backend: MemoryBackend::Local,
+            redis_url: None,
+            redis_password_file: None,
+            redis_key_prefix: "driftwatch:".into(),
+            redis_deadline_ms: 5,
         }
     }
 }

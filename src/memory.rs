@@ -18,6 +18,8 @@ use serde_json::Value;
 
 use crate::finding::Evidence;
 
+mod wire;
+
 /// Fields remembered per resource, at most: the bound must hold whatever a response carries.
 pub const MAX_FIELDS: usize = 256;
 
@@ -154,6 +156,16 @@ impl HashKey {
         }
     }
 
+    /// The name of `key` in a shared store: a keyed 128-bit hash of the resource and its scope,
+    /// so the store sees neither path values nor credentials, and every name has one length.
+    pub fn store_id(&self, key: &Key) -> u128 {
+        use siphasher::sip128::{Hasher128, SipHasher13};
+        let mut h = SipHasher13::new_with_keys(self.0, self.1);
+        h.write_u64(key.scope);
+        h.write(key.path.as_bytes());
+        h.finish128().as_u128()
+    }
+
     /// The credential scope of a request: a hash of the credential header's value, 0 without
     /// one.
     pub fn scope(&self, credential: Option<&str>) -> u64 {
@@ -193,9 +205,18 @@ impl Memory {
         }
     }
 
-    /// Record the top-level fields of a GET's JSON object body.
-    pub fn remember(&self, key: Key, request_id: &str, at: SystemTime, body: &Value) {
-        let Value::Object(map) = body else { return };
+    /// Record the top-level fields of a GET's JSON object body; the snapshot kept, for a
+    /// shared store to keep too.
+    pub fn remember(
+        &self,
+        key: Key,
+        request_id: &str,
+        at: SystemTime,
+        body: &Value,
+    ) -> Option<Arc<Snapshot>> {
+        let Value::Object(map) = body else {
+            return None;
+        };
         let kept = || map.iter().take(MAX_FIELDS);
         let mut names = String::with_capacity(kept().map(|(name, _)| name.len()).sum());
         let fields = kept()
@@ -214,6 +235,25 @@ impl Memory {
             names,
             fields,
         });
+        self.keep(key, snapshot.clone());
+        Some(snapshot)
+    }
+
+    /// Keep a snapshot another replica took (from a shared store), unless the one held here
+    /// is newer: the latest GET of the resource is the one to compare a write with.
+    pub fn offer(&self, key: Key, snapshot: Snapshot) {
+        let held = self.peek(&key).map(|s| s.at);
+        if held.is_none_or(|at| at < snapshot.at) {
+            self.keep(key, Arc::new(snapshot));
+        }
+    }
+
+    fn peek(&self, key: &Key) -> Option<Arc<Snapshot>> {
+        let resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+        resources.peek(key).cloned()
+    }
+
+    fn keep(&self, key: Key, snapshot: Arc<Snapshot>) {
         let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((evicted, _)) = resources.push(key.clone(), snapshot)
             && evicted != key
@@ -247,6 +287,18 @@ impl Memory {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop(key)
+    }
+
+    /// Forget the pending clear of `write_request_id` on `key`, now that a shared store holds
+    /// it: whichever replica sees the next GET confirms it, once.
+    pub fn hand_over_pending(&self, key: &Key, write_request_id: &str) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending
+            .peek(key)
+            .is_some_and(|p| p.write_request_id == write_request_id)
+        {
+            pending.pop(key);
+        }
     }
 
     /// Resources remembered now.

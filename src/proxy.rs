@@ -18,6 +18,7 @@ mod reload;
 mod server;
 mod source;
 mod stall;
+mod store;
 mod tee;
 mod upstream;
 mod vet;
@@ -30,6 +31,7 @@ use prometheus_client::registry::Registry;
 pub use error::{Fault, ProxyError, StartError};
 pub use server::run;
 pub use source::{Source, fetch};
+pub use store::Health as StoreHealth;
 pub use upstream::{client, read_certs, read_key};
 
 use crate::revision::Revision;
@@ -51,6 +53,8 @@ pub struct Sidecar {
     pub recent: Arc<Recent>,
     /// The last GET of each resource, for silent-clear detection.
     pub memory: crate::memory::Memory,
+    /// The store replicas share the memory through (`memory.backend = "redis"`), if any.
+    store: Option<store::Store>,
     /// `replace_will_drop_field` reported so far: each write and field once.
     reported: crate::audit::ReportedOnce,
     /// Held while a reload runs, so that two never race; holds the spec URL's last `ETag`.
@@ -77,6 +81,17 @@ impl Sidecar {
         metrics.spec_loaded(true);
         metrics.spec_changes(0, 0, 0);
         metrics.prepare(&revision.contract);
+        let store = match &settings.memory.shared {
+            Some(shared) => Some(
+                store::Store::start(shared, &settings.memory, &mut registry).map_err(|e| {
+                    StartError::Store {
+                        url: shared.shown.clone(),
+                        reason: e.to_string(),
+                    }
+                })?,
+            ),
+            None => None,
+        };
         let events =
             EventLog::open(&settings.events.output).map_err(|source| StartError::Events {
                 output: settings.events.output.clone(),
@@ -92,6 +107,7 @@ impl Sidecar {
                 settings.memory.ttl,
                 settings.memory.hash_key,
             ),
+            store,
             reported: Default::default(),
             late: late::LateTasks::new(),
             reloading: Default::default(),
@@ -111,6 +127,11 @@ impl Sidecar {
     pub fn with_etag(mut self, tag: Option<String>) -> Sidecar {
         self.reloading = tokio::sync::Mutex::new(tag);
         self
+    }
+
+    /// The shared memory store's health, for `/readyz`; `None` with the local backend.
+    pub fn store_health(&self) -> Option<Arc<StoreHealth>> {
+        self.store.as_ref().map(|s| s.health.clone())
     }
 
     /// The spec in force. A request takes it once and keeps it to its end.

@@ -16,7 +16,8 @@ use http::HeaderName;
 pub use upstream::Upstream;
 
 use crate::config::{
-    AdminConfig, AuditConfig, Config, ConfigError, Layers, Origin, Origins, UpstreamTlsConfig,
+    AdminConfig, AuditConfig, Config, ConfigError, Layers, MemoryBackend, Origin, Origins,
+    UpstreamTlsConfig,
 };
 use crate::contract::{ContractOptions, WriteSemantics};
 use crate::finding::Blame;
@@ -116,6 +117,28 @@ pub struct MemorySettings {
     pub field_map: HashMap<String, HashMap<String, String>>,
     /// Keys the value and credential hashes (`memory.hash_key_file`, else random).
     pub hash_key: HashKey,
+    /// The store replicas share (`memory.backend = "redis"`), if any.
+    pub shared: Option<SharedStore>,
+}
+
+/// A Redis or Valkey that replicas share the memory through.
+#[derive(Clone)]
+pub struct SharedStore {
+    pub url: redis::ConnectionInfo,
+    /// The URL as the operator may see it: its password left out.
+    pub shown: String,
+    pub key_prefix: String,
+    pub deadline: Duration,
+}
+
+impl std::fmt::Debug for SharedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedStore")
+            .field("url", &self.shown)
+            .field("key_prefix", &self.key_prefix)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
 }
 
 impl Default for Settings {
@@ -243,6 +266,7 @@ impl Settings {
             scope_header: header("memory.scope_header", &c.memory.scope_header)?,
             field_map: c.memory.field_map.clone(),
             hash_key: hash_key(c, &fail)?,
+            shared: shared_store(c, &fail)?,
         };
         Ok(Settings {
             spec: spec(c, &fail)?,
@@ -269,6 +293,53 @@ fn hash_key(c: &Config, fail: &Fail<'_>) -> Result<HashKey, ConfigError> {
         path,
         fail,
     )?))
+}
+
+/// The shared store of `memory.backend = "redis"`: its URL checked, its password read.
+fn shared_store(c: &Config, fail: &Fail<'_>) -> Result<Option<SharedStore>, ConfigError> {
+    use redis::IntoConnectionInfo;
+    let m = &c.memory;
+    if m.backend == MemoryBackend::Local {
+        return Ok(None);
+    }
+    let Some(url) = &m.redis_url else {
+        return Err(fail(
+            "memory.redis_url",
+            "memory.backend = \"redis\" needs the store's URL (redis://host:6379)".into(),
+        ));
+    };
+    if m.hash_key_file.is_none() {
+        return Err(fail(
+            "memory.hash_key_file",
+            "replicas sharing a memory must share its hash key: give each the same secret file"
+                .into(),
+        ));
+    }
+    if m.redis_deadline_ms == 0 {
+        return Err(fail("memory.redis_deadline_ms", "must be positive".into()));
+    }
+    let mut parsed = url::Url::parse(url).map_err(|e| fail("memory.redis_url", e.to_string()))?;
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("****"));
+    }
+    let shown = parsed.to_string();
+    let mut info = url
+        .as_str()
+        .into_connection_info()
+        .map_err(|e| fail("memory.redis_url", format!("{shown}: {e}")))?;
+    if let Some(path) = &m.redis_password_file {
+        let password = secret_file("memory.redis_password_file", path, fail)?;
+        let password = String::from_utf8(password)
+            .map_err(|_| fail("memory.redis_password_file", "is not UTF-8 text".into()))?;
+        let redis = info.redis_settings().clone().set_password(password);
+        info = info.set_redis_settings(redis);
+    }
+    Ok(Some(SharedStore {
+        url: info,
+        shown,
+        key_prefix: m.redis_key_prefix.clone(),
+        deadline: Duration::from_millis(m.redis_deadline_ms),
+    }))
 }
 
 /// The bearer token from `admin.token_file`, if set.

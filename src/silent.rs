@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::contract::{Operation, WriteSemantics};
 use crate::finding::{Evidence, Finding, Kind, Severity};
-use crate::memory::{Key, Memory, Pending, is_empty};
+use crate::memory::{Key, Memory, Pending, Snapshot, is_empty};
 
 /// The memory key of a request to `op`: its resource's name, the path parameter values the
 /// audit routed with (so a GET and a write on different templates meet when mapped), and the
@@ -99,7 +99,8 @@ impl Tracker<'_> {
     }
 
     /// After a response: remember a GET, and confirm clears a forwarded write left pending
-    /// (from the write's own response or the next GET). Returns confirmed `silent_clear`s.
+    /// (from the write's own response or the next GET). What it did to the memory comes back,
+    /// for a store shared by replicas to mirror.
     #[allow(clippy::too_many_arguments)]
     pub fn after_response(
         &self,
@@ -110,9 +111,10 @@ impl Tracker<'_> {
         status: u16,
         body: Option<&Value>,
         at_risk: AtRisk,
-    ) -> Vec<Finding> {
+    ) -> Outcome {
+        let mut outcome = Outcome::default();
         if !(200..300).contains(&status) {
-            return Vec::new();
+            return outcome;
         }
         if op.write == WriteSemantics::Replace && !at_risk.is_empty() {
             let pending = Pending {
@@ -120,31 +122,57 @@ impl Tracker<'_> {
                 write_request_id: request_id.to_string(),
                 fields: at_risk,
             };
-            let confirmed = body.map(|b| confirm(&pending, b, op)).unwrap_or_default();
-            if confirmed.is_empty() {
-                self.memory.expect_clear(key.clone(), pending);
+            let shows_empty = |read: &str| body.and_then(|b| b.get(read)).is_some_and(is_empty);
+            outcome.confirmed = confirm(&pending, shows_empty, op);
+            if outcome.confirmed.is_empty() {
+                self.memory.expect_clear(key.clone(), pending.clone());
+                outcome.left = Some(pending);
             }
-            return confirmed;
+            return outcome;
         }
         if op.remembers && op.method == "GET" {
-            let Some(body) = body else { return Vec::new() };
-            let confirmed = match self.memory.take_pending(key) {
-                Some(pending) => confirm(&pending, body, op),
-                None => Vec::new(),
-            };
-            self.memory.remember(key.clone(), request_id, at, body);
-            return confirmed;
+            let Some(body) = body else { return outcome };
+            if let Some(pending) = self.memory.take_pending(key) {
+                let shows_empty = |read: &str| body.get(read).is_some_and(is_empty);
+                outcome.confirmed = confirm(&pending, shows_empty, op);
+                outcome.took = Some(pending.write_request_id);
+            }
+            outcome.remembered = self.memory.remember(key.clone(), request_id, at, body);
         }
-        Vec::new()
+        outcome
     }
 }
 
+/// What a response did to the memory.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// `silent_clear`s it confirmed.
+    pub confirmed: Vec<Finding>,
+    /// The snapshot a GET left.
+    pub remembered: Option<std::sync::Arc<Snapshot>>,
+    /// The write whose pending clear a GET took (confirmed or not).
+    pub took: Option<String>,
+    /// The clear a write left pending, for the next GET to confirm.
+    pub left: Option<Pending>,
+}
+
+/// `silent_clear` for a pending clear that another replica left, seen in `snapshot`: the
+/// snapshot this replica just took of the resource, so the GET's body is not read twice.
+pub fn confirm_from(pending: &Pending, snapshot: &Snapshot, seen_by: &Operation) -> Vec<Finding> {
+    let shows_empty = |read: &str| snapshot.field(read).is_some_and(|f| f.empty);
+    confirm(pending, shows_empty, seen_by)
+}
+
 /// `silent_clear` for each pending field the resource now shows empty.
-fn confirm(pending: &Pending, body: &Value, seen_by: &Operation) -> Vec<Finding> {
+fn confirm(
+    pending: &Pending,
+    shows_empty: impl Fn(&str) -> bool,
+    seen_by: &Operation,
+) -> Vec<Finding> {
     pending
         .fields
         .iter()
-        .filter(|(read, _, _)| body.get(read).is_some_and(is_empty))
+        .filter(|(read, _, _)| shows_empty(read))
         .map(|(read, write, evidence)| {
             let mut evidence = evidence.clone();
             evidence.write_request_id = Some(pending.write_request_id.clone());

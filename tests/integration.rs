@@ -29,6 +29,7 @@ mod integration {
     pub mod real_specs;
     pub mod reload;
     pub mod responses;
+    pub mod shared_memory;
     pub mod sidecar;
     pub mod silent_clears;
     pub mod spec_loading;

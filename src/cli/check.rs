@@ -165,15 +165,19 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     .body
                     .as_deref()
                     .and_then(|b| serde_json::from_slice(b).ok());
-                findings.extend(tracker.after_response(
-                    op,
-                    &key,
-                    &request_id,
-                    at,
-                    response.status,
-                    body.as_ref(),
-                    at_risk,
-                ));
+                findings.extend(
+                    tracker
+                        .after_response(
+                            op,
+                            &key,
+                            &request_id,
+                            at,
+                            response.status,
+                            body.as_ref(),
+                            at_risk,
+                        )
+                        .confirmed,
+                );
             }
         }
         if let (Some(op), Some(response)) = (audited.operation, &exchange.response) {

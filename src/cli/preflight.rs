@@ -53,6 +53,13 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
             "  memory    at most {} resources for {:?}",
             memory.max_entries, memory.ttl
         )?;
+        if let Some(shared) = &memory.shared {
+            writeln!(
+                out,
+                "            shared through {} (keys {}*, a write waits {:?} at most)",
+                shared.shown, shared.key_prefix, shared.deadline
+            )?;
+        }
     } else {
         writeln!(out, "  memory    off")?;
     }

@@ -178,6 +178,9 @@ pub async fn serve(
         mode: sidecar.settings.policy.mode,
         revisions: sidecar.clone(),
         token: sidecar.settings.admin_token.clone(),
+        ready_detail: sidecar
+            .store_health()
+            .map(|health| Arc::new(move || health.line()) as Arc<dyn Fn() -> String + Send + Sync>),
     };
     let admin_task = tokio::spawn(crate::admin::serve(admin, Arc::new(handle)));
     let served = crate::proxy::run(proxy, sidecar, shutdown).await;

@@ -12,7 +12,7 @@ use super::Sidecar;
 use super::forward::BodyRead;
 use super::record::Ledger;
 use crate::audit::audit;
-use crate::contract::Operation;
+use crate::contract::{Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::memory::Key;
 use crate::request::{Headers, RequestView};
@@ -65,7 +65,6 @@ pub(super) fn check<'c>(
     if truncated {
         s.metrics.limit_hit("findings_per_request");
     }
-    let mut at_risk = AtRisk::default();
     if let Some(op) = operation {
         // Parts of its spec were skipped at load: what they would have checked was not.
         for reason in &op.skipped {
@@ -73,13 +72,6 @@ pub(super) fn check<'c>(
         }
         for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
             f.operation = Some(op.id.clone());
-        }
-        if let Some(key) = &memory_key {
-            let tracker = Tracker {
-                memory: &s.memory,
-                field_maps: &s.settings.memory.field_map,
-            };
-            at_risk = tracker.before_write(op, key, SystemTime::now(), &mut findings);
         }
     }
     if !findings.is_empty() && s.settings.events.log_values {
@@ -89,8 +81,35 @@ pub(super) fn check<'c>(
     ledger.findings = findings;
     Pending {
         memory_key,
-        at_risk,
+        at_risk: AtRisk::default(),
     }
+}
+
+/// A replace write that omits fields, compared with the last GET of its resource: asked of
+/// the shared store first (within its deadline) where replicas share one, so a GET through
+/// another replica counts; then this replica's memory, which holds the newer of the two.
+pub(super) async fn compare_with_last_get(
+    s: &Sidecar,
+    ledger: &mut Ledger<'_>,
+    pending: &mut Pending,
+) {
+    let (Some(op), Some(key)) = (ledger.operation, &pending.memory_key) else {
+        return;
+    };
+    let omits = |f: &Finding| f.kind == Kind::OmittedOnReplace;
+    if op.write != WriteSemantics::Replace || !ledger.findings.iter().any(omits) {
+        return;
+    }
+    if let Some(store) = &s.store
+        && let Some(snapshot) = store.recall(key).await
+    {
+        s.memory.offer(key.clone(), snapshot);
+    }
+    let tracker = Tracker {
+        memory: &s.memory,
+        field_maps: &s.settings.memory.field_map,
+    };
+    pending.at_risk = tracker.before_write(op, key, SystemTime::now(), &mut ledger.findings);
 }
 
 /// The operation, findings, memory key, and whether findings were left out.

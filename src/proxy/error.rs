@@ -130,6 +130,11 @@ pub enum StartError {
         thread: usize,
         source: std::io::Error,
     },
+    /// The shared memory store's URL cannot make a client (a TLS URL without TLS support, a
+    /// bad address): fix `memory.redis_url`. A store that is down is no error: the sidecar
+    /// starts on its own memory and connects when the store is back.
+    #[error("memory.redis_url `{url}`: {reason}")]
+    Store { url: String, reason: String },
     #[error("events.output `{output}`: {source}")]
     Events {
         output: crate::sink::EventOutput,

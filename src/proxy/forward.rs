@@ -19,7 +19,7 @@ use hyper::body::Incoming;
 
 use super::Sidecar;
 use super::body::{Captured, UpstreamBody, capture};
-use super::check::{Pending, check};
+use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
 use super::headers::strip_hop_by_hop;
 use super::late::{Copied, Late, LateTasks, Remember};
@@ -78,7 +78,8 @@ async fn stages<'c>(
 ) -> Result<Reply, ProxyError> {
     vet(&parts)?;
     let (read, forward) = read(s, &parts, body).await?;
-    let pending = check(s, rev, &parts, &read, ledger);
+    let mut pending = check(s, rev, &parts, &read, ledger);
+    compare_with_last_get(s, ledger, &mut pending).await;
     if let Some(refused) = decide(s, ledger) {
         return Ok(refused);
     }

@@ -20,7 +20,7 @@ pub(super) use super::tee::Copied;
 use crate::audit::audit_response;
 use crate::encoding::{Undecoded, decode};
 use crate::finding::Finding;
-use crate::memory::Key;
+use crate::memory::{Key, Pending, Snapshot};
 use crate::response::ResponseView;
 use crate::silent::{AtRisk, Tracker};
 use crate::sink::{Event, EventFinding};
@@ -131,6 +131,7 @@ fn work(rx: &Mutex<Receiver<Job>>, in_flight: &InFlight) {
 
 /// The request's side of an event raised after the response: header values and the URI share
 /// the request's buffers (a clone is a reference count), text is made only for an event.
+#[derive(Clone)]
 pub(super) struct LateMeta {
     pub tool: Option<http::HeaderValue>,
     pub traceparent: Option<http::HeaderValue>,
@@ -167,7 +168,7 @@ impl Late {
 
     /// Run with the body copy, however the body ended: without one, the status and media
     /// type are still audited and a write's pending clear is still armed.
-    pub fn run(self, copy: Copied) {
+    pub fn run(mut self, copy: Copied) {
         let s = &self.s;
         let rev = self.rev.clone();
         let Some(op) = rev.contract.operation(&self.op_id) else {
@@ -190,21 +191,8 @@ impl Late {
             findings = audit_response(&rev.contract, op, &view);
             s.reported.retain_new(&mut findings);
         }
-        if let Some(remember) = self.remember {
-            let tracker = Tracker {
-                memory: &s.memory,
-                field_maps: &s.settings.memory.field_map,
-            };
-            findings.extend(tracker.after_response(
-                op,
-                &remember.key,
-                &self.request_id,
-                SystemTime::now(),
-                self.status,
-                json.as_ref(),
-                remember.at_risk,
-            ));
-            s.metrics.memory(s.memory.len(), s.memory.evictions());
+        if let Some(remember) = self.remember.take() {
+            findings.extend(self.memory(op, &rev, remember, json.as_ref()));
         }
         if !findings.is_empty() {
             let revision = rev.spec.revision.clone();
@@ -220,6 +208,45 @@ impl Late {
             );
         }
         s.metrics.response_checked();
+    }
+
+    /// The memory's part: remember a GET, confirm a clear left pending, and mirror both in the
+    /// store replicas share. Returns the `silent_clear`s confirmed here.
+    fn memory(
+        &self,
+        op: &crate::contract::Operation,
+        rev: &Arc<super::Revision>,
+        remember: Remember,
+        json: Option<&serde_json::Value>,
+    ) -> Vec<Finding> {
+        let s = &self.s;
+        let tracker = Tracker {
+            memory: &s.memory,
+            field_maps: &s.settings.memory.field_map,
+        };
+        let outcome = tracker.after_response(
+            op,
+            &remember.key,
+            &self.request_id,
+            SystemTime::now(),
+            self.status,
+            json,
+            remember.at_risk,
+        );
+        if let Some(store) = &s.store {
+            let heard = Heard {
+                s: s.clone(),
+                rev: rev.clone(),
+                op_id: self.op_id.clone(),
+                request_id: self.request_id.clone(),
+                meta: self.meta.clone(),
+                status: self.status,
+            };
+            let done = (outcome.remembered, outcome.took, outcome.left);
+            share(store, s, remember.key, done, heard);
+        }
+        s.metrics.memory(s.memory.len(), s.memory.evictions());
+        outcome.confirmed
     }
 
     /// The decoded body, or `None` with the reason it is not read counted.
@@ -238,6 +265,63 @@ impl Late {
         };
         self.s.metrics.unaudited(reason);
         None
+    }
+}
+
+/// What a GET's response work did to the memory, mirrored in the store replicas share: the
+/// snapshot it took (a pending clear another replica left comes back to `heard`), the write's
+/// pending clear (forgotten here once the store holds it).
+fn share(
+    store: &super::store::Store,
+    s: &Arc<Sidecar>,
+    key: Key,
+    (remembered, took, left): (Option<Arc<Snapshot>>, Option<String>, Option<Pending>),
+    heard: Heard,
+) {
+    if let Some(snapshot) = remembered {
+        let then = Box::new(move |pending: Pending, snapshot: &Snapshot| {
+            heard.confirm(&pending, snapshot)
+        });
+        store.remember(&key, snapshot, took, then);
+    }
+    if let Some(pending) = left {
+        let (s, write, held) = (s.clone(), pending.write_request_id.clone(), key.clone());
+        let then = Box::new(move || s.memory.hand_over_pending(&held, &write));
+        store.leave(&key, pending, then);
+    }
+}
+
+/// A GET's context, for a clear another replica left that this GET confirms.
+struct Heard {
+    s: Arc<Sidecar>,
+    rev: Arc<super::Revision>,
+    op_id: String,
+    request_id: String,
+    meta: LateMeta,
+    status: u16,
+}
+
+impl Heard {
+    fn confirm(self, pending: &Pending, snapshot: &Snapshot) {
+        let Some(op) = self.rev.contract.operation(&self.op_id) else {
+            return;
+        };
+        let findings = crate::silent::confirm_from(pending, snapshot, op);
+        if findings.is_empty() {
+            return;
+        }
+        let path = self.s.path_text(&self.rev.contract, self.meta.uri.path());
+        let revision = self.rev.spec.revision.clone();
+        let meta = (self.meta, path);
+        record(
+            &self.s,
+            op,
+            revision,
+            self.request_id,
+            meta,
+            self.status,
+            findings,
+        );
     }
 }
 

@@ -135,6 +135,9 @@ pub(super) async fn drain(s: &Sidecar, graceful: GracefulShutdown) {
     let drained = async {
         graceful.shutdown().await;
         s.late.idle().await;
+        if let Some(store) = &s.store {
+            store.flushed().await;
+        }
     };
     if tokio::time::timeout(drain, drained).await.is_err() {
         tracing::warn!("drain deadline of {drain:?} reached with requests still in flight");

@@ -13,28 +13,28 @@ use super::sidecar::{admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, Recorded};
 use super::util::eventually;
 
-async fn demo_api() -> SocketAddr {
+pub async fn demo_api() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(driftwatch::demo::api::serve(listener));
     addr
 }
 
-fn get(path: &str, auth: &str, rid: &str) -> Vec<u8> {
+pub fn get(path: &str, auth: &str, rid: &str) -> Vec<u8> {
     format!(
         "GET {path} HTTP/1.1\r\nhost: x\r\nauthorization: {auth}\r\nx-request-id: {rid}\r\n\r\n"
     )
     .into_bytes()
 }
 
-fn put(path: &str, auth: &str, rid: &str, body: &Value) -> Vec<u8> {
+pub fn put(path: &str, auth: &str, rid: &str, body: &Value) -> Vec<u8> {
     let body = body.to_string();
     format!("PUT {path} HTTP/1.1\r\nhost: x\r\nauthorization: {auth}\r\nx-request-id: {rid}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
 }
 
 /// What the agent's stale tool sends back: the channel it read, without id, uniqueId and
 /// graphicsElementIds, renamed.
-fn stale_body(read: &Value) -> Value {
+pub fn stale_body(read: &Value) -> Value {
     let mut body = read.clone();
     let map = body.as_object_mut().unwrap();
     for key in ["id", "uniqueId", "graphicsElementIds"] {
@@ -63,7 +63,7 @@ async fn responses_checked(admin: SocketAddr, n: f64) {
 
 /// The kinds of the findings recorded for request `rid` (all its events), waiting (bounded) for
 /// `until` to appear when given.
-async fn kinds_of(admin: SocketAddr, rid: &str, until: Option<&str>) -> Vec<(String, String)> {
+pub async fn kinds_of(admin: SocketAddr, rid: &str, until: Option<&str>) -> Vec<(String, String)> {
     eventually(&format!("`{until:?}` for {rid}"), || async {
         let events = admin_get(admin, "/findings").await.json();
         let mut found: Vec<(String, String)> = Vec::new();
@@ -106,7 +106,7 @@ async fn read_then_stale_put(
     (read, resp)
 }
 
-fn pair(kind: &str, field: &str) -> (String, String) {
+pub fn pair(kind: &str, field: &str) -> (String, String) {
     (kind.into(), field.into())
 }
 

@@ -1,0 +1,213 @@
+//! The memory's entries as bytes, for a store that replicas share (`memory.backend = "redis"`).
+//! JSON, so that `redis-cli GET` shows what is kept: field names, emptiness and keyed hashes,
+//! never a value. A store is another process: what comes back is checked before use, and an
+//! entry that does not hold together is refused (read as absent), never trusted to index a
+//! string.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::{FieldState, MAX_FIELDS, Pending, Snapshot};
+use crate::finding::Evidence;
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotWire<'a> {
+    /// The GET's request id.
+    #[serde(borrow)]
+    r: Cow<'a, str>,
+    /// When it was seen, in milliseconds since the epoch.
+    t: u64,
+    /// Every field's name, one after the other.
+    #[serde(borrow)]
+    n: Cow<'a, str>,
+    /// Per field: where its name ends in `n`, whether it was empty, its value's hash.
+    f: Vec<(usize, bool, u64)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PendingWire<'a> {
+    #[serde(borrow)]
+    o: Cow<'a, str>,
+    #[serde(borrow)]
+    w: Cow<'a, str>,
+    /// Per field: read name, write name, the GET's request id, its time (ms), the value hash.
+    f: Vec<(String, String, String, u64, String)>,
+}
+
+fn millis(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn time(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+impl Snapshot {
+    pub fn encode(&self) -> Vec<u8> {
+        let wire = SnapshotWire {
+            r: Cow::Borrowed(&self.request_id),
+            t: millis(self.at),
+            n: Cow::Borrowed(&self.names),
+            f: self
+                .fields
+                .iter()
+                .map(|f| (f.name_end, f.empty, f.hash))
+                .collect(),
+        };
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    /// A snapshot from [`Snapshot::encode`]'s bytes; `None` if they are not one.
+    pub fn decode(bytes: &[u8]) -> Option<Snapshot> {
+        let wire: SnapshotWire = serde_json::from_slice(bytes).ok()?;
+        let names = wire.n.into_owned();
+        let mut start = 0;
+        let mut fields = Vec::with_capacity(wire.f.len().min(MAX_FIELDS));
+        for (name_end, empty, hash) in wire.f {
+            let fits = start <= name_end && name_end <= names.len();
+            if !fits || !names.is_char_boundary(name_end) || fields.len() == MAX_FIELDS {
+                return None;
+            }
+            start = name_end;
+            fields.push(FieldState {
+                name_end,
+                empty,
+                hash,
+            });
+        }
+        Some(Snapshot {
+            request_id: wire.r.into_owned(),
+            at: time(wire.t),
+            names,
+            fields,
+        })
+    }
+}
+
+impl Pending {
+    pub fn encode(&self) -> Vec<u8> {
+        let wire = PendingWire {
+            o: Cow::Borrowed(&self.operation),
+            w: Cow::Borrowed(&self.write_request_id),
+            f: self
+                .fields
+                .iter()
+                .map(|(read, write, e)| {
+                    let (id, at) = (e.read_request_id.clone(), millis(e.read_at));
+                    (read.clone(), write.clone(), id, at, e.value_hash.clone())
+                })
+                .collect(),
+        };
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    /// A pending clear from [`Pending::encode`]'s bytes; `None` if they are not one.
+    pub fn decode(bytes: &[u8]) -> Option<Pending> {
+        let wire: PendingWire = serde_json::from_slice(bytes).ok()?;
+        if wire.f.len() > MAX_FIELDS {
+            return None;
+        }
+        let fields = wire
+            .f
+            .into_iter()
+            .map(|(read, write, read_request_id, at, value_hash)| {
+                let evidence = Evidence {
+                    read_request_id,
+                    read_at: time(at),
+                    value_hash,
+                    write_request_id: None,
+                };
+                (read, write, evidence)
+            })
+            .collect();
+        Some(Pending {
+            operation: wire.o.into_owned(),
+            write_request_id: wire.w.into_owned(),
+            fields,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{HashKey, Key, Memory};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_snapshot_and_a_pending_clear_come_back_as_they_went_and_never_carry_a_value() {
+        let m = Memory::new(4, Duration::from_secs(60), HashKey::random());
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_000_000_123);
+        let body = json!({"name": "Retro TV", "ids": [3, 7], "ünï": "", "x": null});
+        let key = Key {
+            path: "getChannel:7".into(),
+            scope: 9,
+        };
+        let snapshot = m.remember(key, "g1", at, &body).unwrap();
+        let bytes = snapshot.encode();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(!text.contains("Retro"), "no value in {text}");
+        let back = Snapshot::decode(&bytes).unwrap();
+        assert_eq!((back.request_id.as_str(), back.at), ("g1", at));
+        let fields = |s: &Snapshot| -> Vec<(String, bool, u64)> {
+            s.fields()
+                .map(|(n, f)| (n.to_string(), f.empty, f.hash))
+                .collect()
+        };
+        assert_eq!(fields(&back), fields(&snapshot));
+
+        let evidence = Evidence {
+            read_request_id: "g1".into(),
+            read_at: at,
+            value_hash: "00ff".into(),
+            write_request_id: None,
+        };
+        let pending = Pending {
+            operation: "updateChannel".into(),
+            write_request_id: "w1".into(),
+            fields: vec![("ids".into(), "graphicsElementIds".into(), evidence.clone())],
+        };
+        let back = Pending::decode(&pending.encode()).unwrap();
+        assert_eq!(
+            (back.operation.as_str(), back.write_request_id.as_str()),
+            ("updateChannel", "w1")
+        );
+        assert_eq!(back.fields, pending.fields);
+    }
+
+    #[test]
+    fn entries_that_do_not_hold_together_are_refused() {
+        let refused = [
+            &br#"{"r":"g","t":1,"n":"ab","f":[[3,false,1]]}"#[..],
+            br#"{"r":"g","t":1,"n":"ab","f":[[2,false,1],[1,false,2]]}"#,
+            br#"{"r":"g","t":1,"n":"\u00e9","f":[[1,false,1]]}"#,
+            br#"{"r":"g","t":1,"n":"ab"}"#,
+            b"not json",
+            b"",
+        ];
+        for bytes in refused {
+            assert!(
+                Snapshot::decode(bytes).is_none(),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let wide = (1..=MAX_FIELDS + 1).map(|i| format!("[{i},false,0]"));
+        let wide = format!(
+            r#"{{"r":"g","t":1,"n":"{}","f":[{}]}}"#,
+            "a".repeat(MAX_FIELDS + 1),
+            wide.collect::<Vec<_>>().join(",")
+        );
+        assert!(
+            Snapshot::decode(wide.as_bytes()).is_none(),
+            "past MAX_FIELDS"
+        );
+        assert!(
+            Snapshot::decode(br#"{"r":"g","t":1,"n":"ab","f":[[1,true,1],[2,false,2]]}"#).is_some()
+        );
+        assert!(Pending::decode(br#"{"o":"u","w":"w"}"#).is_none());
+    }
+}

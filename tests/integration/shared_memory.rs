@@ -1,0 +1,437 @@
+//! The silent-clear memory shared by replicas (`memory.backend = "redis"`), against a real
+//! `redis-server` on a free loopback port: two sidecars in front of one API, the GET through
+//! one and the erasing PUT through the other; the store paused, killed and started again; and
+//! the bound on what the store holds.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use driftwatch::config::{Config, MemoryBackend};
+use driftwatch::policy::Mode;
+use serde_json::{Value, json};
+
+use super::sidecar::{Running, admin_get, config, raw, sample, scrape, start};
+use super::silent_clears::{demo_api, get, kinds_of, pair, put, stale_body};
+use super::upstream::{self, Recorded};
+use super::util::eventually;
+
+/// A `redis-server` of its own: no persistence, loopback only, killed on drop.
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        RedisServer::start_on(port)
+    }
+
+    fn start_on(port: u16) -> RedisServer {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's redis-server package; .ci/run installs it)");
+        RedisServer { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    async fn client(&self) -> redis::aio::MultiplexedConnection {
+        let client = redis::Client::open(self.url()).unwrap();
+        eventually("redis-server to answer", || async {
+            client.get_multiplexed_async_connection().await.ok()
+        })
+        .await
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    fn kill(mut self) -> u16 {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.port
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One secret file per test, so the replicas' hashes agree.
+fn hash_key(test: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("driftwatch-{}-{test}.key", std::process::id()));
+    std::fs::write(&path, "a secret the replicas share").unwrap();
+    path
+}
+
+fn replica(api: SocketAddr, redis: &RedisServer, key: &Path, mode: Mode) -> Config {
+    config(&format!("http://{api}"), |c| {
+        c.memory.backend = MemoryBackend::Redis;
+        c.memory.redis_url = Some(redis.url());
+        c.memory.hash_key_file = Some(key.to_path_buf());
+        c.proxy.mode = mode;
+    })
+}
+
+async fn metric(dw: &Running, series: &str) -> f64 {
+    sample(&scrape(dw.admin).await, series)
+}
+
+/// Wait until the replica's writes have left the store holding `n` entries.
+async fn stored(dw: &Running, n: f64) {
+    eventually(&format!("the store to hold {n} entries"), || async {
+        (metric(dw, "driftwatch_memory_store_entries").await >= n).then_some(())
+    })
+    .await;
+}
+
+async fn store_up(dw: &Running, up: f64) {
+    eventually(&format!("driftwatch_memory_store_up {up}"), || async {
+        (metric(dw, "driftwatch_memory_store_up").await == up).then_some(())
+    })
+    .await;
+}
+
+/// Alice reads channel 7 through `a` (request `rid_get`) and, once the store holds it, writes
+/// it back through `b` with the stale tool (request `rid_put`).
+async fn get_here_put_there(
+    a: &Running,
+    b: &Running,
+    (rid_get, rid_put): (&str, &str),
+) -> (Value, u16) {
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", rid_get))
+        .await
+        .json();
+    stored(a, 1.0).await;
+    let body = stale_body(&read);
+    let resp = raw(
+        b.addr,
+        &put("/api/v1/channels/7", "Bearer alice", rid_put, &body),
+    )
+    .await;
+    (read, resp.status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_through_one_replica_arms_the_put_through_another() {
+    let redis = RedisServer::start();
+    redis.client().await;
+    let key = hash_key("arms");
+    let api = demo_api().await;
+    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let b = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let (read, status) = get_here_put_there(&a, &b, ("g1", "p1")).await;
+    assert_eq!(read["graphicsElementIds"], json!([3, 7]));
+    assert_eq!(status, 200, "observe mode forwards it");
+    assert_eq!(
+        kinds_of(b.admin, "p1", Some("silent_clear")).await,
+        [
+            pair("silent_clear_risk", "/graphicsElementIds"),
+            pair("silent_clear", "/graphicsElementIds")
+        ]
+    );
+    let events = admin_get(b.admin, "/findings?kind=silent_clear")
+        .await
+        .json();
+    let evidence = &events["events"][0]["findings"][0]["evidence"];
+    assert_eq!(
+        (&evidence["read_request_id"], &evidence["write_request_id"]),
+        (&json!("g1"), &json!("p1"))
+    );
+    // Another user's GET arms nothing: the credential scope is part of the store's key.
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer bob", "g2"))
+        .await
+        .json();
+    stored(&a, 2.0).await;
+    let body = stale_body(&read);
+    raw(
+        b.addr,
+        &put("/api/v1/channels/7", "Bearer carol", "p2", &body),
+    )
+    .await;
+    assert_eq!(
+        kinds_of(b.admin, "p2", Some("omitted_on_replace")).await,
+        [pair("omitted_on_replace", "/graphicsElementIds")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enforce_on_the_other_replica_refuses_the_erasing_put_and_the_api_keeps_the_field() {
+    let redis = RedisServer::start();
+    redis.client().await;
+    let key = hash_key("enforce");
+    let api = demo_api().await;
+    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let b = start(replica(api, &redis, &key, Mode::Enforce)).await;
+    let (_, status) = get_here_put_there(&a, &b, ("g1", "p1")).await;
+    assert_eq!(status, 409);
+    let after = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2"))
+        .await
+        .json();
+    assert_eq!(after["graphicsElementIds"], json!([3, 7]));
+}
+
+/// An API whose PUT answers 204 and whose next GET shows what the PUT left: only the next GET
+/// can confirm the clear.
+async fn api_answering_204() -> SocketAddr {
+    let state = Arc::new(Mutex::new(Value::Object(driftwatch::demo::api::seed())));
+    let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
+        let mut s = state.lock().unwrap();
+        if r.method == "PUT" {
+            let sent: Value = serde_json::from_slice(&r.body).unwrap();
+            s["graphicsElementIds"] = sent.get("graphicsElementIds").cloned().unwrap_or(json!([]));
+            return (204, String::new());
+        }
+        (200, s.to_string())
+    });
+    upstream::start(responder, Duration::ZERO, None).await.addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_get_through_another_replica_confirms_the_clear_once() {
+    let redis = RedisServer::start();
+    redis.client().await;
+    let key = hash_key("confirms");
+    let api = api_answering_204().await;
+    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let b = start(replica(api, &redis, &key, Mode::Observe)).await;
+    get_here_put_there(&a, &b, ("g1", "p1")).await;
+    assert_eq!(
+        kinds_of(b.admin, "p1", Some("silent_clear_risk")).await,
+        [pair("silent_clear_risk", "/graphicsElementIds")]
+    );
+    // The pending clear is in the store (the snapshot and it).
+    stored(&b, 2.0).await;
+    raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2")).await;
+    assert_eq!(
+        kinds_of(a.admin, "g2", Some("silent_clear")).await,
+        [pair("silent_clear", "/graphicsElementIds")]
+    );
+    let events = admin_get(a.admin, "/findings?kind=silent_clear")
+        .await
+        .json();
+    let evidence = &events["events"][0]["findings"][0]["evidence"];
+    assert_eq!(
+        (&evidence["read_request_id"], &evidence["write_request_id"]),
+        (&json!("g1"), &json!("p1"))
+    );
+    // B handed its copy over when the store took it: its own next GET confirms nothing again.
+    raw(b.addr, &get("/api/v1/channels/7", "Bearer alice", "g3")).await;
+    eventually("g3's response work", || async {
+        (metric(&b, "driftwatch_responses_checked_total").await >= 2.0).then_some(())
+    })
+    .await;
+    let confirmed = "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"confirmed\"}";
+    assert_eq!(
+        (metric(&a, confirmed).await, metric(&b, confirmed).await),
+        (1.0, 0.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_resumes() {
+    let redis = RedisServer::start();
+    redis.client().await;
+    let key = hash_key("outage");
+    // An API whose channel 7 always holds its list: every write below finds it there.
+    let channel = Value::Object(driftwatch::demo::api::seed());
+    let responder = Arc::new(move |r: &Recorded| match r.method.as_str() {
+        "GET" => (200, channel.to_string()),
+        _ => (204, String::new()),
+    });
+    let api = upstream::start(responder, Duration::ZERO, None).await.addr;
+    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let b = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
+        .await
+        .json();
+    stored(&a, 1.0).await;
+
+    // Paused: connected, never answering. The write waits for the deadline (5 ms), no longer.
+    redis.signal("-STOP");
+    let body = stale_body(&read);
+    let resp = raw(
+        b.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p1", &body),
+    )
+    .await;
+    assert_eq!(resp.status, 204, "forwarded");
+    assert_eq!(
+        kinds_of(b.admin, "p1", Some("omitted_on_replace")).await,
+        [pair("omitted_on_replace", "/graphicsElementIds")],
+        "without the store, B has no GET to compare with"
+    );
+    let m = scrape(b.admin).await;
+    let waits = sample(&m, "driftwatch_memory_store_recall_seconds_count");
+    let within = sample(
+        &m,
+        "driftwatch_memory_store_recall_seconds_bucket{le=\"0.0256\"}",
+    );
+    assert_eq!(
+        (waits, within),
+        (1.0, 1.0),
+        "the one read gave up within 25.6 ms"
+    );
+    assert_eq!(
+        sample(&m, "driftwatch_memory_store_fallbacks_total{op=\"recall\"}"),
+        1.0
+    );
+    redis.signal("-CONT");
+
+    // Dead: A's next snapshot cannot be written; A says so and goes on.
+    let port = redis.kill();
+    raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2")).await;
+    store_up(&a, 0.0).await;
+    assert!(
+        metric(
+            &a,
+            "driftwatch_memory_store_fallbacks_total{op=\"remember\"}"
+        )
+        .await
+            >= 1.0
+    );
+    let ready = admin_get(a.admin, "/readyz").await;
+    assert_eq!(
+        ready.status, 200,
+        "still ready: observe mode never stops traffic"
+    );
+    let text = String::from_utf8(ready.body).unwrap();
+    assert!(text.contains("memory store: down"), "{text}");
+    // The same replica still remembers on its own.
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g3"))
+        .await
+        .json();
+    eventually("g3's response work", || async {
+        (metric(&a, "driftwatch_responses_checked_total").await >= 3.0).then_some(())
+    })
+    .await;
+    let body = stale_body(&read);
+    let resp = raw(
+        a.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p3", &body),
+    )
+    .await;
+    assert_eq!(resp.status, 204, "forwarded");
+    assert_eq!(
+        kinds_of(a.admin, "p3", Some("silent_clear_risk")).await,
+        [pair("silent_clear_risk", "/graphicsElementIds")],
+        "A compares with its own memory"
+    );
+
+    // Back: both replicas find it by themselves, and a GET through one arms the PUT through
+    // the other again.
+    let redis = RedisServer::start_on(port);
+    let conn = redis.client().await;
+    store_up(&a, 1.0).await;
+    store_up(&b, 1.0).await;
+    let text = String::from_utf8(admin_get(a.admin, "/readyz").await.body).unwrap();
+    assert!(text.contains("memory store: up"), "{text}");
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g4"))
+        .await
+        .json();
+    eventually("g4's snapshot in the new store", || {
+        let mut conn = conn.clone();
+        async move {
+            let keys: usize = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+            (keys == 2).then_some(())
+        }
+    })
+    .await;
+    let body = stale_body(&read);
+    raw(
+        b.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p4", &body),
+    )
+    .await;
+    assert_eq!(
+        kinds_of(b.admin, "p4", Some("silent_clear_risk")).await,
+        [pair("silent_clear_risk", "/graphicsElementIds")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_holds_at_most_max_entries_and_neither_values_nor_paths() {
+    let redis = RedisServer::start();
+    let mut conn = redis.client().await;
+    let key = hash_key("bound");
+    let channel = Value::Object(driftwatch::demo::api::seed());
+    let responder = Arc::new(move |_: &Recorded| (200, channel.to_string()));
+    let api = upstream::start(responder, Duration::ZERO, None).await.addr;
+    let mut cfg = replica(api, &redis, &key, Mode::Observe);
+    cfg.memory.max_entries = 100;
+    let a = start(cfg).await;
+    for i in 0..300 {
+        raw(
+            a.addr,
+            &get(&format!("/api/v1/channels/{i}"), "Bearer alice", "g"),
+        )
+        .await;
+    }
+    eventually("300 responses checked", || async {
+        (metric(&a, "driftwatch_responses_checked_total").await >= 300.0).then_some(())
+    })
+    .await;
+    eventually("the writer to catch up", || {
+        let mut conn = conn.clone();
+        async move {
+            let len: usize = redis::cmd("ZCARD")
+                .arg("driftwatch:index")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let dbsize: usize = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+            (len == 100 && dbsize == 101).then_some(())
+        }
+    })
+    .await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let name = regex::Regex::new("^driftwatch:(index|s:[0-9a-f]{32})$").unwrap();
+    assert!(keys.iter().all(|k| name.is_match(k)), "{keys:?}");
+    let some = keys.iter().find(|k| k.contains(":s:")).unwrap();
+    let value: String = redis::cmd("GET")
+        .arg(some)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        !value.contains("Retro") && value.contains("graphicsElementIds"),
+        "{value}"
+    );
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(some)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        ttl > 0 && ttl <= 3_600_000,
+        "expires within memory.ttl_secs: {ttl}"
+    );
+}
