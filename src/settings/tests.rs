@@ -317,3 +317,64 @@ fn an_admin_token_file_is_read_at_start_and_a_short_or_missing_one_is_refused() 
         assert!(e.contains(reason), "{e}");
     }
 }
+
+#[test]
+fn a_shared_memory_store_needs_its_url_and_a_shared_hash_key_and_never_shows_a_password() {
+    let secret = write("store-hash-key", "0123456789abcdef-shared\n");
+    let key = secret.display().to_string();
+    let error = |pairs: &[(&str, &str)]| load(None, env(pairs), vec![]).unwrap_err().to_string();
+    let e = error(&[("DRIFTWATCH_MEMORY_BACKEND", "redis")]);
+    assert!(e.starts_with("memory.redis_url"), "{e}");
+    let e = error(&[
+        ("DRIFTWATCH_MEMORY_BACKEND", "redis"),
+        ("DRIFTWATCH_MEMORY_REDIS_URL", "redis://127.0.0.1:6379"),
+    ]);
+    assert!(
+        e.starts_with("memory.hash_key_file") && e.contains("share"),
+        "{e}"
+    );
+    let e = error(&[
+        ("DRIFTWATCH_MEMORY_BACKEND", "redis"),
+        ("DRIFTWATCH_MEMORY_REDIS_URL", "http://127.0.0.1:6379"),
+        ("DRIFTWATCH_MEMORY_HASH_KEY_FILE", &key),
+    ]);
+    assert!(e.starts_with("memory.redis_url"), "{e}");
+    let e = error(&[("DRIFTWATCH_MEMORY_BACKEND", "memcached")]);
+    assert!(e.contains("DRIFTWATCH_MEMORY_BACKEND"), "{e}");
+
+    let password = write("store-password", "s3cret-password-of-the-store\n");
+    let s = load(
+        None,
+        env(&[
+            ("DRIFTWATCH_MEMORY_BACKEND", "redis"),
+            (
+                "DRIFTWATCH_MEMORY_REDIS_URL",
+                "rediss://app:urlpass@cache:6380/2",
+            ),
+            ("DRIFTWATCH_MEMORY_HASH_KEY_FILE", &key),
+            (
+                "DRIFTWATCH_MEMORY_REDIS_PASSWORD_FILE",
+                &password.display().to_string(),
+            ),
+        ]),
+        vec![],
+    )
+    .unwrap();
+    let shared = s.memory.shared.as_ref().unwrap();
+    assert_eq!(shared.shown, "rediss://app:****@cache:6380/2");
+    assert_eq!(shared.deadline, Duration::from_millis(5));
+    assert_eq!(
+        shared.url.redis_settings().password(),
+        Some("s3cret-password-of-the-store"),
+        "the file's password wins over the URL's"
+    );
+    let shown = format!("{:?}", s.memory);
+    assert!(
+        !shown.contains("urlpass") && !shown.contains("s3cret"),
+        "{shown}"
+    );
+    assert!(
+        Settings::default().memory.shared.is_none(),
+        "local by default"
+    );
+}

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::shared_memory::{RedisServer, hash_key};
 use super::sidecar::{config, raw, scrape, start};
 use super::upstream::{self, ok};
 
@@ -68,13 +69,19 @@ fn family_of(sample: &str, families: &BTreeSet<String>) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     // A family shows in a scrape once it has a series: drive one of each. Enforce mode, an
-    // upstream that refuses connections, and a tiny body limit.
+    // upstream that refuses connections, a tiny body limit, and the memory shared through a
+    // real redis-server (its metrics exist only then).
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let refused = closed.local_addr().unwrap();
     drop(closed);
+    let redis = RedisServer::start();
+    redis.client().await;
     let dw = start(config(&format!("http://{refused}"), |c| {
         c.proxy.mode = driftwatch::policy::Mode::Enforce;
         c.audit.max_body = 16;
+        c.memory.backend = driftwatch::config::MemoryBackend::Redis;
+        c.memory.redis_url = Some(redis.url());
+        c.memory.hash_key_file = Some(hash_key("ops-kit"));
     }))
     .await;
     for request in [
@@ -91,7 +98,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     dw.stop().await;
     assert_eq!(
         families.len(),
-        30,
+        34,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -160,6 +167,8 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         "driftwatch_upstream_errors_total",
         "driftwatch_events_dropped_total",
         "driftwatch_audit_errors_total",
+        "driftwatch_memory_store_up",
+        "driftwatch_memory_store_fallbacks_total",
     ];
     let in_rules: BTreeSet<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert_eq!(

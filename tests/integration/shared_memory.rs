@@ -19,13 +19,13 @@ use super::upstream::{self, Recorded};
 use super::util::eventually;
 
 /// A `redis-server` of its own: no persistence, loopback only, killed on drop.
-struct RedisServer {
+pub struct RedisServer {
     child: Child,
     port: u16,
 }
 
 impl RedisServer {
-    fn start() -> RedisServer {
+    pub fn start() -> RedisServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -44,11 +44,11 @@ impl RedisServer {
         RedisServer { child, port }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    async fn client(&self) -> redis::aio::MultiplexedConnection {
+    pub async fn client(&self) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(self.url()).unwrap();
         eventually("redis-server to answer", || async {
             client.get_multiplexed_async_connection().await.ok()
@@ -82,7 +82,7 @@ impl Drop for RedisServer {
 }
 
 /// One secret file per test, so the replicas' hashes agree.
-fn hash_key(test: &str) -> PathBuf {
+pub fn hash_key(test: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("driftwatch-{}-{test}.key", std::process::id()));
     std::fs::write(&path, "a secret the replicas share").unwrap();
     path
