@@ -5,12 +5,14 @@
 //!
 //! The request path waits on the store once, for a replace write that omits fields, and for at
 //! most `memory.redis_deadline_ms`. Everything else (a GET's snapshot, a write's pending clear)
-//! is queued to one task that sends what has gathered as one pipeline, in order. When the store
-//! fails, the sidecar goes on with its own memory, counts each fallback, says so once per change
-//! of state, and a probe each quiet second finds it down or back. The bound holds in the store too:
-//! every entry expires with `memory.ttl_secs`, and an index (a sorted set by time) keeps at most
-//! `memory.max_entries` of them, dropping the oldest, in the same script that writes one.
-//! Keys are keyed hashes of the resource and credential scope: the store sees neither.
+//! is queued to one writer, on a thread of its own, that sends what gathered as one pipeline
+//! of plain commands, in order, a resource read many times in a batch written once. When the
+//! store fails, the sidecar goes on with its own memory, counts each fallback, says so once per
+//! change of state, and a probe each quiet second finds it down or back. The bound holds in
+//! the store too: every entry expires with `memory.ttl_secs`, and an index (a sorted set by
+//! time) keeps at most `memory.max_entries` of them, trimmed by a script that ends each batch
+//! (so between two batches it may pass the bound by one batch, 1,024 entries at most). Keys are
+//! keyed hashes of the resource and credential scope: the store sees neither.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,48 +33,28 @@ use crate::settings::{MemorySettings, SharedStore};
 /// Jobs waiting for the writer at most; past it they are counted as fallbacks and dropped.
 const QUEUE: usize = 4096;
 /// Jobs sent in one pipeline at most.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
+/// The pause after each batch, so that under load the next one gathers what came meanwhile
+/// (at most a thousand batches a second); an idle writer still takes a job the moment it
+/// comes.
+const GATHER: Duration = Duration::from_millis(1);
 /// How long one pipeline of writes may take before the store counts as down.
 const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Time between probes while the store is down.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
-/// The trim every write ends with, as a Lua function: index entries past their TTL leave,
-/// then the oldest past the capacity go with their keys. Returns the entries left.
+/// The trim each batch ends with: the index (a sorted set of keys by time) keeps the newest
+/// `capacity` entries, and the oldest past it go with their keys; expired ones are the oldest,
+/// so they go first. KEYS: index. ARGV: capacity. Returns the entries left.
 const TRIM: &str = r"
-local function trim()
-  local ttl, now, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - ttl)
-  local n = redis.call('ZCARD', KEYS[3])
-  if n > cap then
-    local old = redis.call('ZPOPMIN', KEYS[3], n - cap)
-    for i = 1, #old, 2 do redis.call('DEL', old[i]) end
-    n = cap
-  end
-  return n
-end";
-
-/// KEYS: snapshot, pending, index. ARGV: snapshot bytes, TTL ms, now ms, capacity. Keeps the
-/// snapshot and takes the resource's pending clear.
-const REMEMBER: &str = r"
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], KEYS[1])
-local pending = redis.call('GET', KEYS[2])
-if pending then
-  redis.call('DEL', KEYS[2])
-  redis.call('ZREM', KEYS[3], KEYS[2])
-end";
-
-/// KEYS: pending, snapshot (unused), index. ARGV: pending bytes, TTL ms, now ms, capacity.
-const LEAVE: &str = r"
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], KEYS[1])
-local pending = false";
-
-/// A script: its body, then the trim; it answers `{pending clear or nil, entries}`.
-fn script(body: &str) -> redis::Script {
-    redis::Script::new(&format!("{TRIM}\n{body}\nreturn {{pending, trim()}}"))
-}
+local cap = tonumber(ARGV[1])
+local n = redis.call('ZCARD', KEYS[1])
+if n > cap then
+  local old = redis.call('ZPOPMIN', KEYS[1], n - cap)
+  for i = 1, #old, 2 do redis.call('DEL', old[i]) end
+  n = cap
+end
+return n";
 
 /// What a confirmed clear found through the store is handed to: the GET's own context records
 /// it as the local path would.
@@ -80,11 +62,11 @@ pub type OnPending = Box<dyn FnOnce(Pending, &Snapshot) + Send>;
 
 enum Job {
     /// A GET's snapshot; the pending clear of another replica's write comes back to `then`,
-    /// unless it is the one this replica already took (`took`, a write's request id).
+    /// unless it is one this replica already took (`took`: writes' request ids).
     Remember {
         id: u128,
         snapshot: Arc<Snapshot>,
-        took: Option<String>,
+        took: Vec<String>,
         then: OnPending,
     },
     /// A write's pending clear; `then` runs once it is stored (this replica forgets its own
@@ -189,20 +171,15 @@ impl Names {
 }
 
 impl Store {
-    /// Connect lazily (the store may come up after the sidecar) and start the writer. Needs a
-    /// tokio runtime: the writer and the connection's driver run on it.
+    /// Connect lazily (the store may come up after the sidecar) and start the writer on a
+    /// thread of its own, with the connection's driver: encoding and sending a batch never
+    /// holds up a serving thread.
     pub fn start(
         shared: &SharedStore,
         memory: &MemorySettings,
         registry: &mut Registry,
-    ) -> redis::RedisResult<Store> {
-        let client = redis::Client::open(shared.url.clone())?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200))
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(WRITE_TIMEOUT));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+    ) -> std::io::Result<Store> {
+        let (runtime, conn) = connect(shared)?;
         let Metrics {
             up_gauge,
             fallbacks,
@@ -233,10 +210,11 @@ impl Store {
                 .unwrap_or(u64::MAX)
                 .max(1),
             capacity: memory.max_entries.max(1),
-            remember: script(REMEMBER),
-            leave: script(LEAVE),
+            trim: redis::Script::new(TRIM),
         };
-        tokio::spawn(writer.run(queue));
+        std::thread::Builder::new()
+            .name("driftwatch-store".into())
+            .spawn(move || runtime.block_on(writer.run(queue)))?;
         Ok(Store {
             conn,
             jobs,
@@ -261,7 +239,17 @@ impl Store {
         let mut conn = self.conn.clone();
         let started = Instant::now();
         let mut get = redis::cmd("GET");
-        let read = get.arg(&name).query_async::<Option<Vec<u8>>>(&mut conn);
+        get.arg(&name);
+        // A connection the store dropped (a restart, a failover) fails once, and the manager
+        // connects again: the second try, within the same deadline, finds the store back.
+        let read = async {
+            match get.query_async::<Option<Vec<u8>>>(&mut conn).await {
+                Err(e) if e.is_connection_dropped() || e.is_io_error() => {
+                    get.query_async::<Option<Vec<u8>>>(&mut conn).await
+                }
+                answer => answer,
+            }
+        };
         let answer = tokio::time::timeout(self.deadline, read).await;
         self.recall_seconds.observe(started.elapsed().as_secs_f64());
         match answer {
@@ -287,6 +275,7 @@ impl Store {
         then: OnPending,
     ) {
         let id = self.names.hash_key.store_id(key);
+        let took = took.into_iter().collect();
         self.queue(
             "remember",
             Job::Remember {
@@ -324,6 +313,71 @@ impl Store {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
+}
+
+/// The writer's runtime, and a connection manager whose driver runs on it: lazy, so a store
+/// that is down at start is no error (the sidecar starts on its own memory), and it connects
+/// again by itself after a failure.
+fn connect(shared: &SharedStore) -> std::io::Result<(tokio::runtime::Runtime, ConnectionManager)> {
+    let client = redis::Client::open(shared.url.clone()).map_err(std::io::Error::other)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200))
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(Some(WRITE_TIMEOUT));
+    let conn = {
+        let _on = runtime.enter();
+        ConnectionManager::new_lazy_with_config(client, config).map_err(std::io::Error::other)?
+    };
+    Ok((runtime, conn))
+}
+
+/// A batch with each resource's snapshots made one, the newest: under load one resource is
+/// read many times between two writes, and only its last GET needs keeping. The merged job
+/// keeps every write this replica took, and hands a pending clear to the newest GET. A
+/// pending clear left between two GETs of the resource keeps them apart, so the order of the
+/// take and the leave is the order they happened in.
+fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
+    let mut out: Vec<Job> = Vec::with_capacity(jobs.len());
+    let mut last: std::collections::HashMap<u128, usize> = std::collections::HashMap::new();
+    for job in jobs {
+        match job {
+            Job::Remember {
+                id,
+                snapshot,
+                took,
+                then,
+            } => match last.get(&id).map(|&i| &mut out[i]) {
+                Some(Job::Remember {
+                    snapshot: kept,
+                    took: kept_took,
+                    then: kept_then,
+                    ..
+                }) => {
+                    *kept = snapshot;
+                    kept_took.extend(took);
+                    *kept_then = then;
+                }
+                _ => {
+                    last.insert(id, out.len());
+                    out.push(Job::Remember {
+                        id,
+                        snapshot,
+                        took,
+                        then,
+                    });
+                }
+            },
+            Job::Leave { id, .. } => {
+                last.remove(&id);
+                out.push(job);
+            }
+        }
+    }
+    out
 }
 
 /// The store's own metrics, registered only with `memory.backend = "redis"`.
@@ -380,8 +434,7 @@ struct Writer {
     entries: Gauge,
     ttl_ms: u64,
     capacity: usize,
-    remember: redis::Script,
-    leave: redis::Script,
+    trim: redis::Script,
 }
 
 impl Writer {
@@ -413,6 +466,10 @@ impl Writer {
             let written = jobs.len();
             self.write(jobs).await;
             self.queued.fetch_sub(written, Ordering::SeqCst);
+            // Let the next batch gather: a wake-up per GET cost more than the write itself.
+            if written < BATCH {
+                tokio::time::sleep(GATHER).await;
+            }
         }
     }
 
@@ -426,78 +483,96 @@ impl Writer {
         }
     }
 
-    /// One pipeline for the batch; its answers handed out in order. A store that lost its
-    /// scripts (restarted) is given them again, once.
+    /// One pipeline for the batch, its answers handed out in order, then the pending clears
+    /// it found taken out of the store. A store that lost its script (restarted) is given it
+    /// again, once.
     async fn write(&mut self, jobs: Vec<Job>) {
+        let jobs = coalesce(jobs);
         let pipe = self.pipeline(&jobs);
         let mut answer = self.send(&pipe).await;
         if let Err(e) = &answer
             && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
         {
-            for script in [&self.remember, &self.leave] {
-                let _ = script.prepare_invoke().load_async(&mut self.conn).await;
-            }
+            let _ = self.trim.prepare_invoke().load_async(&mut self.conn).await;
             answer = self.send(&pipe).await;
         }
-        match answer {
+        let taken = match answer {
             Ok(answers) => self.hand_out(jobs, answers),
             Err(e) => {
                 self.health.set(false, &e.to_string());
                 for job in &jobs {
                     self.fallbacks.get_or_create(&Op { op: job.op() }).inc();
                 }
+                return;
+            }
+        };
+        if !taken.is_empty() {
+            let mut pipe = redis::pipe();
+            pipe.cmd("DEL").arg(&taken).ignore();
+            pipe.cmd("ZREM")
+                .arg(self.names.index())
+                .arg(&taken)
+                .ignore();
+            if let Err(e) = self.send_ignored(&pipe).await {
+                self.health.set(false, &e.to_string());
             }
         }
     }
 
-    /// The batch as one `EVALSHA` per job, in order.
+    /// The batch as plain commands, in order: a snapshot is set (expiring with the memory's
+    /// TTL), indexed by time, and its resource's pending clear read; a pending clear is set and
+    /// indexed. One trim ends it, so the bound holds after every batch.
     fn pipeline(&self, jobs: &[Job]) -> redis::Pipeline {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        let index = self.names.index();
         let mut pipe = redis::pipe();
         for job in jobs {
-            let (script, keys, bytes) = match job {
-                Job::Remember { id, snapshot, .. } => (
-                    &self.remember,
-                    [self.names.snapshot(*id), self.names.pending(*id)],
-                    snapshot.encode(),
-                ),
-                Job::Leave { id, pending, .. } => (
-                    &self.leave,
-                    [self.names.pending(*id), self.names.snapshot(*id)],
-                    pending.encode(),
-                ),
+            let (key, bytes) = match job {
+                Job::Remember { id, snapshot, .. } => (self.names.snapshot(*id), snapshot.encode()),
+                Job::Leave { id, pending, .. } => (self.names.pending(*id), pending.encode()),
             };
-            pipe.cmd("EVALSHA")
-                .arg(script.get_hash())
-                .arg(3)
-                .arg(&keys[0])
-                .arg(&keys[1])
-                .arg(self.names.index())
+            pipe.cmd("SET")
+                .arg(&key)
                 .arg(bytes)
+                .arg("PX")
                 .arg(self.ttl_ms)
-                .arg(now)
-                .arg(self.capacity);
+                .ignore();
+            pipe.cmd("ZADD").arg(&index).arg(now).arg(&key).ignore();
+            if let Job::Remember { id, .. } = job {
+                pipe.cmd("GET").arg(self.names.pending(*id));
+            }
         }
+        pipe.cmd("EVALSHA")
+            .arg(self.trim.get_hash())
+            .arg(1)
+            .arg(&index)
+            .arg(self.capacity);
         pipe
     }
 
     /// Each job's answer to its own: a pending clear another replica left goes to the GET that
-    /// found it; a stored pending clear lets this replica forget its copy.
-    fn hand_out(&self, jobs: Vec<Job>, answers: Vec<(Option<Vec<u8>>, i64)>) {
-        for (job, (pending, entries)) in jobs.into_iter().zip(answers) {
-            self.entries.set(entries);
+    /// found it; a stored pending clear lets this replica forget its copy. Returns the keys of
+    /// the pending clears found, to take out of the store.
+    fn hand_out(&self, jobs: Vec<Job>, answers: Vec<redis::Value>) -> Vec<String> {
+        let mut answers = answers.into_iter();
+        let mut taken = Vec::new();
+        for job in jobs {
             match job {
                 Job::Remember {
+                    id,
                     snapshot,
                     took,
                     then,
-                    ..
                 } => {
-                    let pending = pending.as_deref().and_then(Pending::decode);
+                    let Some(redis::Value::BulkString(bytes)) = answers.next() else {
+                        continue;
+                    };
+                    taken.push(self.names.pending(id));
+                    let pending = Pending::decode(&bytes);
                     if let Some(pending) = pending
-                        && took.as_deref() != Some(pending.write_request_id.as_str())
+                        && !took.contains(&pending.write_request_id)
                     {
                         then(pending, &snapshot);
                     }
@@ -505,15 +580,103 @@ impl Writer {
                 Job::Leave { then, .. } => then(),
             }
         }
+        if let Some(redis::Value::Int(entries)) = answers.next() {
+            self.entries.set(entries);
+        }
+        taken
     }
 
-    async fn send(
-        &mut self,
-        pipe: &redis::Pipeline,
-    ) -> redis::RedisResult<Vec<(Option<Vec<u8>>, i64)>> {
+    async fn send_ignored(&mut self, pipe: &redis::Pipeline) -> redis::RedisResult<()> {
         match tokio::time::timeout(WRITE_TIMEOUT, pipe.query_async(&mut self.conn)).await {
             Ok(answer) => answer,
             Err(_) => Err((redis::ErrorKind::Io, "no answer within 500 ms").into()),
         }
+    }
+
+    async fn send(&mut self, pipe: &redis::Pipeline) -> redis::RedisResult<Vec<redis::Value>> {
+        match tokio::time::timeout(WRITE_TIMEOUT, pipe.query_async(&mut self.conn)).await {
+            Ok(answer) => answer,
+            Err(_) => Err((redis::ErrorKind::Io, "no answer within 500 ms").into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{HashKey, Memory};
+
+    fn snapshot(request_id: &str) -> Arc<Snapshot> {
+        let m = Memory::new(4, Duration::from_secs(60), HashKey::random());
+        let key = Key {
+            path: "getChannel:7".into(),
+            scope: 1,
+        };
+        let body = serde_json::json!({"ids": [3]});
+        m.remember(key, request_id, SystemTime::now(), &body)
+            .unwrap()
+    }
+
+    /// A job whose `then` writes its tag to `heard`.
+    fn remember(id: u128, tag: &str, took: &[&str], heard: &Arc<Mutex<Vec<String>>>) -> Job {
+        let (tag, heard) = (tag.to_string(), heard.clone());
+        Job::Remember {
+            id,
+            snapshot: snapshot(&tag),
+            took: took.iter().map(|t| t.to_string()).collect(),
+            then: Box::new(move |_, _| heard.lock().unwrap().push(tag)),
+        }
+    }
+
+    #[test]
+    fn a_batch_keeps_each_resources_newest_get_and_never_moves_one_past_a_leave() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let pending = Pending {
+            operation: "updateChannel".into(),
+            write_request_id: "w1".into(),
+            fields: Vec::new(),
+        };
+        let leave = Job::Leave {
+            id: 1,
+            pending: pending.clone(),
+            then: Box::new(|| {}),
+        };
+        let jobs = vec![
+            remember(1, "g1", &[], &heard),
+            remember(2, "h1", &[], &heard),
+            remember(1, "g2", &["w0"], &heard),
+            leave,
+            remember(1, "g3", &[], &heard),
+        ];
+        let shape: Vec<(u128, String, Vec<String>)> = coalesce(jobs)
+            .into_iter()
+            .map(|job| match job {
+                Job::Remember {
+                    id,
+                    snapshot,
+                    took,
+                    then,
+                } => {
+                    then(pending.clone(), &snapshot);
+                    (id, snapshot.request_id.clone(), took)
+                }
+                Job::Leave { id, .. } => (id, "leave".into(), Vec::new()),
+            })
+            .collect();
+        let w0 = vec!["w0".to_string()];
+        assert_eq!(
+            shape,
+            [
+                (1, "g2".into(), w0),
+                (2, "h1".into(), vec![]),
+                (1, "leave".into(), vec![]),
+                (1, "g3".into(), vec![])
+            ]
+        );
+        assert_eq!(
+            *heard.lock().unwrap(),
+            ["g2", "h1", "g3"],
+            "g1's then is dropped"
+        );
     }
 }

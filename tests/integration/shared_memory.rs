@@ -306,6 +306,8 @@ async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_r
     let port = redis.kill();
     raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2")).await;
     store_up(&a, 0.0).await;
+    // B, with no traffic, finds it by its probe (each quiet second).
+    store_up(&b, 0.0).await;
     assert!(
         metric(
             &a,
