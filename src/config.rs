@@ -217,6 +217,9 @@ pub struct MemoryConfig {
     pub redis_url: Option<String>,
     /// A file holding the store's password (a mounted Secret); it overrides the URL's.
     pub redis_password_file: Option<PathBuf>,
+    /// PEM CA certificates that a `rediss://` store's certificate is checked against; unset:
+    /// the system's roots.
+    pub redis_ca_file: Option<PathBuf>,
     /// Prefix of every key driftwatch writes in the store.
     pub redis_key_prefix: String,
     /// Milliseconds a replace write waits, at most, for the store's copy of its resource.
@@ -244,6 +247,7 @@ impl Default for MemoryConfig {
             backend: MemoryBackend::Local,
             redis_url: None,
             redis_password_file: None,
+            redis_ca_file: None,
             redis_key_prefix: "driftwatch:".into(),
             redis_deadline_ms: 5,
         }

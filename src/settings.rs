@@ -129,6 +129,8 @@ pub struct SharedStore {
     pub shown: String,
     pub key_prefix: String,
     pub deadline: Duration,
+    /// PEM roots for a `rediss://` store (`memory.redis_ca_file`); `None`: the system's.
+    pub ca: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for SharedStore {
@@ -334,11 +336,25 @@ fn shared_store(c: &Config, fail: &Fail<'_>) -> Result<Option<SharedStore>, Conf
         let redis = info.redis_settings().clone().set_password(password);
         info = info.set_redis_settings(redis);
     }
+    let ca = match &m.redis_ca_file {
+        None => None,
+        Some(_) if !url.starts_with("rediss://") => {
+            return Err(fail(
+                "memory.redis_ca_file",
+                "checks a TLS store's certificate: memory.redis_url must be rediss://".into(),
+            ));
+        }
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| fail("memory.redis_ca_file", format!("{}: {e}", path.display())))?,
+        ),
+    };
     Ok(Some(SharedStore {
         url: info,
         shown,
         key_prefix: m.redis_key_prefix.clone(),
         deadline: Duration::from_millis(m.redis_deadline_ms),
+        ca,
     }))
 }
 

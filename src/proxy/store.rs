@@ -119,8 +119,12 @@ impl Health {
         self.up.load(Ordering::Relaxed)
     }
 
-    /// Record the store as up or down; a change of state is logged once.
+    /// Record the store as up or down: a change of state is logged once, and while down the
+    /// latest reason is what `/readyz` says (refused, then a password refused, ...).
     fn set(&self, up: bool, why: &str) {
+        if !up {
+            *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = why.to_string();
+        }
         if self.up.swap(up, Ordering::Relaxed) == up {
             return;
         }
@@ -128,7 +132,6 @@ impl Health {
         match up {
             true => tracing::info!(store = self.shown, "memory store reachable again"),
             false => {
-                *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = why.to_string();
                 tracing::warn!(
                     store = self.shown,
                     error = why,
@@ -319,7 +322,17 @@ impl Store {
 /// that is down at start is no error (the sidecar starts on its own memory), and it connects
 /// again by itself after a failure.
 fn connect(shared: &SharedStore) -> std::io::Result<(tokio::runtime::Runtime, ConnectionManager)> {
-    let client = redis::Client::open(shared.url.clone()).map_err(std::io::Error::other)?;
+    let client = match &shared.ca {
+        Some(ca) => {
+            let roots = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca.clone()),
+            };
+            redis::Client::build_with_tls(shared.url.clone(), roots)
+        }
+        None => redis::Client::open(shared.url.clone()),
+    }
+    .map_err(std::io::Error::other)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

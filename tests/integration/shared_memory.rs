@@ -26,18 +26,18 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        RedisServer::start_on(port)
+        RedisServer::start_on(free_port())
     }
 
     fn start_on(port: u16) -> RedisServer {
+        RedisServer::start_with(port, &["--port", &port.to_string()])
+    }
+
+    /// On `port`, with `args` (which say how it listens there).
+    fn start_with(port: u16, args: &[&str]) -> RedisServer {
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args(args)
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server (Debian's redis-server package; .ci/run installs it)");
@@ -79,6 +79,11 @@ impl Drop for RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }
 
 /// One secret file per test, so the replicas' hashes agree.
@@ -436,4 +441,113 @@ async fn the_store_holds_at_most_max_entries_and_neither_values_nor_paths() {
         ttl > 0 && ttl <= 3_600_000,
         "expires within memory.ttl_secs: {ttl}"
     );
+}
+
+/// The readiness line a replica gives, once its store state is `up`.
+async fn ready_line(dw: &Running) -> String {
+    let ready = admin_get(dw.admin, "/readyz").await;
+    assert_eq!(ready.status, 200, "ready whatever the store does");
+    String::from_utf8(ready.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_down_at_start_or_refusing_the_password_leaves_traffic_alone_until_it_answers() {
+    let port = free_port();
+    let api = demo_api().await;
+    let url = format!("redis://127.0.0.1:{port}");
+    let with = |password: Option<PathBuf>| {
+        let url = url.clone();
+        config(&format!("http://{api}"), move |c| {
+            c.memory.backend = MemoryBackend::Redis;
+            c.memory.redis_url = Some(url);
+            c.memory.hash_key_file = Some(hash_key("auth"));
+            c.memory.redis_password_file = password;
+        })
+    };
+    // Nothing listens yet: the sidecar starts and serves, on its own memory.
+    let a = start(with(None)).await;
+    let resp = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g1")).await;
+    assert_eq!(resp.status, 200);
+    store_up(&a, 0.0).await;
+    assert!(ready_line(&a).await.contains("memory store: down"));
+    // The store comes up wanting a password A does not have: A stays down, and says why.
+    let password = "a password of the store, long enough";
+    let redis = RedisServer::start_with(
+        port,
+        &["--port", &port.to_string(), "--requirepass", password],
+    );
+    let secret = std::env::temp_dir().join(format!("driftwatch-{}-redis-pw", std::process::id()));
+    std::fs::write(&secret, format!("{password}\n")).unwrap();
+    let b = start(with(Some(secret))).await;
+    raw(b.addr, &get("/api/v1/channels/7", "Bearer alice", "g2")).await;
+    stored(&b, 1.0).await;
+    assert_eq!(metric(&b, "driftwatch_memory_store_up").await, 1.0);
+    eventually("A to say why the store refuses it", || async {
+        let line = ready_line(&a).await.to_lowercase();
+        (line.contains("down") && line.contains("auth")).then_some(())
+    })
+    .await;
+    let client =
+        redis::Client::open(format!("redis://:{password}@127.0.0.1:{}", redis.port)).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: usize = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+    assert_eq!(keys, 2, "B's snapshot and the index");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_store_is_reached_through_rediss_with_its_ca_file_and_refused_without() {
+    let pki = super::transport::pki("redis");
+    let port = free_port();
+    let (cert, key_pem, ca) = (
+        pki.cert_pem.display().to_string(),
+        pki.key_pem.display().to_string(),
+        pki.ca_pem.display().to_string(),
+    );
+    let port_arg = port.to_string();
+    let _redis = RedisServer::start_with(
+        port,
+        &[
+            "--port",
+            "0",
+            "--tls-port",
+            &port_arg,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key_pem,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+        ],
+    );
+    let api = demo_api().await;
+    let key = hash_key("tls");
+    let with = |ca_file: Option<PathBuf>| {
+        let key = key.clone();
+        config(&format!("http://{api}"), move |c| {
+            c.memory.backend = MemoryBackend::Redis;
+            c.memory.redis_url = Some(format!("rediss://localhost:{port}"));
+            c.memory.hash_key_file = Some(key);
+            c.memory.redis_ca_file = ca_file;
+        })
+    };
+    let trusted = start(with(Some(pki.ca_pem.clone()))).await;
+    eventually("the TLS store to answer", || async {
+        raw(
+            trusted.addr,
+            &get("/api/v1/channels/7", "Bearer alice", "g1"),
+        )
+        .await;
+        (metric(&trusted, "driftwatch_memory_store_entries").await >= 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(metric(&trusted, "driftwatch_memory_store_up").await, 1.0);
+    let unknown_ca = start(with(None)).await;
+    raw(
+        unknown_ca.addr,
+        &get("/api/v1/channels/7", "Bearer alice", "g2"),
+    )
+    .await;
+    store_up(&unknown_ca, 0.0).await;
 }

@@ -18,15 +18,15 @@ use super::sidecar::{config, raw, sample, scrape, start};
 use super::upstream::{self, ok};
 use super::util::eventually;
 
-struct Pki {
-    ca_pem: std::path::PathBuf,
-    cert_pem: std::path::PathBuf,
-    key_pem: std::path::PathBuf,
+pub struct Pki {
+    pub ca_pem: std::path::PathBuf,
+    pub cert_pem: std::path::PathBuf,
+    pub key_pem: std::path::PathBuf,
     acceptor: tokio_rustls::TlsAcceptor,
 }
 
 /// A test CA and a `localhost` server certificate it signed, written to a temp dir.
-fn pki(name: &str) -> Pki {
+pub fn pki(name: &str) -> Pki {
     let dir = std::env::temp_dir().join(format!("driftwatch-tls-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
