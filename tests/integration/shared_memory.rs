@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use driftwatch::config::{Config, MemoryBackend};
@@ -14,7 +14,7 @@ use driftwatch::policy::Mode;
 use serde_json::{Value, json};
 
 use super::sidecar::{Running, admin_get, config, raw, sample, scrape, start};
-use super::silent_clears::{demo_api, get, kinds_of, pair, put, stale_body};
+use super::silent_clears::{api_answering_204, demo_api, get, kinds_of, pair, put, stale_body};
 use super::upstream::{self, Recorded};
 use super::util::eventually;
 
@@ -121,6 +121,35 @@ async fn store_up(dw: &Running, up: f64) {
     .await;
 }
 
+/// A fresh `redis-server` and two replicas sharing it in front of `api`: A observes, B in
+/// `b_mode`.
+async fn two_replicas(
+    api: SocketAddr,
+    test: &str,
+    b_mode: Mode,
+) -> (RedisServer, Running, Running) {
+    let redis = RedisServer::start();
+    redis.client().await;
+    let key = hash_key(test);
+    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let b = start(replica(api, &redis, &key, b_mode)).await;
+    (redis, a, b)
+}
+
+/// The stale tool's PUT of what `read` showed, through `dw` as `auth`; the status.
+async fn stale_put(dw: &Running, auth: &str, rid: &str, read: &Value) -> u16 {
+    let body = stale_body(read);
+    raw(dw.addr, &put("/api/v1/channels/7", auth, rid, &body))
+        .await
+        .status
+}
+
+/// Keys in the store, all of them.
+async fn dbsize(conn: &redis::aio::MultiplexedConnection) -> usize {
+    let mut conn = conn.clone();
+    redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap()
+}
+
 /// Alice reads channel 7 through `a` (request `rid_get`) and, once the store holds it, writes
 /// it back through `b` with the stale tool (request `rid_put`).
 async fn get_here_put_there(
@@ -132,23 +161,13 @@ async fn get_here_put_there(
         .await
         .json();
     stored(a, 1.0).await;
-    let body = stale_body(&read);
-    let resp = raw(
-        b.addr,
-        &put("/api/v1/channels/7", "Bearer alice", rid_put, &body),
-    )
-    .await;
-    (read, resp.status)
+    let status = stale_put(b, "Bearer alice", rid_put, &read).await;
+    (read, status)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_through_one_replica_arms_the_put_through_another() {
-    let redis = RedisServer::start();
-    redis.client().await;
-    let key = hash_key("arms");
-    let api = demo_api().await;
-    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
-    let b = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let (_redis, a, b) = two_replicas(demo_api().await, "arms", Mode::Observe).await;
     let (read, status) = get_here_put_there(&a, &b, ("g1", "p1")).await;
     assert_eq!(read["graphicsElementIds"], json!([3, 7]));
     assert_eq!(status, 200, "observe mode forwards it");
@@ -172,12 +191,7 @@ async fn a_get_through_one_replica_arms_the_put_through_another() {
         .await
         .json();
     stored(&a, 2.0).await;
-    let body = stale_body(&read);
-    raw(
-        b.addr,
-        &put("/api/v1/channels/7", "Bearer carol", "p2", &body),
-    )
-    .await;
+    stale_put(&b, "Bearer carol", "p2", &read).await;
     assert_eq!(
         kinds_of(b.admin, "p2", Some("omitted_on_replace")).await,
         [pair("omitted_on_replace", "/graphicsElementIds")]
@@ -186,12 +200,7 @@ async fn a_get_through_one_replica_arms_the_put_through_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enforce_on_the_other_replica_refuses_the_erasing_put_and_the_api_keeps_the_field() {
-    let redis = RedisServer::start();
-    redis.client().await;
-    let key = hash_key("enforce");
-    let api = demo_api().await;
-    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
-    let b = start(replica(api, &redis, &key, Mode::Enforce)).await;
+    let (_redis, a, b) = two_replicas(demo_api().await, "enforce", Mode::Enforce).await;
     let (_, status) = get_here_put_there(&a, &b, ("g1", "p1")).await;
     assert_eq!(status, 409);
     let after = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2"))
@@ -200,30 +209,9 @@ async fn enforce_on_the_other_replica_refuses_the_erasing_put_and_the_api_keeps_
     assert_eq!(after["graphicsElementIds"], json!([3, 7]));
 }
 
-/// An API whose PUT answers 204 and whose next GET shows what the PUT left: only the next GET
-/// can confirm the clear.
-async fn api_answering_204() -> SocketAddr {
-    let state = Arc::new(Mutex::new(Value::Object(driftwatch::demo::api::seed())));
-    let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
-        let mut s = state.lock().unwrap();
-        if r.method == "PUT" {
-            let sent: Value = serde_json::from_slice(&r.body).unwrap();
-            s["graphicsElementIds"] = sent.get("graphicsElementIds").cloned().unwrap_or(json!([]));
-            return (204, String::new());
-        }
-        (200, s.to_string())
-    });
-    upstream::start(responder, Duration::ZERO, None).await.addr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_get_through_another_replica_confirms_the_clear_once() {
-    let redis = RedisServer::start();
-    redis.client().await;
-    let key = hash_key("confirms");
-    let api = api_answering_204().await;
-    let a = start(replica(api, &redis, &key, Mode::Observe)).await;
-    let b = start(replica(api, &redis, &key, Mode::Observe)).await;
+    let (_redis, a, b) = two_replicas(api_answering_204().await, "confirms", Mode::Observe).await;
     get_here_put_there(&a, &b, ("g1", "p1")).await;
     assert_eq!(
         kinds_of(b.admin, "p1", Some("silent_clear_risk")).await,
@@ -278,13 +266,8 @@ async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_r
 
     // Paused: connected, never answering. The write waits for the deadline (5 ms), no longer.
     redis.signal("-STOP");
-    let body = stale_body(&read);
-    let resp = raw(
-        b.addr,
-        &put("/api/v1/channels/7", "Bearer alice", "p1", &body),
-    )
-    .await;
-    assert_eq!(resp.status, 204, "forwarded");
+    let status = stale_put(&b, "Bearer alice", "p1", &read).await;
+    assert_eq!(status, 204, "forwarded");
     assert_eq!(
         kinds_of(b.admin, "p1", Some("omitted_on_replace")).await,
         [pair("omitted_on_replace", "/graphicsElementIds")],
@@ -336,13 +319,8 @@ async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_r
         (metric(&a, "driftwatch_responses_checked_total").await >= 3.0).then_some(())
     })
     .await;
-    let body = stale_body(&read);
-    let resp = raw(
-        a.addr,
-        &put("/api/v1/channels/7", "Bearer alice", "p3", &body),
-    )
-    .await;
-    assert_eq!(resp.status, 204, "forwarded");
+    let status = stale_put(&a, "Bearer alice", "p3", &read).await;
+    assert_eq!(status, 204, "forwarded");
     assert_eq!(
         kinds_of(a.admin, "p3", Some("silent_clear_risk")).await,
         [pair("silent_clear_risk", "/graphicsElementIds")],
@@ -360,20 +338,11 @@ async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_r
     let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g4"))
         .await
         .json();
-    eventually("g4's snapshot in the new store", || {
-        let mut conn = conn.clone();
-        async move {
-            let keys: usize = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
-            (keys == 2).then_some(())
-        }
+    eventually("g4's snapshot in the new store", || async {
+        (dbsize(&conn).await == 2).then_some(())
     })
     .await;
-    let body = stale_body(&read);
-    raw(
-        b.addr,
-        &put("/api/v1/channels/7", "Bearer alice", "p4", &body),
-    )
-    .await;
+    stale_put(&b, "Bearer alice", "p4", &read).await;
     assert_eq!(
         kinds_of(b.admin, "p4", Some("silent_clear_risk")).await,
         [pair("silent_clear_risk", "/graphicsElementIds")]
@@ -410,8 +379,7 @@ async fn the_store_holds_at_most_max_entries_and_neither_values_nor_paths() {
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            let dbsize: usize = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
-            (len == 100 && dbsize == 101).then_some(())
+            (len == 100 && dbsize(&conn).await == 101).then_some(())
         }
     })
     .await;
@@ -489,9 +457,8 @@ async fn a_store_down_at_start_or_refusing_the_password_leaves_traffic_alone_unt
     .await;
     let client =
         redis::Client::open(format!("redis://:{password}@127.0.0.1:{}", redis.port)).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: usize = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
-    assert_eq!(keys, 2, "B's snapshot and the index");
+    let conn = client.get_multiplexed_async_connection().await.unwrap();
+    assert_eq!(dbsize(&conn).await, 2, "B's snapshot and the index");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,6 +88,22 @@ pub async fn kinds_of(admin: SocketAddr, rid: &str, until: Option<&str>) -> Vec<
     .await
 }
 
+/// An API whose PUT answers 204 and whose next GET shows what the PUT left (the list emptied
+/// when it was omitted): only the next GET can confirm the clear.
+pub async fn api_answering_204() -> SocketAddr {
+    let state = Arc::new(Mutex::new(Value::Object(driftwatch::demo::api::seed())));
+    let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
+        let mut s = state.lock().unwrap();
+        if r.method == "PUT" {
+            let sent: Value = serde_json::from_slice(&r.body).unwrap();
+            s["graphicsElementIds"] = sent.get("graphicsElementIds").cloned().unwrap_or(json!([]));
+            return (204, String::new());
+        }
+        (200, s.to_string())
+    });
+    upstream::start(responder, Duration::ZERO, None).await.addr
+}
+
 /// Alice GETs channel 7 (request `g1`); once driftwatch remembers it, `put_auth` PUTs it back
 /// through the stale tool (request `p1`).
 async fn read_then_stale_put(
@@ -156,20 +172,8 @@ async fn a_put_that_drops_a_held_field_is_at_risk_then_confirmed_by_its_own_resp
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_get_confirms_when_the_write_response_does_not_show_it() {
-    // An upstream whose PUT answers 204 and whose next GET shows the list emptied.
-    let state = Arc::new(Mutex::new(Value::Object(driftwatch::demo::api::seed())));
-    let store = state.clone();
-    let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
-        let mut s = store.lock().unwrap();
-        if r.method == "PUT" {
-            let sent: Value = serde_json::from_slice(&r.body).unwrap();
-            s["graphicsElementIds"] = sent.get("graphicsElementIds").cloned().unwrap_or(json!([]));
-            return (204, String::new());
-        }
-        (200, s.to_string())
-    });
-    let up = upstream::start(responder, Duration::ZERO, None).await;
-    let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
+    let up = api_answering_204().await;
+    let dw = start(config(&format!("http://{up}"), |_| {})).await;
     read_then_stale_put(&dw, "Bearer alice").await;
     assert_eq!(
         kinds_of(dw.admin, "p1", Some("silent_clear_risk")).await,
