@@ -9,7 +9,7 @@ use driftwatch::contract::{Contract, ContractOptions};
 use driftwatch::finding::Kind;
 use driftwatch::request::RequestView;
 use driftwatch::spec::{LoadOptions, RefRoot, Spec};
-use driftwatch::traffic::Traffic;
+use driftwatch::traffic::{Format, Item, Stream};
 use serde_json::Value;
 
 /// Findings listed per request in the Channels contract the targets use.
@@ -140,26 +140,35 @@ pub fn query_path(contract: &Contract, data: &[u8]) {
     }
 }
 
-/// Any text as recorded traffic (HAR or JSON Lines): reading never panics, every non-blank
+/// Any bytes as recorded traffic (HAR or JSON Lines): reading never panics, every non-blank
 /// JSON Lines line is an exchange or a problem with its own line number (nothing is lost
 /// silently), and every exchange audits against `contract` without panicking.
 pub fn traffic(contract: &Contract, data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else {
+    let source = Box::new(std::io::Cursor::new(data.to_vec()));
+    let Ok(stream) = Stream::from_reader(source) else {
         return;
     };
-    let Ok(traffic) = Traffic::parse(Path::new("fuzz.jsonl"), text) else {
-        return;
-    };
-    if traffic.format == "jsonl" {
-        let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
-        assert_eq!(traffic.exchanges.len() + traffic.problems.len(), lines);
-        let mut indices: Vec<usize> = traffic.exchanges.iter().map(|e| e.index).collect();
-        indices.extend(traffic.problems.iter().map(|p| p.index));
+    let format = stream.format;
+    let (mut exchanges, mut problems) = (Vec::new(), Vec::new());
+    for item in stream.flatten() {
+        match item {
+            Item::Exchange(e) => exchanges.push(e),
+            Item::Problem(p) => problems.push(p),
+        }
+    }
+    if format == Format::Jsonl {
+        let lines = data
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.trim_ascii().is_empty())
+            .count();
+        assert_eq!(exchanges.len() + problems.len(), lines);
+        let mut indices: Vec<usize> = exchanges.iter().map(|e| e.index).collect();
+        indices.extend(problems.iter().map(|p| p.index));
         indices.sort_unstable();
         indices.dedup();
         assert_eq!(indices.len(), lines, "one line, one index");
     }
-    for e in &traffic.exchanges {
+    for e in &exchanges {
         let request = RequestView::new(&e.method, &e.url, &e.headers, e.body.as_deref());
         let _ = audit(contract, &request);
     }

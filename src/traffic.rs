@@ -4,7 +4,11 @@
 //! kept as a problem with its position and the rest is still read: one bad line must not hide
 //! the drift in a thousand good ones.
 
-use std::path::{Path, PathBuf};
+mod stream;
+
+pub use stream::{Format, Stream};
+
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -38,12 +42,11 @@ pub struct Problem {
     pub reason: String,
 }
 
-#[derive(Debug, Default)]
-pub struct Traffic {
-    pub exchanges: Vec<Exchange>,
-    pub problems: Vec<Problem>,
-    /// `"har"` or `"jsonl"`, for the summary.
-    pub format: &'static str,
+/// What the stream gives: an exchange, or a line or entry that could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Exchange(Exchange),
+    Problem(Problem),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,47 +56,9 @@ pub enum TrafficError {
         file: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: not a HAR file: {reason}", file.display())]
-    Har { file: PathBuf, reason: String },
 }
 
-impl Traffic {
-    pub fn read(path: &Path) -> Result<Traffic, TrafficError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TrafficError::Io {
-            file: path.into(),
-            source,
-        })?;
-        Traffic::parse(path, &text)
-    }
-
-    /// HAR when the whole text is one JSON object with a `log`, else JSON Lines.
-    pub fn parse(path: &Path, text: &str) -> Result<Traffic, TrafficError> {
-        if let Ok(Value::Object(doc)) = serde_json::from_str::<Value>(text)
-            && let Some(log) = doc.get("log")
-        {
-            return har(path, log);
-        }
-        let mut traffic = Traffic {
-            format: "jsonl",
-            ..Traffic::default()
-        };
-        for (index, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Value>(line)
-                .map_err(|e| e.to_string())
-                .and_then(|v| jsonl_exchange(index, &v))
-            {
-                Ok(exchange) => traffic.exchanges.push(exchange),
-                Err(reason) => traffic.problems.push(Problem { index, reason }),
-            }
-        }
-        Ok(traffic)
-    }
-}
-
-fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
+pub(crate) fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
     let text = |key: &str| line.get(key).and_then(Value::as_str).map(String::from);
     let method = text("method")
         .ok_or("missing string `method`")?
@@ -190,28 +155,7 @@ fn body_of(v: &Value) -> Result<Option<Vec<u8>>, String> {
     }
 }
 
-fn har(path: &Path, log: &Value) -> Result<Traffic, TrafficError> {
-    let entries = log
-        .get("entries")
-        .and_then(Value::as_array)
-        .ok_or_else(|| TrafficError::Har {
-            file: path.into(),
-            reason: "`log.entries` is not a list".into(),
-        })?;
-    let mut traffic = Traffic {
-        format: "har",
-        ..Traffic::default()
-    };
-    for (index, entry) in entries.iter().enumerate() {
-        match har_exchange(index, entry) {
-            Ok(e) => traffic.exchanges.push(e),
-            Err(reason) => traffic.problems.push(Problem { index, reason }),
-        }
-    }
-    Ok(traffic)
-}
-
-fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
+pub(crate) fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, String> {
     let request = entry.get("request").ok_or("entry has no `request`")?;
     let method = request
         .get("method")
@@ -275,73 +219,18 @@ fn har_content(
     {
         headers.push(("content-type".into(), mime.into()));
     }
-    if content.get("encoding").and_then(Value::as_str) == Some("base64") {
-        return Err("base64-encoded bodies are not audited; record text bodies".into());
-    }
-    Ok(Some(text.as_bytes().to_vec()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jsonl_lines_with_a_broken_one_in_the_middle() {
-        let text = concat!(
-            r#"{"method":"put","url":"/a/7?x=1","headers":{"content-type":"application/json"},"body":{"n":1}}"#,
-            "\n",
-            "{not json\n",
-            "\n",
-            r#"{"method":"GET","url":"https://h.test/a","body_text":"raw","response":{"status":200,"body":[1]}}"#,
-            "\n",
-            r#"{"url":"/a"}"#,
-            "\n",
-        );
-        let t = Traffic::parse(Path::new("t.jsonl"), text).unwrap();
-        assert_eq!(t.exchanges.len(), 2);
-        assert_eq!(
-            (t.exchanges[0].index, t.exchanges[0].method.as_str()),
-            (0, "PUT")
-        );
-        assert_eq!(t.exchanges[0].body.as_deref(), Some(&br#"{"n":1}"#[..]));
-        assert_eq!(t.exchanges[1].index, 3);
-        assert_eq!(
-            t.exchanges[1].response.as_ref().unwrap().body.as_deref(),
-            Some(&b"[1]"[..])
-        );
-        let problems: Vec<(usize, &str)> = t
-            .problems
-            .iter()
-            .map(|p| (p.index, p.reason.as_str()))
-            .collect();
-        assert_eq!(problems.len(), 2);
-        assert_eq!(problems[0].0, 1);
-        assert_eq!(problems[1], (4, "missing string `method`"));
-    }
-
-    #[test]
-    fn har_entries() {
-        let text = r#"{"log":{"version":"1.2","entries":[
-            {"request":{"method":"PUT","url":"http://h.test/a","headers":[{"name":"X-A","value":"1"}],
-              "postData":{"mimeType":"application/json","text":"{\"a\":1}"}},
-             "response":{"status":200,"headers":[],"content":{"mimeType":"application/json","text":"{}"}}},
-            {"response":{}}]}}"#;
-        let t = Traffic::parse(Path::new("t.har"), text).unwrap();
-        assert_eq!(t.format, "har");
-        assert_eq!(
-            t.exchanges[0].headers,
-            [
-                ("X-A".into(), "1".into()),
-                ("content-type".into(), "application/json".into())
-            ]
-        );
-        assert_eq!(t.exchanges[0].response.as_ref().unwrap().status, 200);
-        assert_eq!(
-            t.problems,
-            [Problem {
-                index: 1,
-                reason: "entry has no `request`".into()
-            }]
-        );
+    match content.get("encoding").and_then(Value::as_str) {
+        None | Some("") => Ok(Some(text.as_bytes().to_vec())),
+        // Chrome and Firefox write binary and compressed bodies this way.
+        Some("base64") => {
+            use base64::Engine;
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .map_err(|e| format!("a base64 body that does not decode: {e}"))?;
+            Ok(Some(decoded))
+        }
+        Some(other) => Err(format!(
+            "a body in encoding `{other}`, which HAR does not define"
+        )),
     }
 }

@@ -1,0 +1,149 @@
+//! The audit of recorded traffic in two steps, so that every core works and the verdict is the
+//! sequential one. **In parallel**, per exchange: the request audit, its resource's memory key,
+//! the response audit and the parse of the response body, none of which depends on another
+//! exchange. **In recording order**, on one thread: the silent-clear memory (a write compared
+//! with the GETs before it, a clear confirmed by the responses after it) and the findings said
+//! once per run (`replace_will_drop_field`). The memory's state is one recording's history:
+//! keeping it on one thread keeps each resource's order without sharding.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::audit::{ReportedOnce, audit, audit_response};
+use crate::contract::{Contract, Operation};
+use crate::finding::Finding;
+use crate::memory::{HashKey, Key};
+use crate::request::{Headers, RequestView};
+use crate::response::ResponseView;
+use crate::settings::Settings;
+use crate::silent::{Tracker, resource_key};
+use crate::traffic::Exchange;
+
+/// What the parallel step found for one exchange.
+pub struct Audited<'c> {
+    op: Option<&'c Operation>,
+    findings: Vec<Finding>,
+    key: Option<Key>,
+    answered: Vec<Finding>,
+    /// The response body, parsed for the memory (only where the exchange has a memory key).
+    body: Option<Value>,
+    /// Where it went: its shape in the spec, or the path itself under `events.log_values`.
+    pub path: String,
+}
+
+/// The parallel step over a chunk, in the chunk's order.
+pub fn audit_all<'c>(
+    contract: &'c Contract,
+    settings: &Settings,
+    hash_key: HashKey,
+    exchanges: &[&Exchange],
+) -> Vec<Audited<'c>> {
+    exchanges
+        .par_iter()
+        .map(|e| audit_one(contract, settings, hash_key, e))
+        .collect()
+}
+
+fn audit_one<'c>(
+    contract: &'c Contract,
+    settings: &Settings,
+    hash_key: HashKey,
+    exchange: &Exchange,
+) -> Audited<'c> {
+    let request = RequestView::new(
+        &exchange.method,
+        &exchange.url,
+        &exchange.headers,
+        exchange.body.as_deref(),
+    );
+    let audited = audit(contract, &request);
+    let credential = Headers::get(
+        exchange.headers.as_slice(),
+        settings.memory.scope_header.as_str(),
+    );
+    let key = audited
+        .operation
+        .and_then(|op| resource_key(op, &audited.path_values, hash_key.scope(credential)));
+    let response = exchange.response.as_ref();
+    let answered = match (audited.operation, response) {
+        (Some(op), Some(response)) => {
+            let view = ResponseView {
+                status: response.status,
+                headers: &response.headers,
+                body: response.body.as_deref(),
+                parsed: None,
+            };
+            audit_response(contract, op, &view)
+        }
+        _ => Vec::new(),
+    };
+    let body = response
+        .filter(|_| key.is_some())
+        .and_then(|r| r.body.as_deref())
+        .and_then(|b| serde_json::from_slice(b).ok());
+    let path = match settings.events.log_values {
+        true => request.path.to_string(),
+        false => contract.path_shape(request.path),
+    };
+    Audited {
+        op: audited.operation,
+        findings: audited.findings,
+        key,
+        answered,
+        body,
+        path,
+    }
+}
+
+/// The sequential step's state: one recording's memory, what was said once, what went
+/// unaudited.
+pub struct Replay<'m> {
+    pub tracker: Tracker<'m>,
+    pub reported: ReportedOnce,
+    /// Exchanges that reached an operation with parts skipped at load, by reason.
+    pub unaudited: BTreeMap<&'static str, usize>,
+}
+
+impl Replay<'_> {
+    /// The exchange's findings in the order the sidecar reports them: the request's (a write
+    /// upgraded where the memory shows a value), the clears its response confirms, the
+    /// response's.
+    pub fn findings(&mut self, exchange: &Exchange, audited: Audited<'_>) -> Vec<Finding> {
+        let Audited {
+            op,
+            mut findings,
+            key,
+            mut answered,
+            body,
+            ..
+        } = audited;
+        for reason in op.iter().flat_map(|op| &op.skipped) {
+            *self.unaudited.entry(reason.unaudited_reason()).or_default() += 1;
+        }
+        if let (Some(op), Some(key)) = (op, key) {
+            let at = exchange.at.unwrap_or_else(SystemTime::now);
+            let at_risk = self.tracker.before_write(op, &key, at, &mut findings);
+            if let Some(response) = &exchange.response {
+                let request_id = Headers::get(exchange.headers.as_slice(), "x-request-id")
+                    .map_or_else(|| format!("exchange-{}", exchange.index), String::from);
+                let status = response.status;
+                let outcome = self.tracker.after_response(
+                    op,
+                    &key,
+                    &request_id,
+                    at,
+                    status,
+                    body.as_ref(),
+                    at_risk,
+                );
+                findings.extend(outcome.confirmed);
+            }
+        }
+        self.reported.retain_new(&mut answered);
+        findings.extend(answered);
+        findings
+    }
+}

@@ -1,0 +1,296 @@
+//! What `check` prints, written as the findings come, in memory bounded by what is distinct:
+//! `text` keeps one group per (operation, kind, location, field), with its count and first
+//! exchanges; `json` writes each finding into its `findings` list as it is found and the
+//! summary at the end; `jsonl` writes one finding a line, and the summary line to stderr.
+//! Counts are kept for the summary; of the lines that could not be read, the first
+//! [`PROBLEMS_KEPT`] are kept to show.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::finding::{Finding, Severity};
+use crate::traffic::{Exchange, Format, Problem};
+
+/// Unreadable lines or entries shown at most (all are counted).
+pub const PROBLEMS_KEPT: usize = 100;
+/// Exchanges listed per text group at most.
+const EXCHANGES_SHOWN: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+    Jsonl,
+}
+
+/// One finding with the exchange it came from, as `json` and `jsonl` write it.
+#[derive(Serialize)]
+struct Row<'a> {
+    #[serde(flatten)]
+    finding: &'a Finding,
+    method: &'a str,
+    path: &'a str,
+    exchange: usize,
+}
+
+/// A text group: the first finding, how many, and the first exchanges.
+struct Group {
+    first: Finding,
+    count: usize,
+    exchanges: Vec<usize>,
+}
+
+/// (operation, kind, location, field).
+type GroupKey = (String, &'static str, &'static str, String);
+
+/// What lenient load left out of the spec, and the exchanges that touched it.
+pub struct Skipped<'a> {
+    pub warnings: &'a [crate::contract::LoadWarning],
+    pub unaudited: &'a BTreeMap<&'static str, usize>,
+}
+
+pub struct Report<'o> {
+    out: &'o mut dyn Write,
+    output: Output,
+    groups: BTreeMap<GroupKey, Group>,
+    by_severity: BTreeMap<Severity, usize>,
+    by_kind: BTreeMap<&'static str, usize>,
+    findings: usize,
+    exchanges: usize,
+    problems: Vec<Problem>,
+    problem_count: usize,
+    /// The most severe finding so far.
+    worst: Option<Severity>,
+}
+
+impl<'o> Report<'o> {
+    pub fn start(out: &'o mut dyn Write, output: Output) -> std::io::Result<Report<'o>> {
+        if output == Output::Json {
+            out.write_all(b"{\"findings\": [")?;
+        }
+        Ok(Report {
+            out,
+            output,
+            groups: BTreeMap::new(),
+            by_severity: BTreeMap::new(),
+            by_kind: BTreeMap::new(),
+            findings: 0,
+            exchanges: 0,
+            problems: Vec::new(),
+            problem_count: 0,
+            worst: None,
+        })
+    }
+
+    pub fn exchange(
+        &mut self,
+        exchange: &Exchange,
+        path: &str,
+        findings: Vec<Finding>,
+    ) -> std::io::Result<()> {
+        self.exchanges += 1;
+        for finding in findings {
+            self.finding(exchange, path, finding)?;
+        }
+        Ok(())
+    }
+
+    fn finding(&mut self, e: &Exchange, path: &str, f: Finding) -> std::io::Result<()> {
+        *self.by_severity.entry(f.severity).or_default() += 1;
+        *self.by_kind.entry(f.kind.as_str()).or_default() += 1;
+        self.worst = self.worst.max(Some(f.severity));
+        let row = |f| Row {
+            finding: f,
+            method: &e.method,
+            path,
+            exchange: e.index,
+        };
+        match self.output {
+            Output::Json => {
+                let sep: &[u8] = if self.findings == 0 { b"\n" } else { b",\n" };
+                self.out.write_all(sep)?;
+                serde_json::to_writer(&mut *self.out, &row(&f))?;
+            }
+            Output::Jsonl => {
+                serde_json::to_writer(&mut *self.out, &row(&f))?;
+                self.out.write_all(b"\n")?;
+            }
+            Output::Text => {
+                let op = f
+                    .operation
+                    .clone()
+                    .unwrap_or_else(|| "(no operation)".into());
+                let key = (op, f.kind.as_str(), f.location.as_str(), f.field.clone());
+                let group = self.groups.entry(key).or_insert_with(|| Group {
+                    first: f,
+                    count: 0,
+                    exchanges: Vec::new(),
+                });
+                group.count += 1;
+                if group.exchanges.len() < EXCHANGES_SHOWN {
+                    group.exchanges.push(e.index);
+                }
+            }
+        }
+        self.findings += 1;
+        Ok(())
+    }
+
+    pub fn problem(&mut self, problem: Problem) {
+        self.problem_count += 1;
+        if self.problems.len() < PROBLEMS_KEPT {
+            self.problems.push(problem);
+        }
+    }
+
+    pub fn exchanges(&self) -> usize {
+        self.exchanges
+    }
+
+    pub fn first_problem(&self) -> Option<&Problem> {
+        self.problems.first()
+    }
+
+    pub fn worst(&self) -> Option<Severity> {
+        self.worst
+    }
+
+    /// The end: the text table or the summary.
+    pub fn finish(self, format: Format, revision: &str, skipped: &Skipped) -> anyhow::Result<()> {
+        match self.output {
+            Output::Text => self.write_text(format, skipped)?,
+            Output::Json => {
+                let summary = serde_json::to_string_pretty(&self.summary(revision, skipped))?;
+                write!(self.out, "\n],\n\"summary\": {summary}}}\n")?;
+            }
+            Output::Jsonl => {
+                self.out.flush()?;
+                eprintln!("{}", self.summary_line());
+            }
+        }
+        Ok(())
+    }
+
+    fn summary(&self, revision: &str, skipped: &Skipped) -> serde_json::Value {
+        let malformed: Vec<_> = self
+            .problems
+            .iter()
+            .map(|p| json!({"exchange": p.index, "reason": p.reason}))
+            .collect();
+        json!({
+            "spec_revision": revision,
+            "exchanges": self.exchanges,
+            "findings": self.findings,
+            "by_severity": self.severity_counts(),
+            "by_kind": self.by_kind,
+            "malformed": malformed,
+            "malformed_total": self.problem_count,
+            "load_warnings": skipped.warnings,
+            "unaudited": skipped.unaudited,
+        })
+    }
+
+    /// Findings per severity, most severe first.
+    fn severity_counts(&self) -> serde_json::Map<String, serde_json::Value> {
+        [
+            Severity::Critical,
+            Severity::Error,
+            Severity::Warning,
+            Severity::Info,
+        ]
+        .into_iter()
+        .map(|s| {
+            let n = self.by_severity.get(&s).copied().unwrap_or(0);
+            (s.as_str().to_string(), json!(n))
+        })
+        .collect()
+    }
+
+    fn summary_line(&self) -> String {
+        let counts: Vec<String> = self
+            .severity_counts()
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        format!(
+            "{} exchanges, {} findings ({}), {} malformed",
+            self.exchanges,
+            self.findings,
+            counts.join(", "),
+            self.problem_count
+        )
+    }
+
+    /// A table grouped by operation, then kind and field, listing the first exchanges each
+    /// came from.
+    fn write_text(self, format: Format, skipped: &Skipped) -> anyhow::Result<()> {
+        let mut current = "";
+        for ((op, kind, location, field), group) in &self.groups {
+            if op != current {
+                writeln!(self.out, "{op}")?;
+                current = op;
+            }
+            let list: Vec<String> = group.exchanges.iter().map(|i| i.to_string()).collect();
+            let more = if group.count > group.exchanges.len() {
+                ", ..."
+            } else {
+                ""
+            };
+            writeln!(
+                self.out,
+                "  {:<8} {kind:<22} {location:<6} {field:<24} x{} (exchange {}{more})",
+                group.first.severity.as_str(),
+                group.count,
+                list.join(", ")
+            )?;
+            writeln!(self.out, "           {}", group.first.message)?;
+        }
+        let unit = match format {
+            Format::Har => "entry",
+            Format::Jsonl => "line",
+        };
+        for p in &self.problems {
+            writeln!(self.out, "malformed {unit} {}: {}", p.index + 1, p.reason)?;
+        }
+        if self.problem_count > self.problems.len() {
+            let more = self.problem_count - self.problems.len();
+            writeln!(self.out, "... and {more} more malformed")?;
+        }
+        skipped.write_text(self.out)?;
+        writeln!(self.out, "{}", self.summary_line())?;
+        Ok(())
+    }
+}
+
+impl Skipped<'_> {
+    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        const SHOWN: usize = 20;
+        if self.warnings.is_empty() {
+            return Ok(());
+        }
+        let by_reason: Vec<String> = crate::contract::count_by_reason(self.warnings)
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{} {n}", r.as_str()))
+            .collect();
+        writeln!(
+            out,
+            "spec: {} part(s) skipped at load ({}); --strict refuses the spec instead",
+            self.warnings.len(),
+            by_reason.join(", ")
+        )?;
+        for w in self.warnings.iter().take(SHOWN) {
+            writeln!(out, "  {w}")?;
+        }
+        if self.warnings.len() > SHOWN {
+            writeln!(out, "  ... and {} more", self.warnings.len() - SHOWN)?;
+        }
+        for (reason, n) in self.unaudited {
+            writeln!(out, "  {n} exchange(s) partly unaudited: {reason}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,419 @@
+//! Traffic as a stream, so a recording of any size is read in flat memory: a reader thread
+//! turns the bytes into exchanges, a chunk at a time, through a bounded channel (it also
+//! parses while the caller audits). The input is a file or `-` (stdin), plain, gzip'd or
+//! zstd'd (told by its first bytes, not its name). Its format is told by its first line: a JSON
+//! object with `log` (a one-line HAR), a JSON object (JSON Lines), or the start of a JSON
+//! document spread over lines (a HAR, whose `log.entries` are read one entry at a time).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read};
+use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::{Item, Problem, TrafficError, har_exchange, jsonl_exchange};
+
+/// Exchanges per chunk handed over, and chunks in flight at most: the reader runs ahead of
+/// the audit by this much, no more.
+const CHUNK: usize = 1024;
+const CHUNKS_AHEAD: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Har,
+    Jsonl,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Har => "har",
+            Format::Jsonl => "jsonl",
+        }
+    }
+}
+
+/// Chunks of items in recording order, read on a thread of their own.
+pub struct Stream {
+    pub format: Format,
+    chunks: Receiver<Vec<Item>>,
+}
+
+impl Iterator for Stream {
+    type Item = Vec<Item>;
+
+    fn next(&mut self) -> Option<Vec<Item>> {
+        self.chunks.recv().ok()
+    }
+}
+
+type Source = Box<dyn BufRead + Send>;
+
+impl Stream {
+    /// `path`, or stdin for `-`.
+    pub fn open(path: &Path) -> Result<Stream, TrafficError> {
+        let io = |source| TrafficError::Io {
+            file: path.into(),
+            source,
+        };
+        let raw: Box<dyn Read + Send> = if path == Path::new("-") {
+            Box::new(std::io::stdin())
+        } else {
+            Box::new(File::open(path).map_err(io)?)
+        };
+        Stream::from_reader(decompressed(raw).map_err(io)?).map_err(io)
+    }
+
+    /// Tell the format from the first line, then read the rest on a thread.
+    pub fn from_reader(mut source: Source) -> std::io::Result<Stream> {
+        let mut first = Vec::new();
+        source.read_until(b'\n', &mut first)?;
+        let (tx, chunks) = sync_channel(CHUNKS_AHEAD);
+        let format = match serde_json::from_slice::<Value>(&first) {
+            Ok(Value::Object(doc)) if doc.contains_key("log") => Format::Har,
+            Ok(_) => Format::Jsonl,
+            Err(e) if e.is_eof() => Format::Har,
+            Err(_) => Format::Jsonl,
+        };
+        let rest: Source = Box::new(BufReader::new(Cursor::new(first).chain(source)));
+        let spawned = std::thread::Builder::new()
+            .name("driftwatch-traffic".into())
+            .spawn(move || {
+                let mut out = Chunker {
+                    tx,
+                    chunk: Vec::with_capacity(CHUNK),
+                };
+                match format {
+                    Format::Har => har(rest, &mut out),
+                    Format::Jsonl => jsonl(rest, &mut out),
+                }
+                out.flush();
+            });
+        spawned?;
+        Ok(Stream { format, chunks })
+    }
+}
+
+/// The bytes behind gzip's or zstd's magic number, else the bytes as they are.
+fn decompressed(raw: Box<dyn Read + Send>) -> std::io::Result<Source> {
+    let mut buffered = BufReader::with_capacity(1 << 16, raw);
+    let magic = buffered.fill_buf()?;
+    if magic.starts_with(&[0x1f, 0x8b]) {
+        let gz = flate2::read::MultiGzDecoder::new(buffered);
+        return Ok(Box::new(BufReader::with_capacity(1 << 16, gz)));
+    }
+    if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let zstd = ruzstd::decoding::StreamingDecoder::new(buffered)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+        return Ok(Box::new(BufReader::with_capacity(1 << 16, zstd)));
+    }
+    Ok(Box::new(buffered))
+}
+
+/// Items gathered into chunks for the channel; a caller gone away stops the reading.
+struct Chunker {
+    tx: SyncSender<Vec<Item>>,
+    chunk: Vec<Item>,
+}
+
+impl Chunker {
+    /// Hand `item` on; false when no one reads any more.
+    fn push(&mut self, item: Item) -> bool {
+        self.chunk.push(item);
+        if self.chunk.len() < CHUNK {
+            return true;
+        }
+        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK));
+        self.tx.send(full).is_ok()
+    }
+
+    fn flush(&mut self) {
+        if !self.chunk.is_empty() {
+            let _ = self.tx.send(std::mem::take(&mut self.chunk));
+        }
+    }
+}
+
+/// One exchange a line; a line that is not one is a problem, and the next is read.
+fn jsonl(mut source: Source, out: &mut Chunker) {
+    let mut line = Vec::new();
+    for index in 0.. {
+        line.clear();
+        match source.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                let reason = format!("cannot read on: {e}");
+                out.push(Item::Problem(Problem { index, reason }));
+                return;
+            }
+        }
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let item = match serde_json::from_slice::<Value>(&line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| jsonl_exchange(index, &v))
+        {
+            Ok(exchange) => Item::Exchange(exchange),
+            Err(reason) => Item::Problem(Problem { index, reason }),
+        };
+        if !out.push(item) {
+            return;
+        }
+    }
+}
+
+/// A HAR's `log.entries`, one entry at a time, never the whole document in memory. A document
+/// that breaks off (or is no HAR) ends the stream with a problem saying where.
+fn har(source: Source, out: &mut Chunker) {
+    let mut entries = Entries { out, read: 0 };
+    let mut de = serde_json::Deserializer::from_reader(source);
+    let read = Root(&mut entries)
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+    if let Err(e) = read {
+        let index = entries.read;
+        let reason = format!("not a HAR file from here on: {e}");
+        entries.out.push(Item::Problem(Problem { index, reason }));
+    }
+}
+
+struct Entries<'o> {
+    out: &'o mut Chunker,
+    /// Entries read so far.
+    read: usize,
+}
+
+/// The document: `log` is read, every other key skipped.
+struct Root<'e, 'o>(&'e mut Entries<'o>);
+/// `log`: `entries` is read, every other key skipped.
+struct Log<'e, 'o>(&'e mut Entries<'o>);
+/// `log.entries`: each entry handed on as it is parsed.
+struct List<'e, 'o>(&'e mut Entries<'o>);
+
+impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Root<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a HAR document: an object with `log`")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "log" {
+                map.next_value_seed(Log(&mut *self.0))?;
+                seen = true;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        match seen {
+            true => Ok(()),
+            false => Err(serde::de::Error::missing_field("log")),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Log<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Log<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("`log`: an object with `entries`")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "entries" {
+                map.next_value_seed(List(&mut *self.0))?;
+                seen = true;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        match seen {
+            true => Ok(()),
+            false => Err(serde::de::Error::missing_field("entries")),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for List<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for List<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("`log.entries`: a list")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(entry) = seq.next_element::<Value>()? {
+            let index = self.0.read;
+            self.0.read += 1;
+            let item = match har_exchange(index, &entry) {
+                Ok(exchange) => Item::Exchange(exchange),
+                Err(reason) => Item::Problem(Problem { index, reason }),
+            };
+            if !self.0.out.push(item) {
+                return Err(serde::de::Error::custom("the reader stopped"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::Exchange;
+    use std::io::Write;
+
+    fn items(bytes: &[u8]) -> (Format, Vec<Item>) {
+        let stream =
+            Stream::from_reader(decompressed(Box::new(Cursor::new(bytes.to_vec()))).unwrap())
+                .unwrap();
+        let format = stream.format;
+        (format, stream.flatten().collect())
+    }
+
+    fn exchanges(items: &[Item]) -> Vec<&Exchange> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Exchange(e) => Some(e),
+                Item::Problem(_) => None,
+            })
+            .collect()
+    }
+
+    fn problems(items: &[Item]) -> Vec<(usize, &str)> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Problem(p) => Some((p.index, p.reason.as_str())),
+                Item::Exchange(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn jsonl_lines_with_a_broken_one_and_a_line_that_is_not_utf8() {
+        let mut text = concat!(
+            r#"{"method":"put","url":"/a/7?x=1","headers":{"content-type":"application/json"},"body":{"n":1}}"#,
+            "\n",
+            "{not json\n",
+            "\n",
+            r#"{"method":"GET","url":"https://h.test/a","body_text":"raw","response":{"status":200,"body":[1]}}"#,
+            "\n",
+            r#"{"url":"/a"}"#,
+            "\n",
+        )
+        .as_bytes()
+        .to_vec();
+        text.extend_from_slice(b"\xff\xfe\n");
+        let (format, items) = items(&text);
+        assert_eq!(format, Format::Jsonl);
+        let e = exchanges(&items);
+        assert_eq!((e.len(), e[0].index, e[0].method.as_str()), (2, 0, "PUT"));
+        assert_eq!(e[0].body.as_deref(), Some(&br#"{"n":1}"#[..]));
+        assert_eq!(e[1].index, 3);
+        assert_eq!(
+            e[1].response.as_ref().unwrap().body.as_deref(),
+            Some(&b"[1]"[..])
+        );
+        let p = problems(&items);
+        assert_eq!(
+            (p.len(), p[0].0, p[1]),
+            (3, 1, (4, "missing string `method`"))
+        );
+        assert_eq!(p[2].0, 5, "the line that is not UTF-8");
+    }
+
+    const HAR: &str = r#"{"log":{"version":"1.2","creator":{"name":"t"},"entries":[
+        {"request":{"method":"PUT","url":"http://h.test/a","headers":[{"name":"X-A","value":"1"}],
+          "postData":{"mimeType":"application/json","text":"{\"a\":1}"}},
+         "response":{"status":200,"headers":[],"content":{"mimeType":"application/json","text":"e30=","encoding":"base64"}}},
+        {"response":{}},
+        {"request":{"method":"GET","url":"/b","headers":[]},"response":{"status":200,"headers":[],
+          "content":{"mimeType":"application/json","text":"not base64!","encoding":"base64"}}}],
+        "pages":[]}}"#;
+
+    #[test]
+    fn har_entries_one_at_a_time_with_base64_bodies_decoded() {
+        for text in [HAR.to_string(), HAR.replace('\n', " ")] {
+            let (format, items) = items(text.as_bytes());
+            assert_eq!(format, Format::Har);
+            let e = exchanges(&items);
+            assert_eq!(
+                e[0].headers,
+                [
+                    ("X-A".into(), "1".into()),
+                    ("content-type".into(), "application/json".into())
+                ]
+            );
+            let response = e[0].response.as_ref().unwrap();
+            assert_eq!(
+                (response.status, response.body.as_deref()),
+                (200, Some(&b"{}"[..]))
+            );
+            let p = problems(&items);
+            assert_eq!(p[0], (1, "entry has no `request`"));
+            assert!(
+                p[1].0 == 2 && p[1].1.starts_with("a base64 body that does not decode"),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_har_that_breaks_off_keeps_what_came_before() {
+        let cut = &HAR[..HAR.find("{\"response\":{}}").unwrap() + 20];
+        let (_, items) = items(cut.as_bytes());
+        assert_eq!(exchanges(&items).len(), 1);
+        let p = problems(&items);
+        assert!(
+            p.iter()
+                .any(|(i, r)| *i == 2 && r.starts_with("not a HAR file from here on")),
+            "{p:?}"
+        );
+        let (_, items) = items_of_json(
+            r#"{"version": 1,
+            "entries": []}"#,
+        );
+        assert!(problems(&items)[0].1.contains("missing field `log`"));
+    }
+
+    fn items_of_json(text: &str) -> (Format, Vec<Item>) {
+        items(text.as_bytes())
+    }
+
+    #[test]
+    fn gzip_is_read_by_its_first_bytes_whatever_the_name() {
+        let line = br#"{"method":"GET","url":"/a"}"#;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for _ in 0..3 {
+            gz.write_all(line).unwrap();
+            gz.write_all(b"\n").unwrap();
+        }
+        let (format, items) = items(&gz.finish().unwrap());
+        assert_eq!((format, exchanges(&items).len()), (Format::Jsonl, 3));
+    }
+}
