@@ -6,6 +6,7 @@ mod fuzz_checks;
 
 mod integration {
     pub mod catalog;
+    pub mod check_inputs;
     pub mod cli;
     pub mod demo;
     pub mod deploy;
