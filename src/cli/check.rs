@@ -120,7 +120,9 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         reported: ReportedOnce::default(),
         unaudited: BTreeMap::new(),
     };
-    let mut report = Report::start(out, args.format)?;
+    // stdout is line-buffered: a write per finding cost more than the audit.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut report = Report::start(&mut out, args.format)?;
     for chunk in stream {
         let mut exchanges = Vec::with_capacity(chunk.len());
         for item in chunk {
@@ -156,6 +158,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         unaudited: &replay.unaudited,
     };
     report.finish(format, &revision, &skipped)?;
+    out.flush()?;
     Ok(if failed {
         ExitCode::from(1)
     } else {

@@ -68,9 +68,6 @@ pub struct Report<'o> {
 
 impl<'o> Report<'o> {
     pub fn start(out: &'o mut dyn Write, output: Output) -> std::io::Result<Report<'o>> {
-        if output == Output::Json {
-            out.write_all(b"{\"findings\": [")?;
-        }
         Ok(Report {
             out,
             output,
@@ -110,7 +107,13 @@ impl<'o> Report<'o> {
         };
         match self.output {
             Output::Json => {
-                let sep: &[u8] = if self.findings == 0 { b"\n" } else { b",\n" };
+                // The document opens with its first finding, so a run that stops before one
+                // (no exchange could be read) writes nothing.
+                let sep: &[u8] = if self.findings == 0 {
+                    b"{\"findings\": [\n"
+                } else {
+                    b",\n"
+                };
                 self.out.write_all(sep)?;
                 serde_json::to_writer(&mut *self.out, &row(&f))?;
             }
@@ -164,7 +167,12 @@ impl<'o> Report<'o> {
             Output::Text => self.write_text(format, skipped)?,
             Output::Json => {
                 let summary = serde_json::to_string_pretty(&self.summary(revision, skipped))?;
-                write!(self.out, "\n],\n\"summary\": {summary}}}\n")?;
+                let open = if self.findings == 0 {
+                    "{\"findings\": ["
+                } else {
+                    "\n"
+                };
+                write!(self.out, "{open}],\n\"summary\": {summary}}}\n")?;
             }
             Output::Jsonl => {
                 self.out.flush()?;
