@@ -171,9 +171,14 @@ fn jsonl(mut source: Source, out: &mut Chunker) {
 fn har(source: Source, out: &mut Chunker) {
     let mut entries = Entries { out, read: 0 };
     let mut de = serde_json::Deserializer::from_reader(source);
-    let read = Root(&mut entries)
-        .deserialize(&mut de)
-        .and_then(|()| de.end());
+    let document = Only {
+        key: "log",
+        seed: Only {
+            key: "entries",
+            seed: List(&mut entries),
+        },
+    };
+    let read = document.deserialize(&mut de).and_then(|()| de.end());
     if let Err(e) = read {
         let index = entries.read;
         let reason = format!("not a HAR file from here on: {e}");
@@ -187,67 +192,39 @@ struct Entries<'o> {
     read: usize,
 }
 
-/// The document: `log` is read, every other key skipped.
-struct Root<'e, 'o>(&'e mut Entries<'o>);
-/// `log`: `entries` is read, every other key skipped.
-struct Log<'e, 'o>(&'e mut Entries<'o>);
+/// An object whose `key` is read with `seed` (it must be there), every other key skipped:
+/// the document's `log`, then `log`'s `entries`.
+struct Only<S> {
+    key: &'static str,
+    seed: S,
+}
+
 /// `log.entries`: each entry handed on as it is parsed.
 struct List<'e, 'o>(&'e mut Entries<'o>);
 
-impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
+impl<'de, S: DeserializeSeed<'de, Value = ()>> DeserializeSeed<'de> for Only<S> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for Root<'_, '_> {
+impl<'de, S: DeserializeSeed<'de, Value = ()>> Visitor<'de> for Only<S> {
     type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a HAR document: an object with `log`")
+        write!(f, "an object with `{}`", self.key)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = false;
+        let mut seed = Some(self.seed);
         while let Some(key) = map.next_key::<String>()? {
-            if key == "log" {
-                map.next_value_seed(Log(&mut *self.0))?;
-                seen = true;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match seed.take_if(|_| key == self.key) {
+                Some(seed) => map.next_value_seed(seed)?,
+                None => map.next_value::<IgnoredAny>().map(drop)?,
             }
         }
-        match seen {
-            true => Ok(()),
-            false => Err(serde::de::Error::missing_field("log")),
-        }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Log<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Log<'_, '_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("`log`: an object with `entries`")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = false;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "entries" {
-                map.next_value_seed(List(&mut *self.0))?;
-                seen = true;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        match seen {
-            true => Ok(()),
-            false => Err(serde::de::Error::missing_field("entries")),
+        match seed {
+            None => Ok(()),
+            Some(_) => Err(serde::de::Error::missing_field(self.key)),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+use super::cli::triples;
 use super::util::example;
 
 /// `driftwatch check` with `args`, `stdin` piped in: exit code, stdout, stderr. Its config
@@ -68,16 +69,9 @@ fn compressed(tool: &str, file: &Path, name: &str) -> String {
 }
 
 fn kinds(doc: &Value) -> Vec<(u64, String)> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["exchange"].as_u64().unwrap(),
-                f["kind"].as_str().unwrap().into(),
-            )
-        })
+    triples(doc)
+        .into_iter()
+        .map(|(e, kind, _)| (e, kind))
         .collect()
 }
 

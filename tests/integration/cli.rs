@@ -42,7 +42,7 @@ fn check_json(spec: &std::path::Path, traffic: &str) -> (i32, Value) {
 }
 
 /// (exchange, kind, field) of every finding, in order.
-fn triples(doc: &Value) -> Vec<(u64, String, String)> {
+pub fn triples(doc: &Value) -> Vec<(u64, String, String)> {
     doc["findings"]
         .as_array()
         .unwrap()
