@@ -4,6 +4,7 @@
 //! kept as a problem with its position and the rest is still read: one bad line must not hide
 //! the drift in a thousand good ones.
 
+mod access;
 mod stream;
 
 pub use stream::{Format, Stream};
@@ -25,6 +26,9 @@ pub struct Exchange {
     pub response: Option<RecordedResponse>,
     /// When it was recorded (HAR `startedDateTime`, JSON Lines `time`), RFC 3339.
     pub at: Option<std::time::SystemTime>,
+    /// The recording does not say what the body was (an access log): body findings are
+    /// left out rather than guessed from an absent body.
+    pub body_unknown: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +63,11 @@ pub enum TrafficError {
 }
 
 pub(crate) fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, String> {
+    if line.get("url").is_none()
+        && let Some(exchange) = access::json_log(index, line)
+    {
+        return exchange;
+    }
     let text = |key: &str| line.get(key).and_then(Value::as_str).map(String::from);
     let method = text("method")
         .ok_or("missing string `method`")?
@@ -95,6 +104,7 @@ pub(crate) fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, Str
         body,
         response,
         at,
+        body_unknown: false,
     })
 }
 
@@ -106,7 +116,7 @@ fn status_of(response: &Value) -> Option<u16> {
 }
 
 /// An RFC 3339 timestamp (`Z` form); anything else is treated as unknown.
-fn time(value: Option<&Value>) -> Option<std::time::SystemTime> {
+pub(crate) fn time(value: Option<&Value>) -> Option<std::time::SystemTime> {
     value
         .and_then(Value::as_str)
         .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
@@ -196,6 +206,7 @@ pub(crate) fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, Stri
         body,
         response,
         at,
+        body_unknown: false,
     })
 }
 

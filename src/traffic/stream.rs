@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::{Item, Problem, TrafficError, har_exchange, jsonl_exchange};
+use super::{Exchange, Item, Problem, TrafficError, har_exchange, jsonl_exchange};
 
 /// Exchanges per chunk handed over, and chunks in flight at most: the reader runs ahead of
 /// the audit by this much, no more.
@@ -24,6 +24,8 @@ const CHUNKS_AHEAD: usize = 4;
 pub enum Format {
     Har,
     Jsonl,
+    /// The combined (or common) log format of nginx and Apache.
+    Combined,
 }
 
 impl Format {
@@ -31,6 +33,7 @@ impl Format {
         match self {
             Format::Har => "har",
             Format::Jsonl => "jsonl",
+            Format::Combined => "combined",
         }
     }
 }
@@ -75,6 +78,7 @@ impl Stream {
             Ok(Value::Object(doc)) if doc.contains_key("log") => Format::Har,
             Ok(_) => Format::Jsonl,
             Err(e) if e.is_eof() => Format::Har,
+            Err(_) if super::access::is_combined(&first) => Format::Combined,
             Err(_) => Format::Jsonl,
         };
         let rest: Source = Box::new(BufReader::new(Cursor::new(first).chain(source)));
@@ -87,7 +91,8 @@ impl Stream {
                 };
                 match format {
                     Format::Har => har(rest, &mut out),
-                    Format::Jsonl => jsonl(rest, &mut out),
+                    Format::Jsonl => lines(rest, &mut out, json_line),
+                    Format::Combined => lines(rest, &mut out, combined_line),
                 }
                 out.flush();
             });
@@ -136,8 +141,24 @@ impl Chunker {
     }
 }
 
+/// A JSON Lines line: ours, or an nginx or Envoy JSON log line.
+fn json_line(index: usize, line: &[u8]) -> Result<Exchange, String> {
+    serde_json::from_slice::<Value>(line)
+        .map_err(|e| e.to_string())
+        .and_then(|v| jsonl_exchange(index, &v))
+}
+
+fn combined_line(index: usize, line: &[u8]) -> Result<Exchange, String> {
+    let line = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
+    super::access::combined(index, line.trim_end())
+}
+
 /// One exchange a line; a line that is not one is a problem, and the next is read.
-fn jsonl(mut source: Source, out: &mut Chunker) {
+fn lines(
+    mut source: Source,
+    out: &mut Chunker,
+    parse: fn(usize, &[u8]) -> Result<Exchange, String>,
+) {
     let mut line = Vec::new();
     for index in 0.. {
         line.clear();
@@ -153,10 +174,7 @@ fn jsonl(mut source: Source, out: &mut Chunker) {
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let item = match serde_json::from_slice::<Value>(&line)
-            .map_err(|e| e.to_string())
-            .and_then(|v| jsonl_exchange(index, &v))
-        {
+        let item = match parse(index, &line) {
             Ok(exchange) => Item::Exchange(exchange),
             Err(reason) => Item::Problem(Problem { index, reason }),
         };
@@ -260,7 +278,6 @@ impl<'de> Visitor<'de> for List<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traffic::Exchange;
     use std::io::Write;
 
     fn items(bytes: &[u8]) -> (Format, Vec<Item>) {

@@ -221,3 +221,57 @@ fn the_parallel_audit_gives_the_sequential_verdict_byte_for_byte() {
         }
     }
 }
+
+/// Logs that a real nginx wrote (`examples/access/`: its JSON log with `escape=json` and the
+/// request body, and its combined log, for the example's five requests; the `log_format` is in
+/// the README): the query drift is found in both, the body's only where the body was logged.
+#[test]
+fn nginx_json_and_combined_access_logs_are_traffic() {
+    let run = |file: &str| {
+        let path = example(&format!("access/{file}"));
+        let (code, out, err) = check(
+            &["--traffic", path.to_str().unwrap(), "--format", "json"],
+            None,
+        );
+        assert_eq!(code, 1, "{err}");
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            (
+                &doc["summary"]["exchanges"],
+                &doc["summary"]["malformed_total"]
+            ),
+            (&json!(5), &json!(0))
+        );
+        triples(&doc)
+    };
+    let query = |all: &[(u64, String, String)]| -> Vec<(u64, String, String)> {
+        all.iter()
+            .filter(|(_, kind, _)| kind.contains("query") || kind.starts_with("param"))
+            .cloned()
+            .collect()
+    };
+    let expected = vec![
+        (
+            1,
+            "unknown_query_param".to_string(),
+            "page_size".to_string(),
+        ),
+        (
+            2,
+            "param_type_mismatch".to_string(),
+            "showFiller".to_string(),
+        ),
+    ];
+    let combined = run("nginx.combined.log");
+    assert_eq!(combined, expected, "no body is logged: no body finding");
+    let json = run("nginx.json.log");
+    assert_eq!(query(&json), expected);
+    assert!(
+        json.contains(&(
+            4,
+            "body_type_mismatch".to_string(),
+            "/ffmpegProfileId".to_string()
+        )),
+        "the logged body is audited: {json:?}"
+    );
+}

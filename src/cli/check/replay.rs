@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::audit::{ReportedOnce, audit, audit_response};
 use crate::contract::{Contract, Operation};
-use crate::finding::Finding;
+use crate::finding::{Finding, Kind, Location};
 use crate::memory::{HashKey, Key};
 use crate::request::{Headers, RequestView};
 use crate::response::ResponseView;
@@ -59,7 +59,13 @@ fn audit_one<'c>(
         &exchange.headers,
         exchange.body.as_deref(),
     );
-    let audited = audit(contract, &request);
+    let mut audited = audit(contract, &request);
+    if exchange.body_unknown {
+        // An access log says nothing of the body: an absent one is no finding.
+        let said =
+            |f: &Finding| f.location != Location::Body && f.kind != Kind::UnsupportedMediaType;
+        audited.findings.retain(said);
+    }
     let credential = Headers::get(
         exchange.headers.as_slice(),
         settings.memory.scope_header.as_str(),

@@ -258,7 +258,7 @@ impl<'o> Report<'o> {
         }
         let unit = match format {
             Format::Har => "entry",
-            Format::Jsonl => "line",
+            Format::Jsonl | Format::Combined => "line",
         };
         for p in &self.problems {
             writeln!(self.out, "malformed {unit} {}: {}", p.index + 1, p.reason)?;
