@@ -131,10 +131,9 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 Item::Problem(p) => report.problem(p),
             }
         }
-        let refs: Vec<_> = exchanges.iter().collect();
-        let audited = pool.install(|| audit_all(&contract, &settings, memory.hash_key, &refs));
-        for (exchange, audited) in exchanges.iter().zip(audited) {
-            let path = audited.path.clone();
+        let audited = pool.install(|| audit_all(&contract, &settings, memory.hash_key, &exchanges));
+        for (exchange, mut audited) in exchanges.iter().zip(audited) {
+            let path = std::mem::take(&mut audited.path);
             let findings = replay.findings(exchange, audited);
             report.exchange(exchange, &path, findings)?;
         }

@@ -234,19 +234,43 @@ impl Late {
             remember.at_risk,
         );
         if let Some(store) = &s.store {
+            let done = (outcome.remembered, outcome.took, outcome.left);
+            self.share(store, rev, remember.key, done);
+        }
+        s.metrics.memory(s.memory.len(), s.memory.evictions());
+        outcome.confirmed
+    }
+
+    /// What the response work did to the memory, mirrored in the store replicas share: the
+    /// snapshot a GET took (a pending clear another replica left comes back to this GET's
+    /// context), the write's pending clear (forgotten here once the store holds it).
+    fn share(
+        &self,
+        store: &super::store::Store,
+        rev: &Arc<super::Revision>,
+        key: Key,
+        (remembered, took, left): (Option<Arc<Snapshot>>, Option<String>, Option<Pending>),
+    ) {
+        if let Some(snapshot) = remembered {
             let heard = Heard {
-                s: s.clone(),
+                s: self.s.clone(),
                 rev: rev.clone(),
                 op_id: self.op_id.clone(),
                 request_id: self.request_id.clone(),
                 meta: self.meta.clone(),
                 status: self.status,
             };
-            let done = (outcome.remembered, outcome.took, outcome.left);
-            share(store, s, remember.key, done, heard);
+            let then = Box::new(move |pending: Pending, snapshot: &Snapshot| {
+                heard.confirm(&pending, snapshot)
+            });
+            store.remember(&key, snapshot, took, then);
         }
-        s.metrics.memory(s.memory.len(), s.memory.evictions());
-        outcome.confirmed
+        if let Some(pending) = left {
+            let s = self.s.clone();
+            let (write, held) = (pending.write_request_id.clone(), key.clone());
+            let then = Box::new(move || s.memory.hand_over_pending(&held, &write));
+            store.leave(&key, pending, then);
+        }
     }
 
     /// The decoded body, or `None` with the reason it is not read counted.
@@ -265,29 +289,6 @@ impl Late {
         };
         self.s.metrics.unaudited(reason);
         None
-    }
-}
-
-/// What a GET's response work did to the memory, mirrored in the store replicas share: the
-/// snapshot it took (a pending clear another replica left comes back to `heard`), the write's
-/// pending clear (forgotten here once the store holds it).
-fn share(
-    store: &super::store::Store,
-    s: &Arc<Sidecar>,
-    key: Key,
-    (remembered, took, left): (Option<Arc<Snapshot>>, Option<String>, Option<Pending>),
-    heard: Heard,
-) {
-    if let Some(snapshot) = remembered {
-        let then = Box::new(move |pending: Pending, snapshot: &Snapshot| {
-            heard.confirm(&pending, snapshot)
-        });
-        store.remember(&key, snapshot, took, then);
-    }
-    if let Some(pending) = left {
-        let (s, write, held) = (s.clone(), pending.write_request_id.clone(), key.clone());
-        let then = Box::new(move || s.memory.hand_over_pending(&held, &write));
-        store.leave(&key, pending, then);
     }
 }
 

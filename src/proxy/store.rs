@@ -93,6 +93,16 @@ struct Op {
     op: &'static str,
 }
 
+/// `driftwatch_memory_store_fallbacks_total{op}`, shared by the request path and the writer.
+#[derive(Clone, Default)]
+struct Fallbacks(Family<Op, Counter>);
+
+impl Fallbacks {
+    fn count(&self, op: &'static str) {
+        self.0.get_or_create(&Op { op }).inc();
+    }
+}
+
 /// What `/readyz` and the metrics say of the store.
 pub struct Health {
     up: AtomicBool,
@@ -150,7 +160,7 @@ pub struct Store {
     pub health: Arc<Health>,
     names: Names,
     deadline: Duration,
-    fallbacks: Family<Op, Counter>,
+    fallbacks: Fallbacks,
     recall_seconds: Histogram,
 }
 
@@ -235,7 +245,7 @@ impl Store {
     /// memory alone).
     pub async fn recall(&self, key: &Key) -> Option<Snapshot> {
         if !self.health.is_up() {
-            self.fallback("recall");
+            self.fallbacks.count("recall");
             return None;
         }
         let name = self.names.snapshot(self.names.hash_key.store_id(key));
@@ -259,11 +269,11 @@ impl Store {
             Ok(Ok(bytes)) => bytes.and_then(|b| Snapshot::decode(&b)),
             Ok(Err(e)) => {
                 self.health.set(false, &e.to_string());
-                self.fallback("recall");
+                self.fallbacks.count("recall");
                 None
             }
             Err(_) => {
-                self.fallback("recall");
+                self.fallbacks.count("recall");
                 None
             }
         }
@@ -301,12 +311,8 @@ impl Store {
         self.queued.fetch_add(1, Ordering::SeqCst);
         if !self.health.is_up() || self.jobs.try_send(job).is_err() {
             self.queued.fetch_sub(1, Ordering::SeqCst);
-            self.fallback(op);
+            self.fallbacks.count(op);
         }
-    }
-
-    fn fallback(&self, op: &'static str) {
-        self.fallbacks.get_or_create(&Op { op }).inc();
     }
 
     /// Resolve once every queued job was written (or given up on): the drain waits for it, so
@@ -396,7 +402,7 @@ fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
 /// The store's own metrics, registered only with `memory.backend = "redis"`.
 struct Metrics {
     up_gauge: Gauge,
-    fallbacks: Family<Op, Counter>,
+    fallbacks: Fallbacks,
     entries: Gauge,
     recall_seconds: Histogram,
 }
@@ -405,7 +411,7 @@ impl Metrics {
     fn register(registry: &mut Registry) -> Metrics {
         let m = Metrics {
             up_gauge: Gauge::default(),
-            fallbacks: Family::default(),
+            fallbacks: Fallbacks::default(),
             entries: Gauge::default(),
             recall_seconds: Histogram::new(exponential_buckets(5e-5, 2.0, 10)),
         };
@@ -418,10 +424,10 @@ impl Metrics {
         r.register(
             "memory_store_fallbacks",
             "Memory reads and writes done without the shared store (down, slow or full queue), by op: recall (a write's read), remember (a GET's snapshot), leave (a write's pending clear)",
-            m.fallbacks.clone(),
+            m.fallbacks.0.clone(),
         );
         for op in ["recall", "remember", "leave"] {
-            let _ = m.fallbacks.get_or_create(&Op { op });
+            let _ = m.fallbacks.0.get_or_create(&Op { op });
         }
         r.register(
             "memory_store_entries",
@@ -443,7 +449,7 @@ struct Writer {
     queued: Arc<AtomicUsize>,
     health: Arc<Health>,
     names: Names,
-    fallbacks: Family<Op, Counter>,
+    fallbacks: Fallbacks,
     entries: Gauge,
     ttl_ms: u64,
     capacity: usize,
@@ -459,7 +465,7 @@ impl Writer {
                 // Jobs are counted and dropped while the store is down (see `Store::queue`);
                 // a probe each second finds it again.
                 while let Ok(job) = queue.try_recv() {
-                    self.fallbacks.get_or_create(&Op { op: job.op() }).inc();
+                    self.fallbacks.count(job.op());
                     self.queued.fetch_sub(1, Ordering::SeqCst);
                 }
                 tokio::time::sleep(PROBE_EVERY.saturating_sub(last_probe.elapsed())).await;
@@ -514,7 +520,7 @@ impl Writer {
             Err(e) => {
                 self.health.set(false, &e.to_string());
                 for job in &jobs {
-                    self.fallbacks.get_or_create(&Op { op: job.op() }).inc();
+                    self.fallbacks.count(job.op());
                 }
                 return;
             }

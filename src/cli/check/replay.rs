@@ -39,7 +39,7 @@ pub fn audit_all<'c>(
     contract: &'c Contract,
     settings: &Settings,
     hash_key: HashKey,
-    exchanges: &[&Exchange],
+    exchanges: &[Exchange],
 ) -> Vec<Audited<'c>> {
     exchanges
         .par_iter()
