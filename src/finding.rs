@@ -315,6 +315,12 @@ impl Finding {
         }
     }
 
+    /// Whether it was read from the request body (its fields, or its media type): what a
+    /// body that was not read, or not recorded, cannot say.
+    pub fn is_about_the_body(&self) -> bool {
+        self.location == Location::Body || self.kind == Kind::UnsupportedMediaType
+    }
+
     pub fn expected(mut self, expected: impl Into<String>) -> Finding {
         self.expected = Some(expected.into());
         self

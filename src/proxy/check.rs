@@ -142,7 +142,7 @@ fn audit_request<'c>(
 
 /// A body too large to read: its findings cannot be known, and one `unaudited` says so.
 fn unaudited_body(s: &Sidecar, findings: &mut Vec<Finding>) {
-    findings.retain(|f| f.location != Location::Body && f.kind != Kind::UnsupportedMediaType);
+    findings.retain(|f| !f.is_about_the_body());
     findings.push(
         Finding::new(Kind::Unaudited, Location::Body, "")
             .observed("body larger than audit.max_body")

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::audit::{ReportedOnce, audit, audit_response};
 use crate::contract::{Contract, Operation};
-use crate::finding::{Finding, Kind, Location};
+use crate::finding::Finding;
 use crate::memory::{HashKey, Key};
 use crate::request::{Headers, RequestView};
 use crate::response::ResponseView;
@@ -62,9 +62,7 @@ fn audit_one<'c>(
     let mut audited = audit(contract, &request);
     if exchange.body_unknown {
         // An access log says nothing of the body: an absent one is no finding.
-        let said =
-            |f: &Finding| f.location != Location::Body && f.kind != Kind::UnsupportedMediaType;
-        audited.findings.retain(said);
+        audited.findings.retain(|f| !f.is_about_the_body());
     }
     let credential = Headers::get(
         exchange.headers.as_slice(),
