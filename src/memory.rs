@@ -235,26 +235,30 @@ impl Memory {
             names,
             fields,
         });
-        self.keep(key, snapshot.clone());
+        self.keep(key, snapshot.clone(), |_| true);
         Some(snapshot)
     }
 
     /// Keep a snapshot another replica took (from a shared store), unless the one held here
     /// is newer: the latest GET of the resource is the one to compare a write with.
     pub fn offer(&self, key: Key, snapshot: Snapshot) {
-        let held = self.peek(&key).map(|s| s.at);
-        if held.is_none_or(|at| at < snapshot.at) {
-            self.keep(key, Arc::new(snapshot));
-        }
+        let at = snapshot.at;
+        self.keep(key, Arc::new(snapshot), |held| {
+            held.is_none_or(|h| h.at < at)
+        });
     }
 
-    fn peek(&self, key: &Key) -> Option<Arc<Snapshot>> {
-        let resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
-        resources.peek(key).cloned()
-    }
-
-    fn keep(&self, key: Key, snapshot: Arc<Snapshot>) {
+    /// Put `snapshot` in for `key` when `replaces` says so of the one held, under one lock.
+    fn keep(
+        &self,
+        key: Key,
+        snapshot: Arc<Snapshot>,
+        replaces: impl FnOnce(Option<&Snapshot>) -> bool,
+    ) {
         let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+        if !replaces(resources.peek(&key).map(|s| &**s)) {
+            return;
+        }
         if let Some((evicted, _)) = resources.push(key.clone(), snapshot)
             && evicted != key
         {
@@ -379,6 +383,35 @@ mod tests {
             "expired"
         );
         assert!(m.recall(&key("/c/7", 1), t).is_none(), "and dropped");
+    }
+
+    #[test]
+    fn a_snapshot_from_the_store_replaces_an_older_one_never_a_newer_one() {
+        let m = Memory::new(10, Duration::from_secs(60), HashKey::random());
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let other = Memory::new(10, Duration::from_secs(60), HashKey::random());
+        let from_store = |id: &str, at| {
+            let s = other
+                .remember(key("/c/7", 1), id, at, &json!({"ids": [3]}))
+                .unwrap();
+            Snapshot::decode(&s.encode()).unwrap()
+        };
+        m.remember(key("/c/7", 1), "here", t, &json!({"ids": [3]}));
+        m.offer(
+            key("/c/7", 1),
+            from_store("older", t - Duration::from_secs(5)),
+        );
+        assert_eq!(m.recall(&key("/c/7", 1), t).unwrap().request_id, "here");
+        m.offer(
+            key("/c/7", 1),
+            from_store("newer", t + Duration::from_secs(5)),
+        );
+        assert_eq!(m.recall(&key("/c/7", 1), t).unwrap().request_id, "newer");
+        m.offer(key("/c/8", 1), from_store("none held", t));
+        assert_eq!(
+            m.recall(&key("/c/8", 1), t).unwrap().request_id,
+            "none held"
+        );
     }
 
     #[test]
