@@ -88,6 +88,19 @@ pub enum DefectKind {
     TypeMismatch,
 }
 
+impl DefectKind {
+    /// The stable name, as JSON output writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefectKind::SilentClear => "silent_clear",
+            DefectKind::MissingField => "missing_field",
+            DefectKind::MissingParam => "missing_param",
+            DefectKind::UnreachableArgument => "unreachable_argument",
+            DefectKind::TypeMismatch => "type_mismatch",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Defect {
     pub tool: String,

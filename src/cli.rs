@@ -1,6 +1,7 @@
 //! The `driftwatch` command line: one file per subcommand. Only this module (and `main`)
 //! decides exit codes: 0 clean, 1 findings at or above `--fail-on`, 2 usage or load error.
 
+mod annotations;
 mod check;
 pub mod demo;
 mod diff;

@@ -7,6 +7,7 @@ mod fuzz_checks;
 mod integration {
     pub mod catalog;
     pub mod check_inputs;
+    pub mod ci_formats;
     pub mod cli;
     pub mod demo;
     pub mod deploy;

@@ -21,7 +21,7 @@ use crate::silent::Tracker;
 use crate::spec::Spec;
 use crate::traffic::{Item, Stream};
 use replay::{Replay, audit_all};
-use report::{Output, Report, Skipped};
+use report::{Ending, Output, Report, Skipped};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -33,7 +33,8 @@ pub struct CheckArgs {
     #[arg(long)]
     traffic: PathBuf,
     /// `text`: grouped by operation, kind and field; `json`: every finding and a summary;
-    /// `jsonl`: one finding a line as it is found (the summary line on stderr).
+    /// `jsonl`: one finding a line as it is found (the summary line on stderr); `sarif`,
+    /// `junit`, `github`: one annotation per group, at its operation in the spec, for CI.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     format: Output,
     /// Exit 1 when a finding reaches this severity.
@@ -147,16 +148,20 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             first.reason
         );
     }
-    let failed = args
-        .fail_on
-        .threshold()
+    let fail_on = args.fail_on.threshold();
+    let failed = fail_on
         .zip(report.worst())
         .is_some_and(|(threshold, worst)| worst >= threshold);
-    let skipped = Skipped {
-        warnings: &contract.warnings,
-        unaudited: &replay.unaudited,
-    };
-    report.finish(format, &revision, &skipped)?;
+    report.finish(&Ending {
+        format,
+        revision: &revision,
+        skipped: Skipped {
+            warnings: &contract.warnings,
+            unaudited: &replay.unaudited,
+        },
+        spec: &args.spec,
+        fail_on,
+    })?;
     out.flush()?;
     Ok(if failed {
         ExitCode::from(1)

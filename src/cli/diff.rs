@@ -1,6 +1,7 @@
 //! `driftwatch diff OLD NEW`: what changed between two revisions of a spec, classed by what it
-//! does to clients that have not updated; for people (text), pull requests (markdown) and
-//! tools (JSON). A revision is a file, or `git:REV:PATH` from the current repository.
+//! does to clients that have not updated; for people (text), pull requests (markdown), tools
+//! (JSON) and CI (SARIF, JUnit, GitHub annotations at the operation's line in the new
+//! revision). A revision is a file, or `git:REV:PATH` from the current repository.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,6 +11,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use super::annotations::{self, Annotation, CiFormat, Level, Lines};
 use crate::contract::{Contract, ContractOptions};
 use crate::diff::{Change, Class, diff};
 use crate::spec::Spec;
@@ -32,6 +34,9 @@ enum Format {
     Text,
     Json,
     Markdown,
+    Sarif,
+    Junit,
+    Github,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -44,8 +49,16 @@ enum FailOn {
 pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let old = load(&args.old)?;
     let new = load(&args.new)?;
-    let changes = diff(&old, &new);
+    let changes = diff(&old.contract, &new.contract);
+    let threshold = match args.fail_on {
+        FailOn::Breaking => Some(Class::Breaking),
+        FailOn::Hazard => Some(Class::Hazard),
+        FailOn::Never => None,
+    };
     match args.format {
+        Format::Sarif => ci(out, CiFormat::Sarif, &changes, &new, threshold)?,
+        Format::Junit => ci(out, CiFormat::Junit, &changes, &new, threshold)?,
+        Format::Github => ci(out, CiFormat::Github, &changes, &new, threshold)?,
         Format::Json => {
             serde_json::to_writer_pretty(&mut *out, &json!({ "changes": changes }))?;
             writeln!(out)?;
@@ -53,11 +66,6 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Format::Text => text(out, &changes)?,
         Format::Markdown => markdown(out, &changes, &args.old, &args.new)?,
     }
-    let threshold = match args.fail_on {
-        FailOn::Breaking => Some(Class::Breaking),
-        FailOn::Hazard => Some(Class::Hazard),
-        FailOn::Never => None,
-    };
     let failed = threshold.is_some_and(|t| changes.iter().any(|c| c.class >= t));
     Ok(if failed {
         ExitCode::from(1)
@@ -66,9 +74,16 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// One revision, compiled, with the file it came from and its lines for annotations.
+struct Revision {
+    contract: Contract,
+    file: String,
+    lines: Lines,
+}
+
 /// A revision: a file, or `git:REV:PATH` read with `git show` from the current repository.
-fn load(source: &str) -> anyhow::Result<Contract> {
-    let spec = match source.strip_prefix("git:") {
+fn load(source: &str) -> anyhow::Result<Revision> {
+    let (spec, file, lines) = match source.strip_prefix("git:") {
         Some(rest) => {
             let (rev, path) = rest
                 .split_once(':')
@@ -83,11 +98,72 @@ fn load(source: &str) -> anyhow::Result<Contract> {
                     String::from_utf8_lossy(&shown.stderr).trim()
                 );
             }
-            Spec::parse(Path::new(path), &shown.stdout)?
+            let spec = Spec::parse(Path::new(path), &shown.stdout)?;
+            let lines = Lines::new(String::from_utf8_lossy(&shown.stdout).into_owned());
+            (spec, path.to_string(), lines)
         }
-        None => Spec::load(Path::new(source))?,
+        None => {
+            let path = Path::new(source);
+            (Spec::load(path)?, source.to_string(), Lines::of_spec(path))
+        }
     };
-    Ok(Contract::compile(&spec, &ContractOptions::default())?)
+    let contract = Contract::compile(&spec, &ContractOptions::default())?;
+    Ok(Revision {
+        contract,
+        file,
+        lines,
+    })
+}
+
+/// One annotation per change, at its operation in the new revision (a removed operation is
+/// not there: it points at the `paths` line).
+fn ci(
+    out: &mut dyn Write,
+    format: CiFormat,
+    changes: &[Change],
+    new: &Revision,
+    threshold: Option<Class>,
+) -> std::io::Result<()> {
+    let annotations: Vec<Annotation> = changes
+        .iter()
+        .map(|c| {
+            let fails = threshold.is_some_and(|t| c.class >= t);
+            let weight = match c.class {
+                Class::Breaking => Level::Error,
+                Class::Hazard => Level::Warning,
+                Class::Info => Level::Note,
+            };
+            let arrow = arrow(c);
+            let arrow = if arrow.is_empty() {
+                arrow
+            } else {
+                format!(": {arrow}")
+            };
+            Annotation {
+                rule: c.kind.to_string(),
+                level: Level::of(fails, weight),
+                fails,
+                title: format!("{} {} {}", c.operation, c.location, c.field)
+                    .trim_end()
+                    .to_string(),
+                message: format!(
+                    "{} change {} at {} {} {}{arrow}",
+                    c.class, c.kind, c.operation, c.location, c.field
+                ),
+                file: new.file.clone(),
+                line: new.lines.operation(&c.operation),
+                operation: Some(c.operation.clone()),
+                properties: Default::default(),
+            }
+        })
+        .collect();
+    let run = annotations::Run {
+        command: "diff",
+        clean: "no change between the revisions".into(),
+        summary: format!("{} changes ({})", changes.len(), counts(changes)),
+        annotations: &annotations,
+    };
+    annotations::write(out, format, &run)
 }
 
 fn counts(changes: &[Change]) -> String {

@@ -1,5 +1,7 @@
 //! `driftwatch tools`: check an MCP tool catalog (`tools/list`) against the spec, or generate
-//! one from it. Exit 0 clean, 1 on any defect, 2 on a load or mapping error.
+//! one from it. Exit 0 clean, 1 on any defect, 2 on a load or mapping error. For CI, each
+//! defect is an annotation at its tool in the catalog, each unexposed operation a note at its
+//! operation in the spec.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -8,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
+use super::annotations::{self, Annotation, CiFormat, Level, Lines};
 use crate::catalog::{Mapping, Report, check, generate, read_tools};
 use crate::contract::Contract;
 use crate::spec::Spec;
@@ -41,6 +44,9 @@ pub struct ToolsArgs {
 enum Format {
     Text,
     Json,
+    Sarif,
+    Junit,
+    Github,
 }
 
 pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -81,7 +87,16 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         None => Mapping::default(),
     };
     let report = check(&contract, &tools, &mapping)?;
+    let files = Files {
+        catalog: path.display().to_string(),
+        catalog_lines: Lines::new(text),
+        spec: args.spec.display().to_string(),
+        spec_lines: Lines::of_spec(&args.spec),
+    };
     match args.format {
+        Format::Sarif => ci(out, CiFormat::Sarif, &report, &files)?,
+        Format::Junit => ci(out, CiFormat::Junit, &report, &files)?,
+        Format::Github => ci(out, CiFormat::Github, &report, &files)?,
         Format::Json => {
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;
@@ -93,6 +108,66 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The two files annotations point into.
+struct Files {
+    catalog: String,
+    catalog_lines: Lines,
+    spec: String,
+    spec_lines: Lines,
+}
+
+fn ci(
+    out: &mut dyn Write,
+    format: CiFormat,
+    report: &Report,
+    files: &Files,
+) -> std::io::Result<()> {
+    let defects = report.defects.iter().map(|d| {
+        let mut said = format!("tool `{}` ({})", d.tool, d.operation);
+        if let Some(expected) = &d.expected {
+            said += &format!(": the spec has {expected}");
+        }
+        if let Some(declared) = &d.declared {
+            said += &format!(", the tool declares {declared}");
+        }
+        Annotation {
+            rule: d.kind.as_str().to_string(),
+            level: Level::Error,
+            fails: true,
+            title: format!("{} {}", d.tool, d.field),
+            message: format!("{} `{}`, {said}", d.kind.as_str(), d.field),
+            file: files.catalog.clone(),
+            line: files.catalog_lines.named(&d.tool),
+            operation: Some(d.operation.clone()),
+            properties: Default::default(),
+        }
+    });
+    let unexposed = report.unexposed.iter().map(|op| Annotation {
+        rule: "unexposed".into(),
+        level: Level::Note,
+        fails: false,
+        title: op.clone(),
+        message: format!("operation {op}: no tool in the catalog reaches it"),
+        file: files.spec.clone(),
+        line: files.spec_lines.operation(op),
+        operation: Some(op.clone()),
+        properties: Default::default(),
+    });
+    let annotations: Vec<Annotation> = defects.chain(unexposed).collect();
+    let run = annotations::Run {
+        command: "tools",
+        clean: format!("{} tools match the spec", report.tools.len()),
+        summary: format!(
+            "{} tools, {} defects, {} operations no tool reaches",
+            report.tools.len(),
+            report.defects.len(),
+            report.unexposed.len()
+        ),
+        annotations: &annotations,
+    };
+    annotations::write(out, format, &run)
 }
 
 fn text_report(out: &mut dyn Write, report: &Report) -> anyhow::Result<()> {

@@ -1,7 +1,8 @@
 //! What `check` prints, written as the findings come, in memory bounded by what is distinct:
 //! `text` keeps one group per (operation, kind, location, field), with its count and first
 //! exchanges; `json` writes each finding into its `findings` list as it is found and the
-//! summary at the end; `jsonl` writes one finding a line, and the summary line to stderr.
+//! summary at the end; `jsonl` writes one finding a line, and the summary line to stderr;
+//! `sarif`, `junit` and `github` keep the text groups and write one annotation per group.
 //! Counts are kept for the summary; of the lines that could not be read, the first
 //! [`PROBLEMS_KEPT`] are kept to show.
 
@@ -11,6 +12,7 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::json;
 
+use super::super::annotations::{self, Annotation, CiFormat, Level, Lines};
 use crate::finding::{Finding, Severity};
 use crate::traffic::{Exchange, Format, Problem};
 
@@ -24,6 +26,20 @@ pub enum Output {
     Text,
     Json,
     Jsonl,
+    Sarif,
+    Junit,
+    Github,
+}
+
+impl Output {
+    fn ci(self) -> Option<CiFormat> {
+        match self {
+            Output::Sarif => Some(CiFormat::Sarif),
+            Output::Junit => Some(CiFormat::Junit),
+            Output::Github => Some(CiFormat::Github),
+            Output::Text | Output::Json | Output::Jsonl => None,
+        }
+    }
 }
 
 /// One finding with the exchange it came from, as `json` and `jsonl` write it.
@@ -50,6 +66,17 @@ type GroupKey = (String, &'static str, &'static str, String);
 pub struct Skipped<'a> {
     pub warnings: &'a [crate::contract::LoadWarning],
     pub unaudited: &'a BTreeMap<&'static str, usize>,
+}
+
+/// What the end of the report says besides the findings.
+pub struct Ending<'a> {
+    pub format: Format,
+    pub revision: &'a str,
+    pub skipped: Skipped<'a>,
+    /// The spec, to point CI annotations at its operations.
+    pub spec: &'a std::path::Path,
+    /// `--fail-on`: which groups fail the job.
+    pub fail_on: Option<Severity>,
 }
 
 pub struct Report<'o> {
@@ -121,7 +148,7 @@ impl<'o> Report<'o> {
                 serde_json::to_writer(&mut *self.out, &row(&f))?;
                 self.out.write_all(b"\n")?;
             }
-            Output::Text => {
+            Output::Text | Output::Sarif | Output::Junit | Output::Github => {
                 let op = f
                     .operation
                     .clone()
@@ -162,11 +189,22 @@ impl<'o> Report<'o> {
     }
 
     /// The end: the text table or the summary.
-    pub fn finish(self, format: Format, revision: &str, skipped: &Skipped) -> anyhow::Result<()> {
+    pub fn finish(self, end: &Ending) -> anyhow::Result<()> {
+        let (format, skipped) = (end.format, &end.skipped);
+        if let Some(ci) = self.output.ci() {
+            let annotations = self.annotations(end);
+            let run = annotations::Run {
+                command: "check",
+                clean: format!("{} exchanges, no finding", self.exchanges),
+                summary: self.summary_line(),
+                annotations: &annotations,
+            };
+            return Ok(annotations::write(self.out, ci, &run)?);
+        }
         match self.output {
             Output::Text => self.write_text(format, skipped)?,
             Output::Json => {
-                let summary = serde_json::to_string_pretty(&self.summary(revision, skipped))?;
+                let summary = serde_json::to_string_pretty(&self.summary(end.revision, skipped))?;
                 let open = if self.findings == 0 {
                     "{\"findings\": ["
                 } else {
@@ -178,8 +216,52 @@ impl<'o> Report<'o> {
                 self.out.flush()?;
                 eprintln!("{}", self.summary_line());
             }
+            Output::Sarif | Output::Junit | Output::Github => {}
         }
         Ok(())
+    }
+
+    /// One annotation per group, at its operation's line in the spec.
+    fn annotations(&self, end: &Ending) -> Vec<Annotation> {
+        let lines = Lines::of_spec(end.spec);
+        let file = end.spec.display().to_string();
+        self.groups
+            .iter()
+            .map(|((op, kind, location, field), group)| {
+                let severity = group.first.severity;
+                let fails = end.fail_on.is_some_and(|t| severity >= t);
+                let weight = match severity {
+                    Severity::Critical | Severity::Error => Level::Error,
+                    Severity::Warning => Level::Warning,
+                    Severity::Info => Level::Note,
+                };
+                let operation = group.first.operation.clone();
+                let exchanges: Vec<String> =
+                    group.exchanges.iter().map(|i| i.to_string()).collect();
+                let more = if group.count > group.exchanges.len() {
+                    ", ..."
+                } else {
+                    ""
+                };
+                Annotation {
+                    rule: kind.to_string(),
+                    level: Level::of(fails, weight),
+                    fails,
+                    title: format!("{op} {location} {field}").trim_end().to_string(),
+                    message: format!(
+                        "{} [{} {kind}, {}x, exchange {}{more}]",
+                        group.first.message,
+                        severity.as_str(),
+                        group.count,
+                        exchanges.join(", ")
+                    ),
+                    line: operation.as_deref().map_or(1, |o| lines.operation(o)),
+                    file: file.clone(),
+                    operation,
+                    properties: annotations::group_properties(group.count, &group.exchanges),
+                }
+            })
+            .collect()
     }
 
     fn summary(&self, revision: &str, skipped: &Skipped) -> serde_json::Value {
