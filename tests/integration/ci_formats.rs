@@ -253,3 +253,106 @@ fn github_annotations_name_file_and_line_and_nothing_else_is_a_command() {
         "{out}"
     );
 }
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The Action's script in a real repository: a pull request renames a query parameter, and
+/// the catalog beside the spec has defects.
+#[test]
+fn the_action_annotates_a_changed_spec_and_a_catalog_and_fails_the_job() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = std::env::temp_dir().join(format!("driftwatch-action-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&repo);
+    std::fs::create_dir_all(repo.join("api")).unwrap();
+    let spec = std::fs::read_to_string(root.join(SPEC)).unwrap();
+    std::fs::write(repo.join("api/openapi.yaml"), &spec).unwrap();
+    for (from, to) in [
+        ("examples/channels.tools.json", "api/tools.json"),
+        ("config/tools.toml", "api/tools.toml"),
+    ] {
+        std::fs::copy(root.join(from), repo.join(to)).unwrap();
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "base"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    std::fs::write(
+        repo.join("api/openapi.yaml"),
+        spec.replace("- name: pageSize", "- name: page_size"),
+    )
+    .unwrap();
+
+    let summary = repo.join("summary.md");
+    let out = std::process::Command::new(root.join("scripts/action-run"))
+        .current_dir(&repo)
+        .env("DW", env!("CARGO_BIN_EXE_driftwatch"))
+        .env("SPEC", "api/openapi.yaml")
+        .env("BASE", &base)
+        .env("TOOLS", "api/tools.json")
+        .env("TOOLS_MAP", "api/tools.toml")
+        .env("SARIF_DIR", "sarif")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{out:?}");
+    let list = line_of(SPEC, "operationId: listPlayouts");
+    let renamed = format!(
+        "::error file=api/openapi.yaml,line={list},title=param_renamed listPlayouts query page_size::hazard change param_renamed"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&renamed)),
+        "{renamed}\n{stdout}"
+    );
+    let tool = line_of("examples/channels.tools.json", "\"update_channel\"");
+    let defect = format!(
+        "::error file=api/tools.json,line={tool},title=silent_clear update_channel graphicsElementIds::"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&defect)),
+        "{defect}\n{stdout}"
+    );
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.contains("| hazard | `param_renamed` | `listPlayouts` |"),
+        "{md}"
+    );
+    let schema = sarif_schema();
+    for name in ["diff.sarif", "tools.sarif"] {
+        let text = std::fs::read_to_string(repo.join("sarif").join(name)).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(schema_errors(&schema, &doc), Vec::<String>::new(), "{name}");
+        assert!(
+            !doc["runs"][0]["results"].as_array().unwrap().is_empty(),
+            "{name}"
+        );
+    }
+
+    // The same pull request with the spec as it was, and no catalog: nothing to say, exit 0.
+    git(&repo, &["checkout", "-q", "--", "api/openapi.yaml"]);
+    let out = std::process::Command::new(root.join("scripts/action-run"))
+        .current_dir(&repo)
+        .env("DW", env!("CARGO_BIN_EXE_driftwatch"))
+        .env("SPEC", "api/openapi.yaml")
+        .env("BASE", &base)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let _ = std::fs::remove_dir_all(&repo);
+}
