@@ -145,7 +145,7 @@ pub fn query_path(contract: &Contract, data: &[u8]) {
 /// silently), and every exchange audits against `contract` without panicking.
 pub fn traffic(contract: &Contract, data: &[u8]) {
     let source = Box::new(std::io::Cursor::new(data.to_vec()));
-    let Ok(stream) = Stream::from_reader(source) else {
+    let Ok(stream) = Stream::from_reader(source, None) else {
         return;
     };
     let format = stream.format;

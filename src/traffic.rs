@@ -7,7 +7,7 @@
 mod access;
 mod stream;
 
-pub use stream::{Format, Stream};
+pub use stream::{Format, Progress, Stream};
 
 use std::path::PathBuf;
 

@@ -19,7 +19,7 @@ use crate::memory::Memory;
 use crate::settings::Settings;
 use crate::silent::Tracker;
 use crate::spec::Spec;
-use crate::traffic::{Item, Stream};
+use crate::traffic::{Format, Item, Progress, Stream};
 use replay::{Replay, audit_all};
 use report::{Ending, Output, Report, Skipped};
 
@@ -28,10 +28,14 @@ pub struct CheckArgs {
     /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz).
     #[arg(long)]
     spec: PathBuf,
-    /// Recorded traffic: a HAR 1.2 file or JSON Lines, plain, gzip'd or zstd'd; `-` reads
-    /// stdin.
+    /// Recorded traffic: a HAR 1.2 file, JSON Lines (ours, or nginx's or Envoy's JSON access
+    /// log) or a combined/common access log; plain, gzip'd or zstd'd; `-` reads stdin.
     #[arg(long)]
     traffic: PathBuf,
+    /// The traffic's format; `auto` tells it from the first line. `jsonl` covers driftwatch's
+    /// JSON Lines and nginx's and Envoy's JSON logs (told apart line by line).
+    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
+    input_format: InputFormat,
     /// `text`: grouped by operation, kind and field; `json`: every finding and a summary;
     /// `jsonl`: one finding a line as it is found (the summary line on stderr); `sarif`,
     /// `junit`, `github`: one annotation per group, at its operation in the spec, for CI.
@@ -55,6 +59,25 @@ pub struct CheckArgs {
     /// any number.
     #[arg(long)]
     jobs: Option<usize>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum InputFormat {
+    Auto,
+    Har,
+    Jsonl,
+    Combined,
+}
+
+impl InputFormat {
+    fn named(self) -> Option<Format> {
+        match self {
+            InputFormat::Auto => None,
+            InputFormat::Har => Some(Format::Har),
+            InputFormat::Jsonl => Some(Format::Jsonl),
+            InputFormat::Combined => Some(Format::Combined),
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -96,14 +119,27 @@ impl CheckArgs {
     }
 }
 
+/// A bar of the bytes read, on stderr when it is a terminal and the input is a file.
+fn progress_bar(progress: Option<Progress>) -> Option<(indicatif::ProgressBar, Progress)> {
+    use std::io::IsTerminal;
+    let progress = progress.filter(|_| std::io::stderr().is_terminal())?;
+    let style = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta} left",
+    )
+    .ok()?;
+    let bar = indicatif::ProgressBar::new(progress.total).with_style(style);
+    Some((bar, progress))
+}
+
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
     let spec = Spec::load(&args.spec)?;
     let contract = Contract::compile(&spec, &settings.spec.contract)?;
     let revision = spec.revision.clone();
     drop(spec);
-    let stream = Stream::open(&args.traffic)?;
+    let mut stream = Stream::open(&args.traffic, args.input_format.named())?;
     let format = stream.format;
+    let bar = progress_bar(stream.progress.take());
     let threads = args.jobs.unwrap_or(0);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -138,6 +174,12 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let findings = replay.findings(exchange, audited);
             report.exchange(exchange, &path, findings)?;
         }
+        if let Some((bar, progress)) = &bar {
+            bar.set_position(progress.read());
+        }
+    }
+    if let Some((bar, _)) = bar {
+        bar.finish_and_clear();
     }
     if report.exchanges() == 0
         && let Some(first) = report.first_problem()

@@ -1,13 +1,16 @@
 //! Traffic as a stream, so a recording of any size is read in flat memory: a reader thread
 //! turns the bytes into exchanges, a chunk at a time, through a bounded channel (it also
 //! parses while the caller audits). The input is a file or `-` (stdin), plain, gzip'd or
-//! zstd'd (told by its first bytes, not its name). Its format is told by its first line: a JSON
-//! object with `log` (a one-line HAR), a JSON object (JSON Lines), or the start of a JSON
-//! document spread over lines (a HAR, whose `log.entries` are read one entry at a time).
+//! zstd'd (told by its first bytes, not its name). Its format is named by the caller or told by
+//! its first line: a JSON object with `log` (a one-line HAR), a JSON object (JSON Lines), or
+//! the start of a JSON document spread over lines (a HAR, whose `log.entries` are read one entry
+//! at a time). A file's bytes read so far are counted, for a progress bar.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -42,6 +45,35 @@ impl Format {
 pub struct Stream {
     pub format: Format,
     chunks: Receiver<Vec<Item>>,
+    /// For a file: its size and the bytes read so far (before decompression).
+    pub progress: Option<Progress>,
+}
+
+/// How far the reader is in a file.
+#[derive(Clone)]
+pub struct Progress {
+    pub total: u64,
+    read: Arc<AtomicU64>,
+}
+
+impl Progress {
+    pub fn read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+}
+
+/// A file that counts the bytes read from it.
+struct Counted {
+    file: File,
+    read: Arc<AtomicU64>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 impl Iterator for Stream {
@@ -55,32 +87,35 @@ impl Iterator for Stream {
 type Source = Box<dyn BufRead + Send>;
 
 impl Stream {
-    /// `path`, or stdin for `-`.
-    pub fn open(path: &Path) -> Result<Stream, TrafficError> {
+    /// `path`, or stdin for `-`, in `format` (`None`: told by its first line).
+    pub fn open(path: &Path, format: Option<Format>) -> Result<Stream, TrafficError> {
         let io = |source| TrafficError::Io {
             file: path.into(),
             source,
         };
-        let raw: Box<dyn Read + Send> = if path == Path::new("-") {
-            Box::new(std::io::stdin())
+        let (raw, progress): (Box<dyn Read + Send>, _) = if path == Path::new("-") {
+            (Box::new(std::io::stdin()), None)
         } else {
-            Box::new(File::open(path).map_err(io)?)
+            let file = File::open(path).map_err(io)?;
+            let total = file.metadata().map_err(io)?.len();
+            let read = Arc::new(AtomicU64::new(0));
+            let progress = Progress {
+                total,
+                read: read.clone(),
+            };
+            (Box::new(Counted { file, read }), Some(progress))
         };
-        Stream::from_reader(decompressed(raw).map_err(io)?).map_err(io)
+        let mut stream = Stream::from_reader(decompressed(raw).map_err(io)?, format).map_err(io)?;
+        stream.progress = progress;
+        Ok(stream)
     }
 
-    /// Tell the format from the first line, then read the rest on a thread.
-    pub fn from_reader(mut source: Source) -> std::io::Result<Stream> {
+    /// Read `source` on a thread, in `format` or the one its first line tells.
+    pub fn from_reader(mut source: Source, format: Option<Format>) -> std::io::Result<Stream> {
         let mut first = Vec::new();
         source.read_until(b'\n', &mut first)?;
         let (tx, chunks) = sync_channel(CHUNKS_AHEAD);
-        let format = match serde_json::from_slice::<Value>(&first) {
-            Ok(Value::Object(doc)) if doc.contains_key("log") => Format::Har,
-            Ok(_) => Format::Jsonl,
-            Err(e) if e.is_eof() => Format::Har,
-            Err(_) if super::access::is_combined(&first) => Format::Combined,
-            Err(_) => Format::Jsonl,
-        };
+        let format = format.unwrap_or_else(|| detect(&first));
         let rest: Source = Box::new(BufReader::new(Cursor::new(first).chain(source)));
         let spawned = std::thread::Builder::new()
             .name("driftwatch-traffic".into())
@@ -97,7 +132,22 @@ impl Stream {
                 out.flush();
             });
         spawned?;
-        Ok(Stream { format, chunks })
+        Ok(Stream {
+            format,
+            chunks,
+            progress: None,
+        })
+    }
+}
+
+/// The format a first line tells.
+fn detect(first: &[u8]) -> Format {
+    match serde_json::from_slice::<Value>(first) {
+        Ok(Value::Object(doc)) if doc.contains_key("log") => Format::Har,
+        Ok(_) => Format::Jsonl,
+        Err(e) if e.is_eof() => Format::Har,
+        Err(_) if super::access::is_combined(first) => Format::Combined,
+        Err(_) => Format::Jsonl,
     }
 }
 
@@ -281,9 +331,11 @@ mod tests {
     use std::io::Write;
 
     fn items(bytes: &[u8]) -> (Format, Vec<Item>) {
-        let stream =
-            Stream::from_reader(decompressed(Box::new(Cursor::new(bytes.to_vec()))).unwrap())
-                .unwrap();
+        let stream = Stream::from_reader(
+            decompressed(Box::new(Cursor::new(bytes.to_vec()))).unwrap(),
+            None,
+        )
+        .unwrap();
         let format = stream.format;
         (format, stream.flatten().collect())
     }

@@ -275,3 +275,51 @@ fn nginx_json_and_combined_access_logs_are_traffic() {
         "the logged body is audited: {json:?}"
     );
 }
+
+#[test]
+fn a_named_input_format_is_read_as_named_and_a_wrong_one_reads_nothing() {
+    let combined = example("access/nginx.combined.log");
+    let jsonl = example("channels.traffic.jsonl");
+    let (combined, jsonl) = (combined.to_str().unwrap(), jsonl.to_str().unwrap());
+    let named = check(&["--traffic", combined, "--input-format", "combined"], None);
+    let told = check(&["--traffic", combined], None);
+    assert_eq!((named.0, &named.1), (1, &told.1), "{}", named.2);
+    for (traffic, wrong) in [(combined, "jsonl"), (jsonl, "combined"), (jsonl, "har")] {
+        let (code, _, err) = check(&["--traffic", traffic, "--input-format", wrong], None);
+        assert_eq!(code, 2, "{traffic} as {wrong}: {err}");
+        assert!(err.contains("no exchange could be read"), "{err}");
+    }
+}
+
+/// The progress bar is drawn on a terminal (a pseudo-terminal from util-linux's `script`) and
+/// never into a pipe.
+#[test]
+fn a_progress_bar_shows_on_a_terminal_only() {
+    let one = std::fs::read_to_string(example("channels.traffic.jsonl")).unwrap();
+    let traffic = temp_dir().join("progress.jsonl");
+    std::fs::write(&traffic, one.repeat(2000)).unwrap();
+    let spec = example("channels.openapi.yaml");
+    let command = format!(
+        "{} check --spec {} --traffic {} > /dev/null",
+        env!("CARGO_BIN_EXE_driftwatch"),
+        spec.display(),
+        traffic.display()
+    );
+    let log = temp_dir().join("pty.log");
+    let out = Command::new("script")
+        .args(["-qec", &command, log.to_str().unwrap()])
+        .output()
+        .expect("util-linux's script");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let drawn = String::from_utf8_lossy(&out.stdout);
+    let size = format!(
+        "/{}.",
+        std::fs::metadata(&traffic).unwrap().len() / 1024 / 1024
+    );
+    assert!(
+        drawn.contains(&size) && drawn.contains("MiB"),
+        "no bar ({size}) on the terminal: {drawn:?}"
+    );
+    let (_, _, piped) = check(&["--traffic", traffic.to_str().unwrap()], None);
+    assert_eq!(piped, "", "nothing on a piped stderr");
+}
