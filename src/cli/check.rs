@@ -160,24 +160,41 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // stdout is line-buffered: a write per finding cost more than the audit.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let mut report = Report::start(&mut out, args.format)?;
-    for chunk in stream {
-        let mut exchanges = Vec::with_capacity(chunk.len());
-        for item in chunk {
-            match item {
-                Item::Exchange(e) => exchanges.push(e),
-                Item::Problem(p) => report.problem(p),
+    // A pipeline: while this thread replays and reports one chunk, the pool audits the next.
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let (tx, audited_chunks) = std::sync::mpsc::sync_channel(2);
+        let (contract, settings, hash_key) = (&contract, &settings, memory.hash_key);
+        scope.spawn(move || {
+            for chunk in stream {
+                let mut exchanges = Vec::with_capacity(chunk.len());
+                let mut problems = Vec::new();
+                for item in chunk {
+                    match item {
+                        Item::Exchange(e) => exchanges.push(e),
+                        Item::Problem(p) => problems.push(p),
+                    }
+                }
+                let audited = pool.install(|| audit_all(contract, settings, hash_key, &exchanges));
+                if tx.send((problems, exchanges, audited)).is_err() {
+                    return;
+                }
+            }
+        });
+        for (problems, exchanges, audited) in audited_chunks {
+            for p in problems {
+                report.problem(p);
+            }
+            for (exchange, mut audited) in exchanges.iter().zip(audited) {
+                let path = std::mem::take(&mut audited.path);
+                let findings = replay.findings(exchange, audited);
+                report.exchange(exchange, &path, findings)?;
+            }
+            if let Some((bar, progress)) = &bar {
+                bar.set_position(progress.read());
             }
         }
-        let audited = pool.install(|| audit_all(&contract, &settings, memory.hash_key, &exchanges));
-        for (exchange, mut audited) in exchanges.iter().zip(audited) {
-            let path = std::mem::take(&mut audited.path);
-            let findings = replay.findings(exchange, audited);
-            report.exchange(exchange, &path, findings)?;
-        }
-        if let Some((bar, progress)) = &bar {
-            bar.set_position(progress.read());
-        }
-    }
+        Ok(())
+    })?;
     if let Some((bar, _)) = bar {
         bar.finish_and_clear();
     }

@@ -72,22 +72,24 @@ fn audit_one<'c>(
         .operation
         .and_then(|op| resource_key(op, &audited.path_values, hash_key.scope(credential)));
     let response = exchange.response.as_ref();
+    // Parsed once, for the audit and the memory alike (as the proxy does).
+    let parsed = response
+        .filter(|_| audited.operation.is_some())
+        .and_then(|r| r.body.as_deref())
+        .and_then(|b| crate::audit::json::parse(b).ok());
     let answered = match (audited.operation, response) {
         (Some(op), Some(response)) => {
             let view = ResponseView {
                 status: response.status,
                 headers: &response.headers,
                 body: response.body.as_deref(),
-                parsed: None,
+                parsed: parsed.as_ref(),
             };
             audit_response(contract, op, &view)
         }
         _ => Vec::new(),
     };
-    let body = response
-        .filter(|_| key.is_some())
-        .and_then(|r| r.body.as_deref())
-        .and_then(|b| serde_json::from_slice(b).ok());
+    let body = parsed.filter(|_| key.is_some());
     let path = match settings.events.log_values {
         true => request.path.to_string(),
         false => contract.path_shape(request.path),
