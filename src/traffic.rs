@@ -5,6 +5,7 @@
 //! the drift in a thousand good ones.
 
 mod access;
+mod line;
 mod stream;
 
 pub use stream::{Format, Progress, Stream};
@@ -117,9 +118,11 @@ fn status_of(response: &Value) -> Option<u16> {
 
 /// An RFC 3339 timestamp (`Z` form); anything else is treated as unknown.
 pub(crate) fn time(value: Option<&Value>) -> Option<std::time::SystemTime> {
-    value
-        .and_then(Value::as_str)
-        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+    value.and_then(Value::as_str).and_then(time_of)
+}
+
+pub(crate) fn time_of(text: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339_weak(text).ok()
 }
 
 /// `{"name": "value"}` (a list of values repeats the header) or `[{"name","value"}]`.

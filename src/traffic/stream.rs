@@ -191,8 +191,11 @@ impl Chunker {
     }
 }
 
-/// A JSON Lines line: ours, or an nginx or Envoy JSON log line.
+/// A JSON Lines line: ours (the fast path first), or an nginx or Envoy JSON log line.
 fn json_line(index: usize, line: &[u8]) -> Result<Exchange, String> {
+    if let Some(exchange) = super::line::exchange(index, line) {
+        return Ok(exchange);
+    }
     serde_json::from_slice::<Value>(line)
         .map_err(|e| e.to_string())
         .and_then(|v| jsonl_exchange(index, &v))
