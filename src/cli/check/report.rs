@@ -59,8 +59,51 @@ struct Group {
     exchanges: Vec<usize>,
 }
 
-/// (operation, kind, location, field).
-type GroupKey = (String, &'static str, &'static str, String);
+/// Findings grouped by operation, kind, location and field, in that order. Looked up by
+/// borrowed names: millions of findings in a few dozen groups build no key.
+#[derive(Default)]
+struct Groups(BTreeMap<String, ByKind>);
+
+type ByKind = BTreeMap<(&'static str, &'static str), BTreeMap<String, Group>>;
+
+impl Groups {
+    fn add(&mut self, f: Finding, exchange: usize) {
+        let op = f.operation.as_deref().unwrap_or("(no operation)");
+        if !self.0.contains_key(op) {
+            self.0.insert(op.to_string(), BTreeMap::new());
+        }
+        let by_kind = self.0.get_mut(op).expect("inserted above");
+        let by_field = by_kind
+            .entry((f.kind.as_str(), f.location.as_str()))
+            .or_default();
+        if let Some(group) = by_field.get_mut(f.field.as_str()) {
+            group.count += 1;
+            if group.exchanges.len() < EXCHANGES_SHOWN {
+                group.exchanges.push(exchange);
+            }
+            return;
+        }
+        let group = Group {
+            count: 1,
+            exchanges: vec![exchange],
+            first: f,
+        };
+        by_field.insert(group.first.field.clone(), group);
+    }
+
+    /// (operation, kind, location, field, group), in order.
+    fn iter(&self) -> impl Iterator<Item = (&str, &'static str, &'static str, &str, &Group)> {
+        self.0.iter().flat_map(|(op, by_kind)| {
+            by_kind
+                .iter()
+                .flat_map(move |((kind, location), by_field)| {
+                    by_field
+                        .iter()
+                        .map(move |(field, g)| (op.as_str(), *kind, *location, field.as_str(), g))
+                })
+        })
+    }
+}
 
 /// What lenient load left out of the spec, and the exchanges that touched it.
 pub struct Skipped<'a> {
@@ -85,7 +128,7 @@ pub struct Report<'o> {
     /// One finding's JSON, written whole: serde's many small writes through `dyn Write` cost
     /// more than the copy.
     row: Vec<u8>,
-    groups: BTreeMap<GroupKey, Group>,
+    groups: Groups,
     by_severity: BTreeMap<Severity, usize>,
     by_kind: BTreeMap<&'static str, usize>,
     findings: usize,
@@ -102,7 +145,7 @@ impl<'o> Report<'o> {
             out,
             output,
             row: Vec::with_capacity(1024),
-            groups: BTreeMap::new(),
+            groups: Groups::default(),
             by_severity: BTreeMap::new(),
             by_kind: BTreeMap::new(),
             findings: 0,
@@ -157,20 +200,7 @@ impl<'o> Report<'o> {
                 self.out.write_all(&self.row)?;
             }
             Output::Text | Output::Sarif | Output::Junit | Output::Github => {
-                let op = f
-                    .operation
-                    .clone()
-                    .unwrap_or_else(|| "(no operation)".into());
-                let key = (op, f.kind.as_str(), f.location.as_str(), f.field.clone());
-                let group = self.groups.entry(key).or_insert_with(|| Group {
-                    first: f,
-                    count: 0,
-                    exchanges: Vec::new(),
-                });
-                group.count += 1;
-                if group.exchanges.len() < EXCHANGES_SHOWN {
-                    group.exchanges.push(e.index);
-                }
+                self.groups.add(f, e.index);
             }
         }
         self.findings += 1;
@@ -235,7 +265,7 @@ impl<'o> Report<'o> {
         let file = end.spec.display().to_string();
         self.groups
             .iter()
-            .map(|((op, kind, location, field), group)| {
+            .map(|(op, kind, location, field, group)| {
                 let severity = group.first.severity;
                 let fails = end.fail_on.is_some_and(|t| severity >= t);
                 let weight = match severity {
@@ -326,7 +356,7 @@ impl<'o> Report<'o> {
     /// came from.
     fn write_text(self, format: Format, skipped: &Skipped) -> anyhow::Result<()> {
         let mut current = "";
-        for ((op, kind, location, field), group) in &self.groups {
+        for (op, kind, location, field, group) in self.groups.iter() {
             if op != current {
                 writeln!(self.out, "{op}")?;
                 current = op;
