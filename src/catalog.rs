@@ -177,7 +177,7 @@ pub fn read_tools(doc: &Value) -> Result<Vec<Tool>, CatalogError> {
 }
 
 /// The operation `reference` names: an operationId, or `"METHOD /path/{template}"`.
-pub(crate) fn find_operation<'c>(contract: &'c Contract, reference: &str) -> Option<&'c Operation> {
+pub fn find_operation<'c>(contract: &'c Contract, reference: &str) -> Option<&'c Operation> {
     contract.operation(reference).or_else(|| {
         let (method, template) = reference.split_once(' ')?;
         contract

@@ -6,6 +6,7 @@ mod check;
 pub mod demo;
 mod diff;
 mod health;
+mod mcp;
 mod preflight;
 pub mod serve;
 mod tools;
@@ -37,6 +38,8 @@ enum Command {
     Diff(diff::DiffArgs),
     /// Check an MCP tool catalog against the spec (or generate one from it).
     Tools(tools::ToolsArgs),
+    /// Serve the spec's operations as MCP tools, each call audited on its way to the API.
+    Mcp(mcp::McpArgs),
     /// Exit 0 if a running sidecar is ready (its /readyz answers 200), else 1: for probes.
     Health(health::HealthArgs),
 }
@@ -51,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Diff(args) => diff::run(&args, &mut std::io::stdout().lock()),
         Command::Tools(args) => tools::run(&args, &mut std::io::stdout().lock()),
         Command::Health(args) => health::run(&args),
+        Command::Mcp(args) => mcp::run(&args),
     };
     match result {
         Ok(code) => code,

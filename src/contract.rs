@@ -177,6 +177,11 @@ impl Contract {
             .collect()
     }
 
+    /// The `servers` URLs' paths, longest first (a request made from the spec starts with one).
+    pub fn base_paths(&self) -> &[String] {
+        &self.base_paths
+    }
+
     /// `path` after the first base path (a `servers` URL's path) it starts with, if any.
     fn without_base_path<'p>(&self, path: &'p str) -> Option<&'p str> {
         self.base_paths.iter().find_map(|base| {

@@ -10,6 +10,7 @@
 //! - [`finding`]: what the audit reports, with stable kind names.
 //! - [`diff`]: what changed between two revisions of a spec, and what it does to clients.
 //! - [`catalog`]: an MCP tool catalog against the spec: every tool's fields, exactly.
+//! - [`mcp`]: a tool call made into the request its operation describes (the MCP gateway).
 //! - [`memory`], [`silent`]: the last GET of each resource, and silent-clear detection on it.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
 //! - [`config`], [`settings`]: the config as written and layered (file < env < flags), and the
@@ -31,6 +32,7 @@ pub mod demo;
 pub mod diff;
 pub mod encoding;
 pub mod finding;
+pub mod mcp;
 pub mod memory;
 pub mod policy;
 pub mod proxy;

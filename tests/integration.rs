@@ -24,6 +24,7 @@ mod integration {
     pub mod kinds;
     pub mod layout;
     pub mod live_responses;
+    pub mod mcp;
     pub mod operations;
     pub mod ops_kit;
     pub mod privacy;

@@ -55,7 +55,7 @@ pub struct ServeArgs {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, Default)]
-enum LogFormat {
+pub(super) enum LogFormat {
     #[default]
     Auto,
     Json,
@@ -63,9 +63,18 @@ enum LogFormat {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
-enum ModeArg {
+pub(super) enum ModeArg {
     Observe,
     Enforce,
+}
+
+impl ModeArg {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            ModeArg::Observe => "observe",
+            ModeArg::Enforce => "enforce",
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -92,12 +101,7 @@ impl ServeArgs {
             out.push(("admin.listen", "--admin-listen", text(v)));
         }
         if let Some(m) = self.mode {
-            let mode = if matches!(m, ModeArg::Enforce) {
-                "enforce"
-            } else {
-                "observe"
-            };
-            out.push(("proxy.mode", "--mode", text(mode)));
+            out.push(("proxy.mode", "--mode", text(m.as_str())));
         }
         if let Some(switch) = self.audit {
             let on = toml::Value::Boolean(matches!(switch, Switch::On));
@@ -229,7 +233,7 @@ async fn load(
 /// Logs on stderr, filtered by `RUST_LOG` (default `info`): one JSON object per line when
 /// stderr is not a terminal (every container log) or with `--log-format json`, else text;
 /// colour only on a terminal.
-fn init_logging(format: LogFormat) {
+pub(super) fn init_logging(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let terminal = std::io::stderr().is_terminal();
@@ -249,7 +253,7 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(_) => return std::future::pending().await,

@@ -1,0 +1,384 @@
+//! `driftwatch mcp`: the spec's operations served as MCP tools over streamable HTTP (at `/mcp`),
+//! built on the official Rust SDK (`rmcp`). The tool list is the one `tools --generate` writes,
+//! from the spec in force: exposure is off until an operation is enabled. A call becomes the
+//! request its operation describes and goes through the sidecar's own pipeline, run in this
+//! process on a loopback port: audited, remembered, refused in enforce mode, counted and
+//! logged like any other request. When the spec changes (the same reloads as `serve`), the
+//! tool list follows it and every connected client is sent `notifications/tools/list_changed`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpService, session::local::LocalSessionManager,
+};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Map, Value};
+use tokio::net::TcpListener;
+
+use super::serve::{ModeArg, build, serve, shutdown_signal};
+use crate::config::Layers;
+use crate::proxy::Sidecar;
+use crate::settings::Settings;
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz); reloaded as `serve` reloads it.
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// The API: http://host:port or https://host:port.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The operations to expose, one operationId or "METHOD /path" a line; an operation new in
+    /// the spec stays unexposed until listed.
+    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    enable: Option<PathBuf>,
+    /// Expose every operation, those a new revision adds too.
+    #[arg(long)]
+    all: bool,
+    /// Where MCP clients connect: streamable HTTP at /mcp.
+    #[arg(long, default_value = "127.0.0.1:8070")]
+    listen: SocketAddr,
+    /// Admin listen address for /metrics, /healthz, /readyz, /findings, /spec (default 127.0.0.1:9090).
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// observe (forward every call) or enforce (refuse a harmful one, as an error result).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// TOML config file, as for `serve`.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+impl McpArgs {
+    /// The sidecar's settings: the config file, the environment, these flags, and the proxy on
+    /// a loopback port of its own with one serving thread (only this process calls it).
+    fn settings(&self) -> anyhow::Result<Settings> {
+        let text = |v: &str| toml::Value::String(v.to_string());
+        let mut flags = vec![
+            ("proxy.listen", "(mcp)", text("127.0.0.1:0")),
+            ("proxy.workers", "(mcp)", toml::Value::Integer(1)),
+        ];
+        if let Some(v) = &self.spec {
+            flags.push(("spec.path", "--spec", text(&v.display().to_string())));
+        }
+        if let Some(v) = &self.upstream {
+            flags.push(("proxy.upstream", "--upstream", text(v)));
+        }
+        if let Some(v) = &self.admin_listen {
+            flags.push(("admin.listen", "--admin-listen", text(v)));
+        }
+        if let Some(m) = self.mode {
+            flags.push(("proxy.mode", "--mode", text(m.as_str())));
+        }
+        let settings = Settings::load(Layers {
+            file: self.config.as_deref(),
+            env: std::env::vars().collect(),
+            flags,
+        })?;
+        settings.upstream()?;
+        Ok(settings)
+    }
+
+    /// The names `--enable` lists, or `None` for `--all`.
+    fn enabled(&self) -> anyhow::Result<Option<Vec<String>>> {
+        let Some(path) = &self.enable else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+        Ok(Some(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from)
+                .collect(),
+        ))
+    }
+}
+
+pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
+    let settings = args.settings()?;
+    let enabled = args.enabled()?;
+    super::serve::init_logging(super::serve::LogFormat::Auto);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let admin_listen = settings.admin.listen;
+        let sidecar = Arc::new(build(settings, None).await?);
+        let bind = |addr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+        };
+        let proxy = bind(sidecar.settings.proxy.listen).await?;
+        let (admin, mcp) = (bind(admin_listen).await?, bind(args.listen).await?);
+        let gateway = Gateway::new(sidecar.clone(), enabled, proxy.local_addr()?);
+        // Unknown names in --enable are an error at start, not a silently smaller tool list.
+        gateway.tools()?;
+        tracing::info!(
+            listen = %mcp.local_addr()?, admin = %admin.local_addr()?,
+            upstream = %sidecar.settings.upstream()?.authority,
+            mode = sidecar.settings.policy.mode.as_str(), tools = gateway.tools()?.len(),
+            "driftwatch mcp serving at /mcp"
+        );
+        tokio::spawn(gateway.clone().announce_changes());
+        tokio::spawn(accept(mcp, gateway));
+        serve(proxy, admin, sidecar, shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Serve MCP's streamable HTTP on every connection to `listener`.
+async fn accept(listener: TcpListener, gateway: Gateway) {
+    let service = TowerToHyperService::new(StreamableHttpService::new(
+        move || Ok(gateway.clone()),
+        LocalSessionManager::default().into(),
+        Default::default(),
+    ));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let service = service.clone();
+        tokio::spawn(async move {
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// One gateway for every MCP session: the sidecar, and who to tell when the tools change.
+#[derive(Clone)]
+struct Gateway {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    sidecar: Arc<Sidecar>,
+    enabled: Option<Vec<String>>,
+    /// The sidecar's proxy, on loopback.
+    proxy: SocketAddr,
+    client: Client<HttpConnector, Full<Bytes>>,
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+}
+
+/// A body read back from the API, at most this many bytes.
+const MAX_RESULT: usize = 8 << 20;
+
+impl Gateway {
+    fn new(sidecar: Arc<Sidecar>, enabled: Option<Vec<String>>, proxy: SocketAddr) -> Gateway {
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let peers = Mutex::new(Vec::new());
+        let shared = Shared {
+            sidecar,
+            enabled,
+            proxy,
+            client,
+            peers,
+        };
+        Gateway {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// The tools of the spec in force, as `tools --generate` writes them; an enabled name the
+    /// spec no longer has is left out with a warning (the spec is in force; the list is stale).
+    fn tools(&self) -> anyhow::Result<Vec<Tool>> {
+        let rev = self.shared.sidecar.revision();
+        let contract = &rev.contract;
+        let enabled = self.shared.enabled.as_ref().map(|names| {
+            names
+                .iter()
+                .filter(|n| {
+                    let known = crate::catalog::find_operation(contract, n).is_some();
+                    if !known {
+                        tracing::warn!(operation = %n, "enabled, but not in the spec in force: not served");
+                    }
+                    known
+                })
+                .cloned()
+                .collect::<Vec<_>>()
+        });
+        let catalog = crate::catalog::generate(contract, enabled.as_deref())?;
+        let tools = catalog["tools"].as_array().cloned().unwrap_or_default();
+        tools
+            .into_iter()
+            .map(|t| serde_json::from_value(t).context("a generated tool"))
+            .collect()
+    }
+
+    /// Each second, compare the spec in force with the last one seen; on a change, tell every
+    /// client that is still connected.
+    async fn announce_changes(self) {
+        let mut seen = self.shared.sidecar.revision().spec.revision.clone();
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = self.shared.sidecar.revision().spec.revision.clone();
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let peers: Vec<_> = self.shared.peers.lock().expect("peers").clone();
+            let mut still = Vec::new();
+            for peer in peers {
+                if peer.notify_tool_list_changed().await.is_ok() {
+                    still.push(peer);
+                }
+            }
+            tracing::info!(revision = %seen, clients = still.len(), "tools/list_changed sent");
+            *self.shared.peers.lock().expect("peers") = still;
+        }
+    }
+
+    /// The request for `name` with `args`, through the sidecar, and its answer as a result.
+    async fn call(&self, name: &str, args: &Map<String, Value>) -> CallToolResult {
+        let rev = self.shared.sidecar.revision();
+        let tool = self
+            .tools()
+            .ok()
+            .and_then(|tools| tools.into_iter().find(|t| t.name == name));
+        let op = tool
+            .as_ref()
+            .and_then(|t| t.meta.as_ref())
+            .and_then(|m| m.get("operationId"))
+            .and_then(Value::as_str)
+            .and_then(|id| rev.contract.operation(id));
+        let Some(op) = op else {
+            return error_text(format!("no tool `{name}` is exposed"));
+        };
+        let base = rev.contract.base_paths().first().map_or("", String::as_str);
+        let call = match crate::mcp::request(op, base, args) {
+            Ok(call) => call,
+            Err(e) => return error_text(e.to_string()),
+        };
+        match self.send(call, name).await {
+            Ok((status, content_type, body)) => result(status, content_type.as_deref(), &body),
+            Err(e) => error_text(format!("driftwatch could not reach its proxy: {e}")),
+        }
+    }
+
+    async fn send(
+        &self,
+        call: crate::mcp::Call,
+        tool: &str,
+    ) -> anyhow::Result<(u16, Option<String>, Bytes)> {
+        let uri = format!("http://{}{}", self.shared.proxy, call.target);
+        let mut req = hyper::Request::builder()
+            .method(call.method.as_str())
+            .uri(uri)
+            .header("x-driftwatch-tool", tool);
+        for (name, value) in &call.headers {
+            req = req.header(name, value);
+        }
+        let body = match call.body {
+            Some((media, bytes)) => {
+                req = req.header("content-type", media);
+                Full::new(Bytes::from(bytes))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let response = self.shared.client.request(req.body(body)?).await?;
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let body = Limited::new(response.into_body(), MAX_RESULT)
+            .collect()
+            .await
+            .map_err(|e| anyhow::anyhow!("the API's answer: {e}"))?
+            .to_bytes();
+        Ok((status, content_type, body))
+    }
+}
+
+fn error_text(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// The API's answer as a tool result: a JSON body as structured content, an error status (or
+/// driftwatch's refusal) as an error result whose text is the problem's `detail`.
+fn result(status: u16, content_type: Option<&str>, body: &[u8]) -> CallToolResult {
+    let json = content_type
+        .is_some_and(|t| t.contains("json"))
+        .then(|| serde_json::from_slice::<Value>(body).ok())
+        .flatten();
+    let text = String::from_utf8_lossy(body).into_owned();
+    if !(200..300).contains(&status) {
+        let detail = json
+            .as_ref()
+            .and_then(|j| j.get("detail"))
+            .and_then(Value::as_str)
+            .map_or_else(
+                || format!("HTTP {status}: {text}"),
+                |d| format!("HTTP {status}: {d}"),
+            );
+        return error_text(detail);
+    }
+    match json {
+        Some(Value::Object(object)) => CallToolResult::structured(Value::Object(object)),
+        Some(other) => CallToolResult::structured(serde_json::json!({ "value": other })),
+        None if body.is_empty() => {
+            CallToolResult::success(vec![ContentBlock::text(format!("HTTP {status}"))])
+        }
+        None => CallToolResult::success(vec![ContentBlock::text(text)]),
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities).with_instructions(
+            "Each tool is an operation of the API's OpenAPI spec. A tool that replaces a \
+             resource needs every field: read it first and send it back whole.",
+        )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.shared.peers.lock().expect("peers").push(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .tools()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.clone().unwrap_or_default();
+        Ok(self.call(&request.name, &args).await.into())
+    }
+}

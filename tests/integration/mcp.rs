@@ -1,0 +1,242 @@
+//! `driftwatch mcp` against an MCP client nobody here wrote: the official Python SDK (PyPI
+//! `mcp`, in a venv under target/tools/, installed on first use), over streamable HTTP, in
+//! front of the demo's Channels API (which really clears what a PUT omits).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use super::util::example;
+
+const SDK: &str = "mcp==2.3.0";
+
+/// The venv's python with the SDK, made when missing.
+fn python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/mcp-client");
+    let python = venv.join("bin/python");
+    let has_sdk = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import mcp.client.streamable_http"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_sdk(&python) {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(made.success());
+        let pip = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", SDK])
+            .status()
+            .expect("pip");
+        assert!(pip.success(), "pip install {SDK}");
+    }
+    python
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `driftwatch mcp` on `spec`, exposing `enabled`, in front of `api`.
+fn gateway(dir: &Path, spec: &Path, api: SocketAddr, enabled: &[&str], mode: &str) -> Gateway {
+    let enable = dir.join("enabled.txt");
+    std::fs::write(&enable, enabled.join("\n")).unwrap();
+    let config = dir.join("driftwatch.toml");
+    std::fs::write(&config, "[spec]\nwatch_interval_ms = 200\n").unwrap();
+    let (listen, admin) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .arg("mcp")
+        .args(["--spec", spec.to_str().unwrap()])
+        .args(["--upstream", &format!("http://{api}")])
+        .args(["--enable", enable.to_str().unwrap()])
+        .args(["--listen", &listen.to_string()])
+        .args(["--admin-listen", &admin.to_string()])
+        .args(["--mode", mode])
+        .args(["--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(listen).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "driftwatch mcp did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Gateway {
+        child,
+        url: format!("http://{listen}/mcp"),
+    }
+}
+
+/// The Python client running `steps`, one JSON line read back per step; `on_said` runs when
+/// the client says something.
+fn client(url: &str, steps: &Value, mut on_said: impl FnMut(&str)) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mcp-client.py");
+    let mut child = Command::new(python())
+        .arg(script)
+        .arg(url)
+        .arg(steps.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut answers = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(said) = answer["said"].as_str() {
+            on_said(said);
+        }
+        answers.push(answer);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answers
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("driftwatch-mcp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn property_names(tool: &Value) -> Vec<String> {
+    let mut names: Vec<String> = tool["inputSchema"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_python_sdk_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let api = runtime.block_on(super::silent_clears::demo_api());
+    let dir = temp_dir("enforce");
+    let spec = dir.join("openapi.yaml");
+    let original = std::fs::read_to_string(example("channels.openapi.yaml")).unwrap();
+    std::fs::write(&spec, &original).unwrap();
+    let gw = gateway(
+        &dir,
+        &spec,
+        api,
+        &["getChannel", "updateChannel"],
+        "enforce",
+    );
+
+    let channel = json!(driftwatch::demo::api::seed());
+    let mut whole = channel.as_object().unwrap().clone();
+    whole.remove("uniqueId");
+    whole.insert("name".into(), json!("Retro TV HD"));
+    let mut stale = whole.clone();
+    stale.remove("graphicsElementIds");
+    let steps = json!([
+        {"list": true},
+        {"call": "getChannel", "args": {"id": 7}},
+        {"call": "updateChannel", "args": stale},
+        {"call": "updateChannel", "args": whole},
+        {"call": "getChannel", "args": {"id": 7}},
+        {"call": "getChannel", "args": {}},
+        {"say": "edit the spec"},
+        {"wait_list_changed": 20},
+        {"list": true},
+    ]);
+    // A new revision: the replace body gains `epgRegion`, and a new operation appears that is
+    // not enabled.
+    let edited = original
+        .replace(
+            "        epgTimeShiftMinutes: { type: integer, minimum: -720, maximum: 720 }\n",
+            "        epgTimeShiftMinutes: { type: integer, minimum: -720, maximum: 720 }\n        epgRegion: { type: string }\n",
+        )
+        .replace(
+            "paths:\n",
+            "paths:\n  /api/v1/regions:\n    get:\n      operationId: listRegions\n      responses:\n        \"200\": { description: ok }\n",
+        );
+    assert_ne!(edited, original);
+    let answers = client(&gw.url, &steps, |_| {
+        let mut file = std::fs::File::create(&spec).unwrap();
+        file.write_all(edited.as_bytes()).unwrap();
+    });
+    assert_eq!(answers.len(), 9, "{answers:#?}");
+
+    // tools/list: the two enabled tools, their arguments straight from the spec.
+    let tools = answers[0]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["getChannel", "updateChannel"]);
+    assert_eq!(property_names(&tools[0]), ["id"]);
+    assert_eq!(tools[0]["inputSchema"]["required"], json!(["id"]));
+    let update = property_names(&tools[1]);
+    assert_eq!(
+        update.len(),
+        32,
+        "id and the 31 writable fields: {update:?}"
+    );
+    assert!(update.contains(&"graphicsElementIds".to_string()));
+    assert!(!update.contains(&"uniqueId".to_string()), "read-only");
+
+    // getChannel: the API's JSON as structured content.
+    assert_eq!(answers[1]["isError"], false);
+    assert_eq!(
+        answers[1]["structured"]["graphicsElementIds"],
+        json!([3, 7])
+    );
+    // The stale update is refused before it reaches the API, as an error result.
+    assert_eq!(answers[2]["isError"], true, "{}", answers[2]);
+    let refusal = answers[2]["text"].as_str().unwrap();
+    assert!(
+        refusal.starts_with("HTTP 409") && refusal.contains("graphicsElementIds"),
+        "{refusal}"
+    );
+    // The whole body goes through, and the API kept the list.
+    assert_eq!(answers[3]["isError"], false, "{}", answers[3]);
+    assert_eq!(answers[4]["structured"]["name"], "Retro TV HD");
+    assert_eq!(
+        answers[4]["structured"]["graphicsElementIds"],
+        json!([3, 7])
+    );
+    // The model's mistake is said back, not sent.
+    assert_eq!(answers[5]["isError"], true);
+    assert_eq!(
+        answers[5]["text"],
+        "missing argument `id`: the path needs it"
+    );
+
+    // The spec changed: the client heard it, and the new list has the new field but not the
+    // operation nobody enabled.
+    assert_eq!(answers[7], json!({"list_changed": true}));
+    let tools = answers[8]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["getChannel", "updateChannel"]);
+    assert!(property_names(&tools[1]).contains(&"epgRegion".to_string()));
+}
