@@ -2,7 +2,7 @@
 mcp`, for tests/integration/mcp.rs. Usage: python mcp-client.py URL STEPS_JSON
 
 STEPS_JSON is a list of steps, each answered by one line of JSON on stdout:
-  {"list": true}                      -> {"tools": [{"name", "inputSchema", "description"}]}
+  {"list": true}                      -> {"tools": [each tool as the SDK read it]}
   {"call": NAME, "args": {...}}       -> {"isError", "text", "structured"}
   {"say": TEXT}                       -> {"said": TEXT} (the test acts on it, e.g. edits the spec)
   {"wait_list_changed": SECONDS}      -> {"list_changed": true|false}
@@ -34,8 +34,9 @@ async def main(url, steps):
             for step in steps:
                 if "list" in step:
                     listed = await session.list_tools()
+                    # As the wire has them (inputSchema, _meta), from the SDK's own models.
                     out({"tools": [
-                        {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                        t.model_dump(mode="json", by_alias=True, exclude_none=True)
                         for t in listed.tools
                     ]})
                 elif "call" in step:

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::compare::schema_for;
 use super::find_operation;
-use crate::contract::{BodyShape, Contract, Operation};
+use crate::contract::{BodyShape, Contract, Operation, WriteSemantics};
 use crate::finding::Location;
 
 /// A name in the enabled list that the spec does not have: the list is the user's to fix.
@@ -55,6 +55,19 @@ fn tool_name(op: &Operation, taken: &mut HashSet<String>) -> String {
         n += 1;
     }
     name
+}
+
+/// `METHOD /path`; a full replace also says what it does to a field it is not sent, the
+/// sentence that would have saved the agent whose schema lacked a field.
+fn description(op: &Operation) -> String {
+    let route = format!("{} {}", op.method, op.template);
+    match op.write == WriteSemantics::Replace && op.body.is_some() {
+        true => format!(
+            "{route}. Replaces the whole resource: send every field, read it first and send back \
+             what you do not change; a field left out is cleared."
+        ),
+        false => route,
+    }
 }
 
 fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
@@ -126,7 +139,7 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
     }
     json!({
         "name": tool_name(op, taken),
-        "description": format!("{} {}", op.method, op.template),
+        "description": description(op),
         "inputSchema": {"type": "object", "properties": props, "required": required},
         "_meta": {"operationId": op.id},
     })

@@ -58,10 +58,23 @@ impl Drop for Gateway {
     }
 }
 
-/// `driftwatch mcp` on `spec`, exposing `enabled`, in front of `api`.
-fn gateway(dir: &Path, spec: &Path, api: SocketAddr, enabled: &[&str], mode: &str) -> Gateway {
-    let enable = dir.join("enabled.txt");
-    std::fs::write(&enable, enabled.join("\n")).unwrap();
+/// `driftwatch mcp` on `spec`, exposing `enabled` (every operation for `None`), in front of
+/// `api`.
+fn gateway(
+    dir: &Path,
+    spec: &Path,
+    api: SocketAddr,
+    enabled: Option<&[&str]>,
+    mode: &str,
+) -> Gateway {
+    let exposure = match enabled {
+        Some(names) => {
+            let enable = dir.join("enabled.txt");
+            std::fs::write(&enable, names.join("\n")).unwrap();
+            vec!["--enable".to_string(), enable.display().to_string()]
+        }
+        None => vec!["--all".to_string()],
+    };
     let config = dir.join("driftwatch.toml");
     std::fs::write(&config, "[spec]\nwatch_interval_ms = 200\n").unwrap();
     let (listen, admin) = (free_port(), free_port());
@@ -69,7 +82,7 @@ fn gateway(dir: &Path, spec: &Path, api: SocketAddr, enabled: &[&str], mode: &st
         .arg("mcp")
         .args(["--spec", spec.to_str().unwrap()])
         .args(["--upstream", &format!("http://{api}")])
-        .args(["--enable", enable.to_str().unwrap()])
+        .args(&exposure)
         .args(["--listen", &listen.to_string()])
         .args(["--admin-listen", &admin.to_string()])
         .args(["--mode", mode])
@@ -147,13 +160,8 @@ fn the_python_sdk_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() 
     let spec = dir.join("openapi.yaml");
     let original = std::fs::read_to_string(example("channels.openapi.yaml")).unwrap();
     std::fs::write(&spec, &original).unwrap();
-    let gw = gateway(
-        &dir,
-        &spec,
-        api,
-        &["getChannel", "updateChannel"],
-        "enforce",
-    );
+    let enabled = ["getChannel", "updateChannel"];
+    let gw = gateway(&dir, &spec, api, Some(&enabled), "enforce");
 
     let channel = json!(driftwatch::demo::api::seed());
     let mut whole = channel.as_object().unwrap().clone();
@@ -195,6 +203,12 @@ fn the_python_sdk_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() 
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["getChannel", "updateChannel"]);
     assert_eq!(property_names(&tools[0]), ["id"]);
+    assert_eq!(tools[0]["description"], "GET /api/v1/channels/{id}");
+    let replace = tools[1]["description"].as_str().unwrap();
+    assert!(
+        replace.contains("Replaces the whole resource: send every field"),
+        "{replace}"
+    );
     assert_eq!(tools[0]["inputSchema"]["required"], json!(["id"]));
     let update = property_names(&tools[1]);
     assert_eq!(
@@ -239,4 +253,37 @@ fn the_python_sdk_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() 
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["getChannel", "updateChannel"]);
     assert!(property_names(&tools[1]).contains(&"epgRegion".to_string()));
+}
+
+/// Every shared spec served with `--all`: the tools a real client lists pass `driftwatch
+/// tools` against the same spec, one per operation.
+#[test]
+fn every_real_spec_served_whole_lists_tools_that_check_clean() {
+    let dir = temp_dir("all");
+    let nowhere: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let mut total = 0;
+    for (rel, operations) in super::real_specs::SPECS {
+        let spec = super::util::shared_spec(rel);
+        let gw = gateway(&dir, &spec, nowhere, None, "observe");
+        let answers = client(&gw.url, &json!([{"list": true}]), |_| {});
+        let listed = dir.join("tools.json");
+        std::fs::write(&listed, answers[0].to_string()).unwrap();
+        let count = answers[0]["tools"].as_array().unwrap().len();
+        assert_eq!(count, *operations, "{rel}");
+        let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(["tools", "--spec", spec.to_str().unwrap()])
+            .args(["--tools", listed.to_str().unwrap(), "--format", "json"])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{rel}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(out.status.code(), Some(0), "{rel}: {:#}", report["defects"]);
+        assert_eq!(
+            report["tools"].as_array().unwrap().len(),
+            *operations,
+            "{rel}"
+        );
+        total += count;
+    }
+    assert_eq!(total, 3371);
 }
