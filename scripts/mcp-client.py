@@ -1,5 +1,8 @@
 """An MCP client nobody here wrote (the official Python SDK, PyPI `mcp`) against `driftwatch
-mcp`, for tests/integration/mcp.rs. Usage: python mcp-client.py URL STEPS_JSON
+mcp`, for tests/integration/mcp.rs. Usage: python mcp-client.py SERVER STEPS_JSON
+
+SERVER is the streamable HTTP endpoint (http://host:port/mcp), or `stdio:` and a JSON list of
+the command and arguments the client starts and speaks to over stdin and stdout.
 
 STEPS_JSON is a list of steps, each answered by one line of JSON on stdout:
   {"list": true}                      -> {"tools": [each tool as the SDK read it]}
@@ -13,6 +16,7 @@ import json
 import sys
 
 from mcp import ClientSession, types
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 
@@ -20,7 +24,14 @@ def out(obj):
     print(json.dumps(obj), flush=True)
 
 
-async def main(url, steps):
+def transport(server):
+    if server.startswith("stdio:"):
+        command, *args = json.loads(server[len("stdio:"):])
+        return stdio_client(StdioServerParameters(command=command, args=args))
+    return streamable_http_client(server)
+
+
+async def main(server, steps):
     changed = asyncio.Event()
 
     async def on_message(message):
@@ -28,7 +39,7 @@ async def main(url, steps):
         if isinstance(root, types.ToolListChangedNotification):
             changed.set()
 
-    async with streamable_http_client(url) as (read, write):
+    async with transport(server) as (read, write):
         async with ClientSession(read, write, message_handler=on_message) as session:
             await session.initialize()
             for step in steps:

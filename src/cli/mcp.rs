@@ -53,8 +53,12 @@ pub struct McpArgs {
     #[arg(long)]
     all: bool,
     /// Where MCP clients connect: streamable HTTP at /mcp.
-    #[arg(long, default_value = "127.0.0.1:8070")]
+    #[arg(long, default_value = "127.0.0.1:8070", conflicts_with = "stdio")]
     listen: SocketAddr,
+    /// Speak MCP on stdin and stdout instead (a client that starts driftwatch itself); logs go
+    /// to stderr, and the end of stdin ends the process.
+    #[arg(long)]
+    stdio: bool,
     /// Admin listen address for /metrics, /healthz, /readyz, /findings, /spec (default 127.0.0.1:9090).
     #[arg(long)]
     admin_listen: Option<String>,
@@ -87,12 +91,16 @@ impl McpArgs {
         if let Some(m) = self.mode {
             flags.push(("proxy.mode", "--mode", text(m.as_str())));
         }
-        let settings = Settings::load(Layers {
+        let mut settings = Settings::load(Layers {
             file: self.config.as_deref(),
             env: std::env::vars().collect(),
             flags,
         })?;
         settings.upstream()?;
+        // stdout is the MCP stream under --stdio: events written there would corrupt it.
+        if self.stdio && settings.events.output == crate::sink::EventOutput::Stdout {
+            settings.events.output = crate::sink::EventOutput::File("/dev/stderr".into());
+        }
         Ok(settings)
     }
 
@@ -128,17 +136,24 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
         };
         let proxy = bind(sidecar.settings.proxy.listen).await?;
-        let (admin, mcp) = (bind(admin_listen).await?, bind(args.listen).await?);
+        let admin = bind(admin_listen).await?;
         let gateway = Gateway::new(sidecar.clone(), enabled, proxy.local_addr()?);
         // Unknown names in --enable are an error at start, not a silently smaller tool list.
-        gateway.tools()?;
-        tracing::info!(
-            listen = %mcp.local_addr()?, admin = %admin.local_addr()?,
-            upstream = %sidecar.settings.upstream()?.authority,
-            mode = sidecar.settings.policy.mode.as_str(), tools = gateway.tools()?.len(),
-            "driftwatch mcp serving at /mcp"
-        );
+        let tools = gateway.tools()?.len();
         tokio::spawn(gateway.clone().announce_changes());
+        let (mode, upstream) = (sidecar.settings.policy.mode.as_str(), sidecar.settings.upstream()?.authority.clone());
+        if args.stdio {
+            tracing::info!(admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving on stdio");
+            let session = rmcp::ServiceExt::serve(gateway, rmcp::transport::stdio()).await?;
+            let ended = async move {
+                let _ = session.waiting().await;
+                tracing::info!("stdin closed: draining");
+            };
+            serve(proxy, admin, sidecar, ended).await?;
+            return anyhow::Ok(());
+        }
+        let mcp = bind(args.listen).await?;
+        tracing::info!(listen = %mcp.local_addr()?, admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving at /mcp");
         tokio::spawn(accept(mcp, gateway));
         serve(proxy, admin, sidecar, shutdown_signal()).await?;
         anyhow::Ok(())
@@ -286,7 +301,10 @@ impl Gateway {
         let mut req = hyper::Request::builder()
             .method(call.method.as_str())
             .uri(uri)
-            .header("x-driftwatch-tool", tool);
+            .header(
+                self.shared.sidecar.settings.events.tool_header.as_str(),
+                tool,
+            );
         for (name, value) in &call.headers {
             req = req.header(name, value);
         }

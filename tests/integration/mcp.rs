@@ -107,7 +107,16 @@ fn gateway(
 
 /// The Python client running `steps`, one JSON line read back per step; `on_said` runs when
 /// the client says something.
-fn client(url: &str, steps: &Value, mut on_said: impl FnMut(&str)) -> Vec<Value> {
+fn client(url: &str, steps: &Value, on_said: impl FnMut(&str)) -> Vec<Value> {
+    client_and_stderr(url, steps, on_said).0
+}
+
+/// As [`client`], with what the client (and a server it started) wrote to stderr.
+fn client_and_stderr(
+    url: &str,
+    steps: &Value,
+    mut on_said: impl FnMut(&str),
+) -> (Vec<Value>, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mcp-client.py");
     let mut child = Command::new(python())
         .arg(script)
@@ -126,12 +135,9 @@ fn client(url: &str, steps: &Value, mut on_said: impl FnMut(&str)) -> Vec<Value>
         answers.push(answer);
     }
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    answers
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (answers, stderr)
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -286,4 +292,54 @@ fn every_real_spec_served_whole_lists_tools_that_check_clean() {
         total += count;
     }
     assert_eq!(total, 3371);
+}
+
+/// `--stdio`: the Python SDK starts driftwatch itself and speaks over its stdin and stdout;
+/// the audit events, which go to stdout under `serve`, must not break the stream.
+#[test]
+fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let api = runtime.block_on(super::silent_clears::demo_api());
+    let admin = free_port();
+    let command = json!([
+        env!("CARGO_BIN_EXE_driftwatch"),
+        "mcp",
+        "--stdio",
+        "--all",
+        "--spec",
+        example("channels.openapi.yaml"),
+        "--upstream",
+        format!("http://{api}"),
+        "--admin-listen",
+        admin.to_string(),
+    ]);
+    let mut stale = driftwatch::demo::api::seed();
+    stale.remove("graphicsElementIds");
+    stale.remove("uniqueId");
+    let steps = json!([
+        {"list": true},
+        {"call": "getChannel", "args": {"id": 7}},
+        {"call": "updateChannel", "args": stale},
+        {"call": "getChannel", "args": {"id": 7}},
+    ]);
+    let (answers, stderr) = client_and_stderr(&format!("stdio:{command}"), &steps, |_| {});
+    assert_eq!(answers[0]["tools"].as_array().unwrap().len(), 10);
+    assert_eq!(answers[1]["structured"]["graphicsElementIds"], json!([3, 7]));
+    // Observe mode: the stale update goes through (with findings), and the API cleared the list.
+    assert_eq!(answers[2]["isError"], false, "{}", answers[2]);
+    assert_eq!(answers[3]["structured"]["graphicsElementIds"], json!([]));
+    // The audit's event for it went to stderr, naming the tool that made the request.
+    let event = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["method"] == "PUT")
+        .unwrap_or_else(|| panic!("no event for the PUT on stderr:\n{stderr}"));
+    assert_eq!(event["tool"], "updateChannel", "{event}");
+    let kinds: Vec<&str> = event["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"silent_clear_risk"), "{kinds:?}");
 }
