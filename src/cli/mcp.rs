@@ -68,6 +68,74 @@ pub struct McpArgs {
     /// TOML config file, as for `serve`.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Print what a client needs to reach this gateway, with these same settings, and exit:
+    /// Claude Desktop's `mcpServers` entry (it starts `driftwatch mcp --stdio`), Cursor's and
+    /// VS Code's `mcp.json` entries (streamable HTTP), or the MCP Inspector's command line.
+    #[arg(long, value_enum)]
+    client_config: Option<ClientKind>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ClientKind {
+    Claude,
+    Cursor,
+    Vscode,
+    Inspector,
+}
+
+/// The snippet `kind` needs. Paths are made absolute: a client starts driftwatch elsewhere.
+fn client_config(args: &McpArgs, kind: ClientKind) -> anyhow::Result<String> {
+    let url = format!("http://{}/mcp", args.listen);
+    let absolute = |p: &PathBuf| -> anyhow::Result<String> {
+        Ok(std::path::absolute(p)
+            .with_context(|| format!("{}", p.display()))?
+            .display()
+            .to_string())
+    };
+    let mut argv = vec!["mcp".to_string(), "--stdio".to_string()];
+    let paths = [
+        ("--spec", &args.spec),
+        ("--enable", &args.enable),
+        ("--config", &args.config),
+    ];
+    for (flag, path) in paths {
+        if let Some(path) = path {
+            argv.extend([flag.to_string(), absolute(path)?]);
+        }
+    }
+    if args.all {
+        argv.push("--all".into());
+    }
+    let texts = [
+        ("--upstream", &args.upstream),
+        ("--admin-listen", &args.admin_listen),
+    ];
+    for (flag, value) in texts {
+        if let Some(value) = value {
+            argv.extend([flag.to_string(), value.clone()]);
+        }
+    }
+    if let Some(mode) = args.mode {
+        argv.extend(["--mode".to_string(), mode.as_str().to_string()]);
+    }
+    let program = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "driftwatch".into());
+    let snippet = match kind {
+        ClientKind::Claude => serde_json::json!({
+            "mcpServers": {"driftwatch": {"command": program, "args": argv}}
+        }),
+        ClientKind::Cursor => serde_json::json!({"mcpServers": {"driftwatch": {"url": url}}}),
+        ClientKind::Vscode => {
+            serde_json::json!({"servers": {"driftwatch": {"type": "http", "url": url}}})
+        }
+        ClientKind::Inspector => {
+            return Ok(format!(
+                "npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list"
+            ));
+        }
+    };
+    Ok(serde_json::to_string_pretty(&snippet)?)
 }
 
 impl McpArgs {
@@ -122,6 +190,10 @@ impl McpArgs {
 
 pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
+    if let Some(kind) = args.client_config {
+        println!("{}", client_config(args, kind)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let enabled = args.enabled()?;
     super::serve::init_logging(super::serve::LogFormat::Auto);
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -324,7 +324,10 @@ fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
     ]);
     let (answers, stderr) = client_and_stderr(&format!("stdio:{command}"), &steps, |_| {});
     assert_eq!(answers[0]["tools"].as_array().unwrap().len(), 10);
-    assert_eq!(answers[1]["structured"]["graphicsElementIds"], json!([3, 7]));
+    assert_eq!(
+        answers[1]["structured"]["graphicsElementIds"],
+        json!([3, 7])
+    );
     // Observe mode: the stale update goes through (with findings), and the API cleared the list.
     assert_eq!(answers[2]["isError"], false, "{}", answers[2]);
     assert_eq!(answers[3]["structured"]["graphicsElementIds"], json!([]));
@@ -342,4 +345,50 @@ fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"silent_clear_risk"), "{kinds:?}");
+}
+
+/// `--client-config`: Claude Desktop's entry is a command a real client can start (the Python
+/// SDK starts it here and lists the tools); Cursor's and VS Code's point at `--listen`.
+#[test]
+fn the_client_config_snippets_reach_the_gateway_they_describe() {
+    let admin = free_port().to_string();
+    let snippet = |kind: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["mcp", "--spec", "examples/channels.openapi.yaml", "--all"])
+            .args([
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--listen",
+                "127.0.0.1:8123",
+            ])
+            .args(["--admin-listen", &admin, "--client-config", kind])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let claude: Value = serde_json::from_str(&snippet("claude")).unwrap();
+    let entry = &claude["mcpServers"]["driftwatch"];
+    let mut argv = vec![entry["command"].clone()];
+    argv.extend(entry["args"].as_array().unwrap().iter().cloned());
+    assert!(
+        argv.contains(&json!("--stdio")) && argv[4].as_str().unwrap().starts_with('/'),
+        "{argv:?}"
+    );
+    let answers = client(
+        &format!("stdio:{}", Value::Array(argv)),
+        &json!([{"list": true}]),
+        |_| {},
+    );
+    assert_eq!(answers[0]["tools"].as_array().unwrap().len(), 10);
+    let url = "http://127.0.0.1:8123/mcp";
+    let cursor: Value = serde_json::from_str(&snippet("cursor")).unwrap();
+    assert_eq!(cursor["mcpServers"]["driftwatch"]["url"], url);
+    let vscode: Value = serde_json::from_str(&snippet("vscode")).unwrap();
+    assert_eq!(
+        vscode["servers"]["driftwatch"],
+        json!({"type": "http", "url": url})
+    );
+    assert!(snippet("inspector").contains(url));
 }
