@@ -267,6 +267,9 @@ struct Shared {
     proxy: SocketAddr,
     client: Client<HttpConnector, Full<Bytes>>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// The tools of the last revision asked about, by its hash: a call looks its tool up in
+    /// it, and a list of GitHub's 1,223 tools is generated once per revision, not per request.
+    tools: Mutex<Option<(String, Arc<Vec<Tool>>)>>,
 }
 
 /// A body read back from the API, at most this many bytes.
@@ -282,6 +285,7 @@ impl Gateway {
             proxy,
             client,
             peers,
+            tools: Mutex::new(None),
         };
         Gateway {
             shared: Arc::new(shared),
@@ -290,8 +294,13 @@ impl Gateway {
 
     /// The tools of the spec in force, as `tools --generate` writes them; an enabled name the
     /// spec no longer has is left out with a warning (the spec is in force; the list is stale).
-    fn tools(&self) -> anyhow::Result<Vec<Tool>> {
+    fn tools(&self) -> anyhow::Result<Arc<Vec<Tool>>> {
         let rev = self.shared.sidecar.revision();
+        if let Some((hash, tools)) = &*self.shared.tools.lock().expect("tools")
+            && *hash == rev.spec.revision
+        {
+            return Ok(tools.clone());
+        }
         let contract = &rev.contract;
         let enabled = self.shared.enabled.as_ref().map(|names| {
             names
@@ -308,10 +317,15 @@ impl Gateway {
         });
         let catalog = crate::catalog::generate(contract, enabled.as_deref())?;
         let tools = catalog["tools"].as_array().cloned().unwrap_or_default();
-        tools
-            .into_iter()
-            .map(|t| serde_json::from_value(t).context("a generated tool"))
-            .collect()
+        let tools: Arc<Vec<Tool>> = Arc::new(
+            tools
+                .into_iter()
+                .map(|t| serde_json::from_value(t).context("a generated tool"))
+                .collect::<anyhow::Result<_>>()?,
+        );
+        *self.shared.tools.lock().expect("tools") =
+            Some((rev.spec.revision.clone(), tools.clone()));
+        Ok(tools)
     }
 
     /// Each second, compare the spec in force with the last one seen; on a change, tell every
@@ -340,12 +354,11 @@ impl Gateway {
     /// The request for `name` with `args`, through the sidecar, and its answer as a result.
     async fn call(&self, name: &str, args: &Map<String, Value>) -> CallToolResult {
         let rev = self.shared.sidecar.revision();
-        let tool = self
-            .tools()
-            .ok()
-            .and_then(|tools| tools.into_iter().find(|t| t.name == name));
-        let op = tool
+        let tools = self.tools().ok();
+        let tool = tools
             .as_ref()
+            .and_then(|tools| tools.iter().find(|t| t.name == name));
+        let op = tool
             .and_then(|t| t.meta.as_ref())
             .and_then(|m| m.get("operationId"))
             .and_then(Value::as_str)
@@ -460,7 +473,7 @@ impl ServerHandler for Gateway {
         let tools = self
             .tools()
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(ListToolsResult::with_all_items(tools.to_vec()))
     }
 
     async fn call_tool(
