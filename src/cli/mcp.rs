@@ -22,9 +22,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::service::{
+    NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
+};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -266,7 +268,12 @@ struct Shared {
     /// The sidecar's proxy, on loopback.
     proxy: SocketAddr,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// Clients of protocol versions before 2026-07-28, told on their session.
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Clients of 2026-07-28 on, told on their `subscriptions/listen` stream while it is open.
+    listening: Mutex<Vec<(u64, SubscriptionSink)>>,
+    /// Names the streams in `listening` (request ids repeat across clients).
+    next_stream: std::sync::atomic::AtomicU64,
     /// The tools of the last revision asked about, by its hash: a call looks its tool up in
     /// it, and a list of GitHub's 1,223 tools is generated once per revision, not per request.
     tools: Mutex<Option<(String, Arc<Vec<Tool>>)>>,
@@ -285,6 +292,8 @@ impl Gateway {
             proxy,
             client,
             peers,
+            listening: Mutex::new(Vec::new()),
+            next_stream: Default::default(),
             tools: Mutex::new(None),
         };
         Gateway {
@@ -346,7 +355,12 @@ impl Gateway {
                     still.push(peer);
                 }
             }
-            tracing::info!(revision = %seen, clients = still.len(), "tools/list_changed sent");
+            let sinks: Vec<_> = self.shared.listening.lock().expect("sinks").clone();
+            let mut told = 0;
+            for (_, sink) in sinks {
+                told += usize::from(sink.notify_tool_list_changed().await.is_ok());
+            }
+            tracing::info!(revision = %seen, sessions = still.len(), subscriptions = told, "tools/list_changed sent");
             *self.shared.peers.lock().expect("peers") = still;
         }
     }
@@ -463,6 +477,28 @@ impl ServerHandler for Gateway {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.shared.peers.lock().expect("peers").push(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let order = std::sync::atomic::Ordering::Relaxed;
+        let stream = self.shared.next_stream.fetch_add(1, order);
+        let sink = context.sink().clone();
+        self.shared
+            .listening
+            .lock()
+            .expect("sinks")
+            .push((stream, sink));
+        context.cancelled().await;
+        let mut listening = self.shared.listening.lock().expect("sinks");
+        listening.retain(|(s, _)| *s != stream);
+        Ok(())
     }
 
     async fn list_tools(

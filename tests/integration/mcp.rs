@@ -11,15 +11,39 @@ use serde_json::{Value, json};
 
 use super::util::example;
 
-const SDK: &str = "mcp==2.3.0";
+/// A client nobody here wrote: its venv under target/tools/, its package, the module that
+/// says it is installed, and our script that drives it step by step.
+#[derive(Clone, Copy)]
+struct Sdk {
+    venv: &'static str,
+    package: &'static str,
+    module: &'static str,
+    script: &'static str,
+}
 
-/// The venv's python with the SDK, made when missing.
-fn python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/mcp-client");
+/// The official Python SDK.
+const PYTHON_SDK: Sdk = Sdk {
+    venv: "target/tools/mcp-client",
+    package: "mcp==2.3.0",
+    module: "mcp.client.streamable_http",
+    script: "scripts/mcp-client.py",
+};
+
+/// FastMCP's client.
+const FASTMCP: Sdk = Sdk {
+    venv: "target/tools/fastmcp-client",
+    package: "fastmcp==4.1.6",
+    module: "fastmcp",
+    script: "scripts/mcp-client-fastmcp.py",
+};
+
+/// The venv's python with the client installed, made when missing.
+fn python(sdk: Sdk) -> PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(sdk.venv);
     let python = venv.join("bin/python");
     let has_sdk = |python: &Path| {
         Command::new(python)
-            .args(["-c", "import mcp.client.streamable_http"])
+            .args(["-c", &format!("import {}", sdk.module)])
             .status()
             .is_ok_and(|s| s.success())
     };
@@ -31,10 +55,10 @@ fn python() -> PathBuf {
             .expect("python3 -m venv");
         assert!(made.success());
         let pip = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", SDK])
+            .args(["install", "-q", sdk.package])
             .status()
             .expect("pip");
-        assert!(pip.success(), "pip install {SDK}");
+        assert!(pip.success(), "pip install {}", sdk.package);
     }
     python
 }
@@ -108,17 +132,18 @@ fn gateway(
 /// The Python client running `steps`, one JSON line read back per step; `on_said` runs when
 /// the client says something.
 fn client(url: &str, steps: &Value, on_said: impl FnMut(&str)) -> Vec<Value> {
-    client_and_stderr(url, steps, on_said).0
+    client_and_stderr(PYTHON_SDK, url, steps, on_said).0
 }
 
 /// As [`client`], with what the client (and a server it started) wrote to stderr.
 fn client_and_stderr(
+    sdk: Sdk,
     url: &str,
     steps: &Value,
     mut on_said: impl FnMut(&str),
 ) -> (Vec<Value>, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mcp-client.py");
-    let mut child = Command::new(python())
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(sdk.script);
+    let mut child = Command::new(python(sdk))
         .arg(script)
         .arg(url)
         .arg(steps.to_string())
@@ -160,9 +185,20 @@ fn property_names(tool: &Value) -> Vec<String> {
 
 #[test]
 fn the_python_sdk_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() {
+    the_story(PYTHON_SDK, "enforce-sdk");
+}
+
+#[test]
+fn fastmcp_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() {
+    the_story(FASTMCP, "enforce-fastmcp");
+}
+
+/// List, read, a stale update refused in enforce mode, the whole update, a missing argument,
+/// then the spec changes under the gateway.
+fn the_story(sdk: Sdk, name: &str) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let api = runtime.block_on(super::silent_clears::demo_api());
-    let dir = temp_dir("enforce");
+    let dir = temp_dir(name);
     let spec = dir.join("openapi.yaml");
     let original = std::fs::read_to_string(example("channels.openapi.yaml")).unwrap();
     std::fs::write(&spec, &original).unwrap();
@@ -198,7 +234,7 @@ fn the_python_sdk_lists_calls_is_refused_in_enforce_and_hears_the_spec_change() 
             "paths:\n  /api/v1/regions:\n    get:\n      operationId: listRegions\n      responses:\n        \"200\": { description: ok }\n",
         );
     assert_ne!(edited, original);
-    let answers = client(&gw.url, &steps, |_| {
+    let (answers, _) = client_and_stderr(sdk, &gw.url, &steps, |_| {
         let mut file = std::fs::File::create(&spec).unwrap();
         file.write_all(edited.as_bytes()).unwrap();
     });
@@ -322,7 +358,8 @@ fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
         {"call": "updateChannel", "args": stale},
         {"call": "getChannel", "args": {"id": 7}},
     ]);
-    let (answers, stderr) = client_and_stderr(&format!("stdio:{command}"), &steps, |_| {});
+    let (answers, stderr) =
+        client_and_stderr(PYTHON_SDK, &format!("stdio:{command}"), &steps, |_| {});
     assert_eq!(answers[0]["tools"].as_array().unwrap().len(), 10);
     assert_eq!(
         answers[1]["structured"]["graphicsElementIds"],
