@@ -348,6 +348,7 @@ impl Gateway {
                 continue;
             }
             seen = now;
+            self.say_unexposed();
             let peers: Vec<_> = self.shared.peers.lock().expect("peers").clone();
             let mut still = Vec::new();
             for peer in peers {
@@ -362,6 +363,30 @@ impl Gateway {
             }
             tracing::info!(revision = %seen, sessions = still.len(), subscriptions = told, "tools/list_changed sent");
             *self.shared.peers.lock().expect("peers") = still;
+        }
+    }
+
+    /// The operations the new revision adds that `--enable` does not list: served only once
+    /// someone decides to (a new endpoint is a decision, not an accident).
+    fn say_unexposed(&self) {
+        let Some(enabled) = &self.shared.enabled else {
+            return;
+        };
+        let rev = self.shared.sidecar.revision();
+        let exposed = |id: &str| {
+            enabled.iter().any(|name| {
+                crate::catalog::find_operation(&rev.contract, name).is_some_and(|op| op.id == id)
+            })
+        };
+        let added = rev
+            .changes
+            .iter()
+            .filter(|c| c.kind == "operation_added" && !exposed(&c.operation));
+        for change in added {
+            tracing::warn!(
+                operation = %change.operation,
+                "new in the spec and not exposed: list it in the --enable file to serve it"
+            );
         }
     }
 

@@ -112,7 +112,7 @@ fn gateway(
         .args(["--mode", mode])
         .args(["--config", config.to_str().unwrap()])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap())
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -295,6 +295,19 @@ fn the_story(sdk: Sdk, name: &str) {
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["getChannel", "updateChannel"]);
     assert!(property_names(&tools[1]).contains(&"epgRegion".to_string()));
+    // The operator is told what the new revision offers that nobody enabled.
+    let log = std::fs::read_to_string(dir.join("gateway.log")).unwrap();
+    let unexposed: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not exposed"))
+        })
+        .collect();
+    assert_eq!(unexposed.len(), 1, "{log}");
+    assert_eq!(unexposed[0]["operation"], "listRegions");
 }
 
 /// Every shared spec served with `--all`: the tools a real client lists pass `driftwatch
