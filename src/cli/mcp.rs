@@ -70,6 +70,11 @@ pub struct McpArgs {
     /// TOML config file, as for `serve`.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// A header every call sends to the API, its value read from a file or the environment
+    /// (`Authorization=file:/run/secrets/token`, `X-Api-Key=env:API_KEY`): credentials come from
+    /// the operator, never from the model, and are never logged. Repeatable.
+    #[arg(long = "header", value_name = "NAME=file:PATH|env:VAR")]
+    headers: Vec<String>,
     /// Print what a client needs to reach this gateway, with these same settings, and exit:
     /// Claude Desktop's `mcpServers` entry (it starts `driftwatch mcp --stdio`), Cursor's and
     /// VS Code's `mcp.json` entries (streamable HTTP), or the MCP Inspector's command line.
@@ -119,6 +124,9 @@ fn client_config(args: &McpArgs, kind: ClientKind) -> anyhow::Result<String> {
     }
     if let Some(mode) = args.mode {
         argv.extend(["--mode".to_string(), mode.as_str().to_string()]);
+    }
+    for header in &args.headers {
+        argv.extend(["--header".to_string(), header.clone()]);
     }
     let program = std::env::current_exe()
         .map(|p| p.display().to_string())
@@ -174,6 +182,33 @@ impl McpArgs {
         Ok(settings)
     }
 
+    /// The `--header`s, read now: a missing file or variable stops the start, naming it.
+    fn credentials(&self) -> anyhow::Result<Vec<(http::HeaderName, http::HeaderValue)>> {
+        self.headers
+            .iter()
+            .map(|spec| {
+                let (name, source) = spec.split_once('=').with_context(|| {
+                    format!("--header {spec}: expected NAME=file:PATH or NAME=env:VAR")
+                })?;
+                let value = match source.split_once(':') {
+                    Some(("file", path)) => std::fs::read_to_string(path)
+                        .with_context(|| format!("--header {name}: {path}"))?,
+                    Some(("env", var)) => std::env::var(var)
+                        .with_context(|| format!("--header {name}: environment variable {var}"))?,
+                    _ => anyhow::bail!(
+                        "--header {name}: the value comes from file:PATH or env:VAR, never inline"
+                    ),
+                };
+                let name = http::HeaderName::try_from(name)
+                    .with_context(|| format!("--header {name}: not a header name"))?;
+                let mut value = http::HeaderValue::try_from(value.trim())
+                    .with_context(|| format!("--header {name}: not a header value"))?;
+                value.set_sensitive(true);
+                Ok((name, value))
+            })
+            .collect()
+    }
+
     /// The names `--enable` lists, or `None` for `--all`.
     fn enabled(&self) -> anyhow::Result<Option<Vec<String>>> {
         let Some(path) = &self.enable else {
@@ -192,6 +227,7 @@ impl McpArgs {
 
 pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
+    let credentials = args.credentials()?;
     if let Some(kind) = args.client_config {
         println!("{}", client_config(args, kind)?);
         return Ok(ExitCode::SUCCESS);
@@ -211,7 +247,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         };
         let proxy = bind(sidecar.settings.proxy.listen).await?;
         let admin = bind(admin_listen).await?;
-        let gateway = Gateway::new(sidecar.clone(), enabled, proxy.local_addr()?);
+        let gateway = Gateway::new(sidecar.clone(), enabled, credentials, proxy.local_addr()?);
         // Unknown names in --enable are an error at start, not a silently smaller tool list.
         let tools = gateway.tools()?.len();
         tokio::spawn(gateway.clone().announce_changes());
@@ -268,6 +304,8 @@ struct Shared {
     /// The sidecar's proxy, on loopback.
     proxy: SocketAddr,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// `--header`s: sent with every call, after the tool's own headers.
+    credentials: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Clients of protocol versions before 2026-07-28, told on their session.
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// Clients of 2026-07-28 on, told on their `subscriptions/listen` stream while it is open.
@@ -283,7 +321,12 @@ struct Shared {
 const MAX_RESULT: usize = 8 << 20;
 
 impl Gateway {
-    fn new(sidecar: Arc<Sidecar>, enabled: Option<Vec<String>>, proxy: SocketAddr) -> Gateway {
+    fn new(
+        sidecar: Arc<Sidecar>,
+        enabled: Option<Vec<String>>,
+        credentials: Vec<(http::HeaderName, http::HeaderValue)>,
+        proxy: SocketAddr,
+    ) -> Gateway {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let peers = Mutex::new(Vec::new());
         let shared = Shared {
@@ -291,6 +334,7 @@ impl Gateway {
             enabled,
             proxy,
             client,
+            credentials,
             peers,
             listening: Mutex::new(Vec::new()),
             next_stream: Default::default(),
@@ -430,6 +474,9 @@ impl Gateway {
                 tool,
             );
         for (name, value) in &call.headers {
+            req = req.header(name, value);
+        }
+        for (name, value) in &self.shared.credentials {
             req = req.header(name, value);
         }
         let body = match call.body {

@@ -91,6 +91,18 @@ fn gateway(
     enabled: Option<&[&str]>,
     mode: &str,
 ) -> Gateway {
+    gateway_with(dir, spec, api, enabled, mode, &[])
+}
+
+/// [`gateway`] with more arguments.
+fn gateway_with(
+    dir: &Path,
+    spec: &Path,
+    api: SocketAddr,
+    enabled: Option<&[&str]>,
+    mode: &str,
+    more: &[&str],
+) -> Gateway {
     let exposure = match enabled {
         Some(names) => {
             let enable = dir.join("enabled.txt");
@@ -111,6 +123,7 @@ fn gateway(
         .args(["--admin-listen", &admin.to_string()])
         .args(["--mode", mode])
         .args(["--config", config.to_str().unwrap()])
+        .args(more)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap())
         .spawn()
@@ -441,4 +454,65 @@ fn the_client_config_snippets_reach_the_gateway_they_describe() {
         json!({"type": "http", "url": url})
     );
     assert!(snippet("inspector").contains(url));
+}
+
+/// `--header`: the operator's credential reaches the API on every call, from a file, and the
+/// model cannot pass one (it is no tool argument); an inline value is refused at start.
+#[test]
+fn credentials_come_from_a_file_the_operator_names_never_from_the_model() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let up = runtime.block_on(super::upstream::start(
+        super::upstream::ok(),
+        std::time::Duration::ZERO,
+        None,
+    ));
+    let dir = temp_dir("credentials");
+    let token = dir.join("token");
+    std::fs::write(&token, "Bearer s3cret\n").unwrap();
+    let header = format!("Authorization=file:{}", token.display());
+    let spec = example("channels.openapi.yaml");
+    let gw = gateway_with(
+        &dir,
+        &spec,
+        up.addr,
+        None,
+        "observe",
+        &["--header", &header],
+    );
+    let answers = client(
+        &gw.url,
+        &json!([{"list": true}, {"call": "getChannel", "args": {"id": 7}}]),
+        |_| {},
+    );
+    let tools = answers[0]["tools"].as_array().unwrap();
+    assert!(
+        tools.iter().all(|t| !property_names(t)
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case("authorization"))),
+        "no tool takes a credential"
+    );
+    assert_eq!(answers[1]["isError"], false, "{}", answers[1]);
+    let sent = up.recorded();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].header("authorization"), Some("Bearer s3cret"));
+    let log = std::fs::read_to_string(dir.join("gateway.log")).unwrap();
+    assert!(
+        !log.contains("s3cret"),
+        "the credential is never logged:\n{log}"
+    );
+    drop(gw);
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["mcp", "--all", "--spec", spec.to_str().unwrap()])
+        .args([
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--header",
+            "Authorization=Bearer x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("never inline"), "{said}");
 }
