@@ -34,8 +34,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value};
 use tokio::net::TcpListener;
 
-use super::serve::{ModeArg, build, serve, shutdown_signal};
-use crate::config::Layers;
+use super::serve::{ModeArg, ServeArgs, build, serve, shutdown_signal};
 use crate::proxy::Sidecar;
 use crate::settings::Settings;
 
@@ -149,32 +148,17 @@ fn client_config(args: &McpArgs, kind: ClientKind) -> anyhow::Result<String> {
 }
 
 impl McpArgs {
-    /// The sidecar's settings: the config file, the environment, these flags, and the proxy on
-    /// a loopback port of its own with one serving thread (only this process calls it).
+    /// The sidecar's settings, as `serve` builds them from the same flags (its proxy on a
+    /// loopback port of its own, with one serving thread).
     fn settings(&self) -> anyhow::Result<Settings> {
-        let text = |v: &str| toml::Value::String(v.to_string());
-        let mut flags = vec![
-            ("proxy.listen", "(mcp)", text("127.0.0.1:0")),
-            ("proxy.workers", "(mcp)", toml::Value::Integer(1)),
-        ];
-        if let Some(v) = &self.spec {
-            flags.push(("spec.path", "--spec", text(&v.display().to_string())));
-        }
-        if let Some(v) = &self.upstream {
-            flags.push(("proxy.upstream", "--upstream", text(v)));
-        }
-        if let Some(v) = &self.admin_listen {
-            flags.push(("admin.listen", "--admin-listen", text(v)));
-        }
-        if let Some(m) = self.mode {
-            flags.push(("proxy.mode", "--mode", text(m.as_str())));
-        }
-        let mut settings = Settings::load(Layers {
-            file: self.config.as_deref(),
-            env: std::env::vars().collect(),
-            flags,
-        })?;
-        settings.upstream()?;
+        let serve = ServeArgs::in_process(
+            self.spec.clone(),
+            self.upstream.clone(),
+            self.admin_listen.clone(),
+            self.mode,
+            self.config.clone(),
+        );
+        let mut settings = serve.settings(std::env::vars().collect())?;
         // stdout is the MCP stream under --stdio: events written there would corrupt it.
         if self.stdio && settings.events.output == crate::sink::EventOutput::Stdout {
             settings.events.output = crate::sink::EventOutput::File("/dev/stderr".into());

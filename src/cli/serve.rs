@@ -52,6 +52,9 @@ pub struct ServeArgs {
     /// Logs as JSON lines or text; `auto` is JSON unless stderr is a terminal.
     #[arg(long, value_enum, default_value = "auto")]
     log_format: LogFormat,
+    /// Serving threads, for the sidecar `mcp` runs in its own process (not a flag).
+    #[arg(skip)]
+    workers: Option<i64>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, Default)]
@@ -110,7 +113,31 @@ impl ServeArgs {
         if self.strict {
             out.push(("spec.strict", "--strict", toml::Value::Boolean(true)));
         }
+        if let Some(n) = self.workers {
+            out.push(("proxy.workers", "(mcp)", toml::Value::Integer(n)));
+        }
         out
+    }
+
+    /// The sidecar `mcp` runs in its own process: `serve`'s settings from the same flags, its
+    /// proxy on a loopback port of its own with one serving thread (only `mcp` calls it).
+    pub(super) fn in_process(
+        spec: Option<PathBuf>,
+        upstream: Option<String>,
+        admin_listen: Option<String>,
+        mode: Option<ModeArg>,
+        config: Option<PathBuf>,
+    ) -> ServeArgs {
+        ServeArgs {
+            spec,
+            upstream,
+            listen: Some("127.0.0.1:0".into()),
+            admin_listen,
+            mode,
+            config,
+            workers: Some(1),
+            ..ServeArgs::default()
+        }
     }
 
     /// The settings from the config file, the environment and these flags (flags > env > file).
