@@ -10,6 +10,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod mcp_act;
+
 use clap::Args;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -242,6 +244,7 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     drop(enforce);
 
     ok &= stale_spec_act(out).await?;
+    ok &= mcp_act::mcp_act(out).await?;
 
     writeln!(
         out,

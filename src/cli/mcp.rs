@@ -278,7 +278,7 @@ async fn accept(listener: TcpListener, gateway: Gateway) {
 
 /// One gateway for every MCP session: the sidecar, and who to tell when the tools change.
 #[derive(Clone)]
-struct Gateway {
+pub(super) struct Gateway {
     shared: Arc<Shared>,
 }
 
@@ -305,7 +305,7 @@ struct Shared {
 const MAX_RESULT: usize = 8 << 20;
 
 impl Gateway {
-    fn new(
+    pub(super) fn new(
         sidecar: Arc<Sidecar>,
         enabled: Option<Vec<String>>,
         credentials: Vec<(http::HeaderName, http::HeaderValue)>,

@@ -40,6 +40,10 @@ fn the_demo_binary_prints_the_story_and_exits_0() {
         "warning  undeclared_response_field response /graphicsElementIds",
         "critical replace_will_drop_field body /graphicsElementIds: GET /api/v1/channels/{id} returns `graphicsElementIds`",
         "driftwatch_findings_total{kind=\"replace_will_drop_field\",operation=\"updateChannel\",severity=\"critical\",blame=\"server\"} 0 -> 1",
+        "== No second copy",
+        "1. tools/list: 2 tools; updateChannel takes 32 arguments, graphicsElementIds among them: true",
+        "3. updateChannel 7 with the new name and every field it read: done",
+        "4. getChannel 7: name \"Retro TV HD\", graphicsElementIds [3,7]  (kept",
     ];
     let mut rest = &text[..];
     for line in expected_in_order {
