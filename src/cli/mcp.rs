@@ -28,7 +28,7 @@ use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
 };
 use rmcp::transport::streamable_http_server::{
-    StreamableHttpService, session::local::LocalSessionManager,
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value};
@@ -56,6 +56,15 @@ pub struct McpArgs {
     /// Where MCP clients connect: streamable HTTP at /mcp.
     #[arg(long, default_value = "127.0.0.1:8070", conflicts_with = "stdio")]
     listen: SocketAddr,
+    /// A `Host` the MCP endpoint answers besides localhost, 127.0.0.1 and ::1 (the name clients
+    /// use to reach a pod, e.g. `driftwatch-mcp:8070`); any other is refused with 403, against
+    /// DNS rebinding. Repeatable.
+    #[arg(
+        long = "allowed-host",
+        value_name = "HOST[:PORT]",
+        conflicts_with = "stdio"
+    )]
+    allowed_hosts: Vec<String>,
     /// Speak MCP on stdin and stdout instead (a client that starts driftwatch itself); logs go
     /// to stderr, and the end of stdin ends the process.
     #[arg(long)]
@@ -248,19 +257,22 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         }
         let mcp = bind(args.listen).await?;
         tracing::info!(listen = %mcp.local_addr()?, admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving at /mcp");
-        tokio::spawn(accept(mcp, gateway));
+        tokio::spawn(accept(mcp, gateway, args.allowed_hosts.clone()));
         serve(proxy, admin, sidecar, shutdown_signal()).await?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Serve MCP's streamable HTTP on every connection to `listener`.
-async fn accept(listener: TcpListener, gateway: Gateway) {
+/// Serve MCP's streamable HTTP on every connection to `listener`, for requests whose `Host`
+/// is loopback's or one of `allowed_hosts`.
+async fn accept(listener: TcpListener, gateway: Gateway, allowed_hosts: Vec<String>) {
+    let mut config = StreamableHttpServerConfig::default();
+    config.allowed_hosts.extend(allowed_hosts);
     let service = TowerToHyperService::new(StreamableHttpService::new(
         move || Ok(gateway.clone()),
         LocalSessionManager::default().into(),
-        Default::default(),
+        config,
     ));
     loop {
         let Ok((stream, _)) = listener.accept().await else {

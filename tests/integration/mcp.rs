@@ -516,3 +516,43 @@ fn credentials_come_from_a_file_the_operator_names_never_from_the_model() {
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("never inline"), "{said}");
 }
+
+/// The status line of an MCP `initialize` POSTed to `url`'s address with `Host: host`.
+fn initialize_status(url: &str, host: &str) -> String {
+    use std::io::Read;
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).unwrap();
+    let text = String::from_utf8_lossy(&head[..n]).into_owned();
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// Against DNS rebinding: a `Host` that is not loopback's, nor one the operator allowed, is
+/// refused before any MCP work.
+#[test]
+fn only_loopback_and_the_allowed_hosts_reach_the_endpoint() {
+    let dir = temp_dir("hosts");
+    let spec = example("channels.openapi.yaml");
+    let nowhere: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let more = ["--allowed-host", "driftwatch-mcp"];
+    let gw = gateway_with(&dir, &spec, nowhere, None, "observe", &more);
+    assert_eq!(
+        initialize_status(&gw.url, "evil.example"),
+        "HTTP/1.1 403 Forbidden"
+    );
+    assert_eq!(
+        initialize_status(&gw.url, "driftwatch-mcp:8070"),
+        "HTTP/1.1 200 OK"
+    );
+    assert_eq!(initialize_status(&gw.url, "localhost"), "HTTP/1.1 200 OK");
+}
