@@ -63,7 +63,14 @@ pub fn request(
                 path = path.replace(&format!("{{{}}}", p.name), &encoded);
             }
             Location::Query => query_pairs(p, value, &mut query)?,
-            Location::Header => headers.push((p.name.clone(), joined(p, value, ",")?)),
+            Location::Header => {
+                let text = joined(p, value, ",")?;
+                if http::HeaderValue::from_str(&text).is_err() {
+                    let why = "a header value cannot hold line breaks or control characters";
+                    return Err(ArgumentError::Shape(p.name.clone(), why));
+                }
+                headers.push((p.name.clone(), text));
+            }
             _ => {}
         }
     }
@@ -262,5 +269,21 @@ mod tests {
         );
         let path = request(get, "", &args(json!({"id": "a/b?"}))).unwrap();
         assert_eq!(path.target, "/api/v1/channels/a%2Fb%3F");
+        // A header argument cannot smuggle a header of its own.
+        let put = c.operation("updateChannel").unwrap();
+        let header = &put
+            .params
+            .iter()
+            .find(|p| p.location == Location::Header)
+            .unwrap()
+            .name;
+        let mut sent = args(json!({"id": 7, "name": "x"}));
+        sent.insert(header.clone(), json!("\"v1\"\r\nx-admin: yes"));
+        assert!(
+            matches!(request(put, "", &sent), Err(ArgumentError::Shape(name, _)) if name == *header)
+        );
+        sent.insert(header.clone(), json!("\"v1\""));
+        let call = request(put, "", &sent).unwrap();
+        assert_eq!(call.headers, [(header.clone(), "\"v1\"".to_string())]);
     }
 }
