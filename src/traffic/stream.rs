@@ -215,24 +215,66 @@ fn lines(
     let mut line = Vec::new();
     for index in 0.. {
         line.clear();
-        match source.read_until(b'\n', &mut line) {
-            Ok(0) => return,
-            Ok(_) => {}
+        let read = read_line(&mut source, &mut line);
+        let item = match read {
+            Ok(Line::End) => return,
+            Ok(Line::Read) if line.trim_ascii().is_empty() => continue,
+            Ok(Line::Read) => match parse(index, &line) {
+                Ok(exchange) => Item::Exchange(exchange),
+                Err(reason) => Item::Problem(Problem { index, reason }),
+            },
+            Ok(Line::TooLong) => {
+                let reason = format!("a line longer than {} MiB, skipped", MAX_LINE >> 20);
+                Item::Problem(Problem { index, reason })
+            }
             Err(e) => {
                 let reason = format!("cannot read on: {e}");
                 out.push(Item::Problem(Problem { index, reason }));
                 return;
             }
-        }
-        if line.trim_ascii().is_empty() {
-            continue;
-        }
-        let item = match parse(index, &line) {
-            Ok(exchange) => Item::Exchange(exchange),
-            Err(reason) => Item::Problem(Problem { index, reason }),
         };
         if !out.push(item) {
             return;
+        }
+    }
+}
+
+/// The longest line kept: a recording with one endless line must not fill memory.
+const MAX_LINE: usize = 64 << 20;
+
+enum Line {
+    Read,
+    /// Longer than [`MAX_LINE`]: read past, not kept.
+    TooLong,
+    End,
+}
+
+/// The next line into `line`, at most [`MAX_LINE`] bytes of it.
+fn read_line(source: &mut Source, line: &mut Vec<u8>) -> std::io::Result<Line> {
+    let limit = MAX_LINE as u64 + 1;
+    let n = source.by_ref().take(limit).read_until(b'\n', line)?;
+    if n == 0 {
+        return Ok(Line::End);
+    }
+    if line.len() <= MAX_LINE || line.ends_with(b"\n") {
+        return Ok(Line::Read);
+    }
+    // Skip to the end of the line a buffer at a time, keeping nothing.
+    line.clear();
+    loop {
+        let buf = source.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(Line::TooLong);
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                source.consume(at + 1);
+                return Ok(Line::TooLong);
+            }
+            None => {
+                let len = buf.len();
+                source.consume(len);
+            }
         }
     }
 }
@@ -341,6 +383,32 @@ mod tests {
         .unwrap();
         let format = stream.format;
         (format, stream.flatten().collect())
+    }
+
+    #[test]
+    fn an_endless_line_is_a_problem_and_the_next_line_is_read() {
+        let good = br#"{"method":"GET","url":"/api/v1/channels/7"}"#;
+        let mut bytes = good.to_vec();
+        bytes.push(b'\n');
+        bytes.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
+        bytes.push(b'\n');
+        bytes.extend_from_slice(good);
+        let (_, items) = items(&bytes);
+        let kinds: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                Item::Exchange(e) => format!("exchange {}", e.index),
+                Item::Problem(p) => format!("problem {}: {}", p.index, p.reason),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "exchange 0",
+                "problem 1: a line longer than 64 MiB, skipped",
+                "exchange 2"
+            ]
+        );
     }
 
     fn exchanges(items: &[Item]) -> Vec<&Exchange> {
