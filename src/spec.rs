@@ -79,6 +79,13 @@ pub struct Spec {
     one_ofs_read: std::sync::Arc<std::collections::HashSet<String>>,
 }
 
+/// A spec file's text as written (gunzipped, within the default bounds), for pointing at its
+/// lines: CI annotations name the line of an operation.
+pub fn read_text(path: &Path) -> Result<String, SpecError> {
+    let (bytes, _) = read::read_bytes(path, LoadOptions::default().max_bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 impl Spec {
     /// Read, bundle and normalize the spec at `path`, with the default bounds.
     pub fn load(path: &Path) -> Result<Spec, SpecError> {

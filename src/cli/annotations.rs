@@ -301,25 +301,10 @@ impl Lines {
         Lines { text }
     }
 
-    /// A spec file's text (gunzipped when it ends in `.gz`); a file that cannot be read again
-    /// points everything at line 1.
+    /// A spec file's text, read as the spec is read (gunzipped, bounded); a file that cannot
+    /// be read again points everything at line 1.
     pub fn of_spec(path: &std::path::Path) -> Lines {
-        use std::io::Read;
-        let text = std::fs::File::open(path).and_then(|file| {
-            let gz = path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-            let reader: Box<dyn Read> = match gz {
-                true => Box::new(flate2::read::GzDecoder::new(file)),
-                false => Box::new(file),
-            };
-            let mut bytes = Vec::new();
-            reader
-                .take(crate::spec::LoadOptions::default().max_bytes)
-                .read_to_end(&mut bytes)?;
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
-        });
-        Lines::new(text.unwrap_or_default())
+        Lines::new(crate::spec::read_text(path).unwrap_or_default())
     }
 
     /// The line of an operation: its `operationId`, or for an operation without one

@@ -74,16 +74,27 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// One revision, compiled, with the file it came from and its lines for annotations.
+/// One revision, compiled, with the file it came from (and, for a git revision, the text
+/// `git show` gave, which is nowhere on disk).
 struct Revision {
     contract: Contract,
     file: String,
-    lines: Lines,
+    shown: Option<String>,
+}
+
+impl Revision {
+    /// Its lines, for annotations: read again only when a CI format asks.
+    fn lines(&self) -> Lines {
+        match &self.shown {
+            Some(text) => Lines::new(text.clone()),
+            None => Lines::of_spec(Path::new(&self.file)),
+        }
+    }
 }
 
 /// A revision: a file, or `git:REV:PATH` read with `git show` from the current repository.
 fn load(source: &str) -> anyhow::Result<Revision> {
-    let (spec, file, lines) = match source.strip_prefix("git:") {
+    let (spec, file, shown) = match source.strip_prefix("git:") {
         Some(rest) => {
             let (rev, path) = rest
                 .split_once(':')
@@ -99,19 +110,16 @@ fn load(source: &str) -> anyhow::Result<Revision> {
                 );
             }
             let spec = Spec::parse(Path::new(path), &shown.stdout)?;
-            let lines = Lines::new(String::from_utf8_lossy(&shown.stdout).into_owned());
-            (spec, path.to_string(), lines)
+            let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+            (spec, path.to_string(), Some(text))
         }
-        None => {
-            let path = Path::new(source);
-            (Spec::load(path)?, source.to_string(), Lines::of_spec(path))
-        }
+        None => (Spec::load(Path::new(source))?, source.to_string(), None),
     };
     let contract = Contract::compile(&spec, &ContractOptions::default())?;
     Ok(Revision {
         contract,
         file,
-        lines,
+        shown,
     })
 }
 
@@ -124,6 +132,7 @@ fn ci(
     new: &Revision,
     threshold: Option<Class>,
 ) -> std::io::Result<()> {
+    let lines = new.lines();
     let annotations: Vec<Annotation> = changes
         .iter()
         .map(|c| {
@@ -151,7 +160,7 @@ fn ci(
                     c.class, c.kind, c.operation, c.location, c.field
                 ),
                 file: new.file.clone(),
-                line: new.lines.operation(&c.operation),
+                line: lines.operation(&c.operation),
                 operation: Some(c.operation.clone()),
                 properties: Default::default(),
             }

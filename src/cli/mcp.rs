@@ -377,8 +377,8 @@ impl Gateway {
         Ok(tools)
     }
 
-    /// Each second, compare the spec in force with the last one seen; on a change, tell every
-    /// client that is still connected.
+    /// Every half second, compare the spec in force with the last one seen; on a change, tell
+    /// every client that is still connected.
     async fn announce_changes(self) {
         let mut seen = self.shared.sidecar.revision().spec.revision.clone();
         loop {

@@ -4,7 +4,7 @@
 //! operation in the spec.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -88,15 +88,14 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let report = check(&contract, &tools, &mapping)?;
     let files = Files {
-        catalog: path.display().to_string(),
-        catalog_lines: Lines::new(text),
-        spec: args.spec.display().to_string(),
-        spec_lines: Lines::of_spec(&args.spec),
+        catalog: path,
+        catalog_text: text,
+        spec: &args.spec,
     };
     match args.format {
-        Format::Sarif => ci(out, CiFormat::Sarif, &report, &files)?,
-        Format::Junit => ci(out, CiFormat::Junit, &report, &files)?,
-        Format::Github => ci(out, CiFormat::Github, &report, &files)?,
+        Format::Sarif => ci(out, CiFormat::Sarif, &report, files)?,
+        Format::Junit => ci(out, CiFormat::Junit, &report, files)?,
+        Format::Github => ci(out, CiFormat::Github, &report, files)?,
         Format::Json => {
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;
@@ -110,20 +109,20 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The two files annotations point into.
-struct Files {
-    catalog: String,
-    catalog_lines: Lines,
-    spec: String,
-    spec_lines: Lines,
+/// The two files annotations point into; the spec is read again only when a CI format asks.
+struct Files<'a> {
+    catalog: &'a Path,
+    catalog_text: String,
+    spec: &'a Path,
 }
 
-fn ci(
-    out: &mut dyn Write,
-    format: CiFormat,
-    report: &Report,
-    files: &Files,
-) -> std::io::Result<()> {
+fn ci(out: &mut dyn Write, format: CiFormat, report: &Report, files: Files) -> std::io::Result<()> {
+    let (catalog, spec) = (
+        files.catalog.display().to_string(),
+        files.spec.display().to_string(),
+    );
+    let catalog_lines = Lines::new(files.catalog_text);
+    let spec_lines = Lines::of_spec(files.spec);
     let defects = report.defects.iter().map(|d| {
         let mut said = format!("tool `{}` ({})", d.tool, d.operation);
         if let Some(expected) = &d.expected {
@@ -138,8 +137,8 @@ fn ci(
             fails: true,
             title: format!("{} {}", d.tool, d.field),
             message: format!("{} `{}`, {said}", d.kind.as_str(), d.field),
-            file: files.catalog.clone(),
-            line: files.catalog_lines.named(&d.tool),
+            file: catalog.clone(),
+            line: catalog_lines.named(&d.tool),
             operation: Some(d.operation.clone()),
             properties: Default::default(),
         }
@@ -150,8 +149,8 @@ fn ci(
         fails: false,
         title: op.clone(),
         message: format!("operation {op}: no tool in the catalog reaches it"),
-        file: files.spec.clone(),
-        line: files.spec_lines.operation(op),
+        file: spec.clone(),
+        line: spec_lines.operation(op),
         operation: Some(op.clone()),
         properties: Default::default(),
     });

@@ -19,6 +19,14 @@ pub(crate) type Document = (Value, String, Vec<Note>);
 /// The document and the revision hash of the file's bytes, read up to `max` bytes (after
 /// gzip): a larger file, `/dev/zero` or a gzip bomb is refused after `max + 1` bytes.
 pub(crate) fn read_document_revision(path: &Path, max: u64) -> Result<Document, SpecError> {
+    let (bytes, name) = read_bytes(path, max)?;
+    let doc = parse(path, &bytes, &name)?;
+    Ok((doc, super::revision(&bytes), duplicates(&bytes, &name)))
+}
+
+/// The file's bytes, gunzipped when its name ends in `.gz`, refused past `max`; and its name
+/// in lowercase without `.gz` (which tells JSON from YAML).
+pub(crate) fn read_bytes(path: &Path, max: u64) -> Result<(Vec<u8>, String), SpecError> {
     let io = |source| SpecError::Io {
         file: path.to_path_buf(),
         source,
@@ -43,8 +51,7 @@ pub(crate) fn read_document_revision(path: &Path, max: u64) -> Result<Document, 
             max,
         });
     }
-    let doc = parse(path, &bytes, &name)?;
-    Ok((doc, super::revision(&bytes), duplicates(&bytes, &name)))
+    Ok((bytes, name))
 }
 
 /// Keys written twice in one object of a JSON document (YAML refuses them as it parses).
