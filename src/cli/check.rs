@@ -3,6 +3,7 @@
 
 mod replay;
 mod report;
+mod row;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -9,11 +9,10 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use serde::Serialize;
 use serde_json::json;
 
 use super::super::annotations::{self, Annotation, CiFormat, Level, Lines};
-use crate::finding::{Finding, Severity};
+use crate::finding::{Finding, Kind, Severity};
 use crate::traffic::{Exchange, Format, Problem};
 
 /// Unreadable lines or entries shown at most (all are counted).
@@ -40,16 +39,6 @@ impl Output {
             Output::Text | Output::Json | Output::Jsonl => None,
         }
     }
-}
-
-/// One finding with the exchange it came from, as `json` and `jsonl` write it.
-#[derive(Serialize)]
-struct Row<'a> {
-    #[serde(flatten)]
-    finding: &'a Finding,
-    method: &'a str,
-    path: &'a str,
-    exchange: usize,
 }
 
 /// A text group: the first finding, how many, and the first exchanges.
@@ -129,8 +118,10 @@ pub struct Report<'o> {
     /// more than the copy.
     row: Vec<u8>,
     groups: Groups,
-    by_severity: BTreeMap<Severity, usize>,
-    by_kind: BTreeMap<&'static str, usize>,
+    /// Counts per severity and per kind, indexed by the enum: a map's lookup per finding was
+    /// a cost of its own at millions of findings.
+    by_severity: [usize; 4],
+    by_kind: [usize; Kind::ALL.len()],
     findings: usize,
     exchanges: usize,
     problems: Vec<Problem>,
@@ -146,8 +137,8 @@ impl<'o> Report<'o> {
             output,
             row: Vec::with_capacity(1024),
             groups: Groups::default(),
-            by_severity: BTreeMap::new(),
-            by_kind: BTreeMap::new(),
+            by_severity: [0; 4],
+            by_kind: [0; Kind::ALL.len()],
             findings: 0,
             exchanges: 0,
             problems: Vec::new(),
@@ -170,15 +161,9 @@ impl<'o> Report<'o> {
     }
 
     fn finding(&mut self, e: &Exchange, path: &str, f: Finding) -> std::io::Result<()> {
-        *self.by_severity.entry(f.severity).or_default() += 1;
-        *self.by_kind.entry(f.kind.as_str()).or_default() += 1;
+        self.by_severity[f.severity as usize] += 1;
+        self.by_kind[f.kind as usize] += 1;
         self.worst = self.worst.max(Some(f.severity));
-        let row = |f| Row {
-            finding: f,
-            method: &e.method,
-            path,
-            exchange: e.index,
-        };
         match self.output {
             Output::Json => {
                 // The document opens with its first finding, so a run that stops before one
@@ -190,12 +175,12 @@ impl<'o> Report<'o> {
                 };
                 self.row.clear();
                 self.row.extend_from_slice(sep);
-                serde_json::to_writer(&mut self.row, &row(&f))?;
+                super::row::write(&mut self.row, &f, &e.method, path, e.index);
                 self.out.write_all(&self.row)?;
             }
             Output::Jsonl => {
                 self.row.clear();
-                serde_json::to_writer(&mut self.row, &row(&f))?;
+                super::row::write(&mut self.row, &f, &e.method, path, e.index);
                 self.row.push(b'\n');
                 self.out.write_all(&self.row)?;
             }
@@ -313,7 +298,7 @@ impl<'o> Report<'o> {
             "exchanges": self.exchanges,
             "findings": self.findings,
             "by_severity": self.severity_counts(),
-            "by_kind": self.by_kind,
+            "by_kind": self.kind_counts(),
             "malformed": malformed,
             "malformed_total": self.problem_count,
             "load_warnings": skipped.warnings,
@@ -331,10 +316,19 @@ impl<'o> Report<'o> {
         ]
         .into_iter()
         .map(|s| {
-            let n = self.by_severity.get(&s).copied().unwrap_or(0);
+            let n = self.by_severity[s as usize];
             (s.as_str().to_string(), json!(n))
         })
         .collect()
+    }
+
+    /// Findings per kind that occurred, by name.
+    fn kind_counts(&self) -> BTreeMap<&'static str, usize> {
+        Kind::ALL
+            .into_iter()
+            .filter(|k| self.by_kind[*k as usize] > 0)
+            .map(|k| (k.as_str(), self.by_kind[k as usize]))
+            .collect()
     }
 
     fn summary_line(&self) -> String {
