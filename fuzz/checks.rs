@@ -98,7 +98,7 @@ pub fn request_audit(contract: &Contract, data: &[u8]) {
     }
     for f in &first.findings {
         assert!(f.field.len() <= 256, "field of {} bytes", f.field.len());
-        let observed = f.observed.as_ref().map_or(0, String::len);
+        let observed = f.observed.as_ref().map_or(0, |o| o.len());
         assert!(observed <= 256, "observed of {observed} bytes");
         assert!(
             f.message.len() <= 1024,

@@ -163,7 +163,7 @@ fn check_operation(
     params::check(op, request, path_values, &mut findings);
     body::check(op, request, &mut findings);
     for finding in findings.iter_mut() {
-        finding.operation = Some(op.id.clone());
+        finding.operation = Some(op.id.as_str().into());
     }
     findings
 }
@@ -175,7 +175,7 @@ fn left_out(op: &Operation, limit: usize) -> Finding {
         .message(format!(
             "more than {limit} findings: the rest are not listed (audit.max_findings)"
         ));
-    f.operation = Some(op.id.clone());
+    f.operation = Some(op.id.as_str().into());
     f
 }
 

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 /// Every kind of finding driftwatch emits, in the order `docs/findings.md` documents them.
@@ -240,25 +241,25 @@ pub struct Finding {
     /// Follows from the kind; carried so that events and JSON output say it.
     pub blame: Blame,
     /// The operation id, or `None` when the request matched no operation.
-    pub operation: Option<String>,
+    pub operation: Option<CompactString>,
     pub location: Location,
     /// Parameter name, or a JSON pointer inside the body (`/graphicsElementIds`).
-    pub field: String,
+    pub field: CompactString,
     /// What the spec declares there (`integer`, `array<integer>`, `application/json`).
-    pub expected: Option<String>,
+    pub expected: Option<CompactString>,
     /// What the request carried, as a type or shape, never as a value.
-    pub observed: Option<String>,
+    pub observed: Option<CompactString>,
     /// A fix an agent can apply (`customerId`), where one is known.
-    pub suggestion: Option<String>,
+    pub suggestion: Option<CompactString>,
     /// One sentence a person or an agent can act on.
-    pub message: String,
+    pub message: CompactString,
     /// For silent clears: the GET the write was compared with, and the write that erased.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<Box<Evidence>>,
     /// The other operation a finding ties together: for `replace_will_drop_field`, the GET
     /// whose response carried the field (`operation` is the replace write that will drop it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub related_operation: Option<String>,
+    pub related_operation: Option<CompactString>,
 }
 
 /// What a silent-clear finding was concluded from: enough for an incident responder to find
@@ -298,7 +299,7 @@ pub(crate) fn rfc3339<S: serde::Serializer>(
 
 impl Finding {
     /// A finding with the kind's default severity; fill in the rest with the builder methods.
-    pub fn new(kind: Kind, location: Location, field: impl Into<String>) -> Finding {
+    pub fn new(kind: Kind, location: Location, field: impl Into<CompactString>) -> Finding {
         Finding {
             kind,
             severity: kind.default_severity(),
@@ -309,7 +310,7 @@ impl Finding {
             expected: None,
             observed: None,
             suggestion: None,
-            message: String::new(),
+            message: CompactString::default(),
             evidence: None,
             related_operation: None,
         }
@@ -321,18 +322,18 @@ impl Finding {
         self.location == Location::Body || self.kind == Kind::UnsupportedMediaType
     }
 
-    pub fn expected(mut self, expected: impl Into<String>) -> Finding {
+    pub fn expected(mut self, expected: impl Into<CompactString>) -> Finding {
         self.expected = Some(expected.into());
         self
     }
 
-    pub fn observed(mut self, observed: impl Into<String>) -> Finding {
+    pub fn observed(mut self, observed: impl Into<CompactString>) -> Finding {
         self.observed = Some(observed.into());
         self
     }
 
-    pub fn suggestion(mut self, suggestion: Option<String>) -> Finding {
-        self.suggestion = suggestion;
+    pub fn suggestion(mut self, suggestion: Option<impl Into<CompactString>>) -> Finding {
+        self.suggestion = suggestion.map(Into::into);
         self
     }
 
@@ -341,7 +342,7 @@ impl Finding {
         self
     }
 
-    pub fn message(mut self, message: impl Into<String>) -> Finding {
+    pub fn message(mut self, message: impl Into<CompactString>) -> Finding {
         self.message = message.into();
         self
     }

@@ -84,7 +84,7 @@ impl Tracker<'_> {
             f.kind = Kind::SilentClearRisk;
             f.severity = Severity::Critical;
             f.observed = Some("absent; held a value at the last GET".into());
-            f.message = format!(
+            f.message = compact_str::format_compact!(
                 "{} {} ({}) would erase `{write_name}`: the body omits it, and the GET {} at {} showed it holding a value; send its current value",
                 op.method,
                 op.template,
@@ -92,7 +92,7 @@ impl Tracker<'_> {
                 snapshot.request_id,
                 humantime::format_rfc3339_seconds(snapshot.at)
             );
-            f.evidence = Some(evidence.clone());
+            f.evidence = Some(Box::new(evidence.clone()));
             at_risk.push((read_name, write_name, evidence));
         }
         at_risk
@@ -187,8 +187,8 @@ fn confirm(
                     "`{read}` was erased by the write {} ({}): it held a value at GET {}, the write omitted it, and {shown_by} shows it empty",
                     pending.write_request_id, pending.operation, evidence.read_request_id
                 ));
-            f.operation = Some(pending.operation.clone());
-            f.evidence = Some(evidence);
+            f.operation = Some(pending.operation.as_str().into());
+            f.evidence = Some(Box::new(evidence));
             f
         })
         .collect()

@@ -2,6 +2,7 @@
 //! cannot say: undeclared fields where `additionalProperties` is absent, and declared fields a
 //! full-replace write leaves out (the first sign of a silent clear).
 
+use compact_str::ToCompactString;
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
@@ -278,12 +279,12 @@ fn schema_finding(
     top_level: &[Property],
     shape_known: bool,
 ) -> Option<Finding> {
-    let path = error.instance_path().as_str().to_string();
+    let path = error.instance_path().as_str();
     match error.kind() {
         // The regex engine gave up (its backtracking bound): nothing was learnt of the value.
         ValidationErrorKind::BacktrackLimitExceeded { .. }
         | ValidationErrorKind::RegexEngineFailure { .. } => Some(
-            Finding::new(Kind::Unaudited, Location::Body, path.clone())
+            Finding::new(Kind::Unaudited, Location::Body, path)
                 .observed("regex engine limit")
                 .message(format!(
                     "the pattern at `{path}` could not be evaluated within the regex engine's bounds: not checked"
@@ -314,7 +315,7 @@ fn schema_finding(
                 Finding::new(
                     Kind::BodySchemaViolation,
                     Location::Body,
-                    format!("{path}/{name}"),
+                    compact_str::format_compact!("{path}/{name}"),
                 )
                 .expected("required")
                 .observed("absent")
@@ -325,7 +326,7 @@ fn schema_finding(
             let expected = type_names(kind);
             let observed = FieldType::of_value(error.instance());
             Some(
-                Finding::new(Kind::BodyTypeMismatch, Location::Body, &path)
+                Finding::new(Kind::BodyTypeMismatch, Location::Body, path)
                     .expected(expected.clone())
                     .observed(observed)
                     .message(format!(
@@ -334,8 +335,8 @@ fn schema_finding(
             )
         }
         _ => Some(
-            Finding::new(Kind::BodySchemaViolation, Location::Body, &path)
-                .expected(error.kind().keyword().to_string())
+            Finding::new(Kind::BodySchemaViolation, Location::Body, path)
+                .expected(error.kind().keyword())
                 .message(format!("body field `{path}`: {}", error.masked())),
         ),
     }
@@ -390,7 +391,7 @@ fn omitted(op: &Operation, p: &Property) -> Finding {
     };
     // Pieces pushed, not `format!`: a replace write that omits twenty fields makes twenty of
     // these, and `check` makes millions.
-    let mut field = String::with_capacity(p.name.len() + 1);
+    let mut field = compact_str::CompactString::with_capacity(p.name.len() + 1);
     field.push('/');
     field.push_str(&p.name);
     let parts = [
@@ -405,10 +406,11 @@ fn omitted(op: &Operation, p: &Property) -> Finding {
         note,
         "); the API will clear it",
     ];
-    let mut message = String::with_capacity(parts.iter().map(|s| s.len()).sum());
+    let mut message =
+        compact_str::CompactString::with_capacity(parts.iter().map(|s| s.len()).sum());
     parts.iter().for_each(|s| message.push_str(s));
     Finding::new(Kind::OmittedOnReplace, Location::Body, field)
-        .expected(p.summary.to_string())
+        .expected(p.summary.to_compact_string())
         .observed("absent")
         .message(message)
 }

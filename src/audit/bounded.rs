@@ -12,9 +12,9 @@ use crate::finding::Finding;
 const FIELD_MAX: usize = 256;
 const MESSAGE_MAX: usize = 1024;
 
-fn cut(text: &mut String, max: usize) {
+fn cut(text: &mut compact_str::CompactString, max: usize) {
     if text.len() > max {
-        *text = crate::finding::shorten(text, max);
+        *text = crate::finding::shorten(text, max).into();
     }
 }
 

@@ -4,6 +4,7 @@
 //! Unknown query keys get a did-you-mean; a missing required parameter that an unknown key
 //! probably meant points back at it.
 
+use compact_str::ToCompactString;
 use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
@@ -419,7 +420,7 @@ fn validate(param: &Param, sent: &Sent, out: &mut Findings) {
         .unwrap_or_default();
     out.push(
         Finding::new(Kind::ParamTypeMismatch, param.location, &param.name)
-            .expected(param.summary.to_string())
+            .expected(param.summary.to_compact_string())
             .observed(sent.observed.clone())
             .message(format!(
                 "{} parameter `{}`: {reason}",
@@ -437,7 +438,7 @@ fn missing_param(op: &Operation, param: &Param, sent_instead: Option<&str>) -> F
         None => (None, String::new()),
     };
     let finding = Finding::new(Kind::MissingRequiredParam, param.location, &param.name)
-        .expected(param.summary.to_string())
+        .expected(param.summary.to_compact_string())
         .suggestion(suggestion)
         .message(format!(
             "{} parameter `{}` is required by {} {} ({}){hint}",

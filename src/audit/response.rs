@@ -3,6 +3,7 @@
 //! not know all mean the spec (or the server) has drifted: blame is the server's. A GET that
 //! returns a property the resource's replace body lacks is the next silent clear in waiting.
 
+use compact_str::ToCompactString;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -29,7 +30,7 @@ pub fn audit_response(
     let mut out = Vec::new();
     check(contract, op, response, &mut out);
     for f in &mut out {
-        f.operation.get_or_insert_with(|| op.id.clone());
+        f.operation.get_or_insert_with(|| op.id.as_str().into());
     }
     out.into_iter().map(super::bounded::cut_text).collect()
 }
@@ -42,9 +43,9 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     let Some(declared) = op.responses.for_status(status) else {
         let expected = op.responses.statuses();
         out.push(
-            Finding::new(Kind::UndeclaredStatus, Location::Response, status.to_string())
+            Finding::new(Kind::UndeclaredStatus, Location::Response, status.to_compact_string())
                 .expected(expected.clone())
-                .observed(status.to_string())
+                .observed(status.to_compact_string())
                 .message(format!(
                     "{} {} ({}) answered {status}, which the spec does not declare (declared: {expected})",
                     op.method, op.template, op.id
@@ -175,7 +176,7 @@ fn schema_findings(error: &ValidationError, shape: &BodyShape, value: &Value) ->
         }
         kind => vec![
             Finding::new(Kind::ResponseSchemaViolation, Location::Response, &path)
-                .expected(kind.keyword().to_string())
+                .expected(kind.keyword())
                 .message(format!("response field `{path}`: {}", error.masked())),
         ],
     }
@@ -267,8 +268,8 @@ fn drop_hazards(contract: &Contract, get: &Operation, out: &mut Vec<Finding>) {
                 "{} {} returns `{name}`, which the spec's body for {} {} does not declare: clients built from the spec will erase it on every update",
                 get.method, get.template, write.method, write.template
             ));
-            f.operation = Some(write.id.clone());
-            f.related_operation = Some(get.id.clone());
+            f.operation = Some(write.id.as_str().into());
+            f.related_operation = Some(get.id.as_str().into());
             out.push(f);
         }
     }
@@ -345,7 +346,10 @@ impl ReportedOnce {
             if f.kind != Kind::ReplaceWillDropField {
                 return true;
             }
-            let key = (f.operation.clone().unwrap_or_default(), f.field.clone());
+            let key = (
+                f.operation.as_deref().unwrap_or_default().to_string(),
+                f.field.to_string(),
+            );
             seen.len() < REPORTED_LIMIT && seen.insert(key)
         });
     }

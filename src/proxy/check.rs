@@ -71,7 +71,7 @@ pub(super) fn check<'c>(
             s.metrics.unaudited(reason.unaudited_reason());
         }
         for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
-            f.operation = Some(op.id.clone());
+            f.operation = Some(op.id.as_str().into());
         }
     }
     if !findings.is_empty() && s.settings.events.log_values {

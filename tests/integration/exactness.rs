@@ -35,7 +35,7 @@ fn kinds(contract: &Contract, headers: &[(&str, &str)], body: &[u8]) -> Vec<(Kin
     audit(contract, &request)
         .findings
         .into_iter()
-        .map(|f| (f.kind, f.observed.unwrap_or_default()))
+        .map(|f| (f.kind, f.observed.unwrap_or_default().into_string()))
         .collect()
 }
 

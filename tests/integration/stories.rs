@@ -10,7 +10,10 @@ use super::kinds::{channel, channel_with, channel_without, req};
 use super::util::{contract, example};
 
 fn kinds(findings: &[driftwatch::finding::Finding]) -> Vec<(Kind, String)> {
-    findings.iter().map(|f| (f.kind, f.field.clone())).collect()
+    findings
+        .iter()
+        .map(|f| (f.kind, f.field.to_string()))
+        .collect()
 }
 
 #[test]

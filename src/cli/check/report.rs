@@ -77,7 +77,7 @@ impl Groups {
             exchanges: vec![exchange],
             first: f,
         };
-        by_field.insert(group.first.field.clone(), group);
+        by_field.insert(group.first.field.to_string(), group);
     }
 
     /// (operation, kind, location, field, group), in order.
@@ -280,7 +280,7 @@ impl<'o> Report<'o> {
                     ),
                     line: operation.as_deref().map_or(1, |o| lines.operation(o)),
                     file: file.clone(),
-                    operation,
+                    operation: operation.map(String::from),
                     properties: annotations::group_properties(group.count, &group.exchanges),
                 }
             })

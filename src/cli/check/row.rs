@@ -133,18 +133,18 @@ mod tests {
             "a\"b\\c\nd\u{1}e\u{7f}é😀",
         )
         .severity(Severity::Critical)
-        .suggestion(Some("customerId\t".into()))
+        .suggestion(Some("customerId\t"))
         .message("tab\there, quote \" and a backslash \\ and \u{0}");
         odd.operation = Some("op\u{1f}".into());
         odd.related_operation = Some("getChannel".into());
         let mut evidenced = plain.clone();
         evidenced.kind = Kind::SilentClear;
-        evidenced.evidence = Some(Evidence {
+        evidenced.evidence = Some(Box::new(Evidence {
             read_request_id: "r-1".into(),
             read_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_720_000_123),
             value_hash: "ab12".into(),
             write_request_id: None,
-        });
+        }));
         for (f, exchange) in [
             (&plain, 0),
             (&bare, 7),
