@@ -56,25 +56,29 @@ impl Tracker<'_> {
             .iter_mut()
             .filter(|f| f.kind == Kind::OmittedOnReplace)
         {
-            let write_name = f.field.trim_start_matches('/').to_string();
+            // Borrowed names, and the snapshot asked first: most omitted fields held no value
+            // at the last GET, and a stale write omits dozens.
+            let write_name = f.field.trim_start_matches('/');
             let read_name = map
-                .and_then(|m| m.get(&write_name))
-                .cloned()
-                .unwrap_or_else(|| write_name.clone());
-            let declared_in_read = op
-                .read_fields
-                .as_ref()
-                .is_none_or(|fields| fields.is_empty() || fields.contains(&read_name));
+                .and_then(|m| m.get(write_name))
+                .map_or(write_name, String::as_str);
+            let Some(state) = snapshot.field(read_name) else {
+                continue;
+            };
+            if state.empty {
+                continue;
+            }
+            let declared_in_read = op.read_fields.as_ref().is_none_or(|fields| {
+                fields.is_empty() || fields.iter().any(|field| field == read_name)
+            });
             let write_only = op
                 .body_properties()
                 .iter()
                 .any(|p| p.name == write_name && p.write_only);
-            let Some(state) = snapshot.field(&read_name) else {
-                continue;
-            };
-            if state.empty || !declared_in_read || write_only {
+            if !declared_in_read || write_only {
                 continue;
             }
+            let (write_name, read_name) = (write_name.to_string(), read_name.to_string());
             let evidence = Evidence {
                 read_request_id: snapshot.request_id.clone(),
                 read_at: snapshot.at,

@@ -35,6 +35,9 @@ struct Table {
     index: std::collections::HashMap<String, usize>,
     /// Templates matchit refused, matched segment by segment (empty for most specs).
     fallback: Vec<Fallback>,
+    /// Entries by the number of `/` in their template: a path can only fit those of its own
+    /// depth, so the scan of [`Router::matching`] reads no other.
+    by_depth: Vec<Vec<usize>>,
 }
 
 #[derive(Debug)]
@@ -123,8 +126,12 @@ impl Router {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (entry, template) in table.templates.iter().enumerate() {
-            let Some(values) = fallback::match_template(template, path) else {
+        let same_depth = table
+            .by_depth
+            .get(slashes(path))
+            .map_or(&[][..], Vec::as_slice);
+        for &entry in same_depth {
+            let Some(values) = fallback::match_template(&table.templates[entry], path) else {
                 continue;
             };
             for slot in &table.entries[entry] {
@@ -135,6 +142,11 @@ impl Router {
         }
         out
     }
+}
+
+/// How many `/` a template or a path holds.
+fn slashes(text: &str) -> usize {
+    text.bytes().filter(|b| *b == b'/').count()
 }
 
 /// The operation among `slots` for `method`: a compound slot whose separators are in the path
@@ -183,6 +195,11 @@ impl Table {
                 if refused || partial {
                     self.fallback.push(Fallback::new(&normalized, entry));
                 }
+                let depth = slashes(&normalized);
+                if self.by_depth.len() <= depth {
+                    self.by_depth.resize_with(depth + 1, Vec::new);
+                }
+                self.by_depth[depth].push(entry);
                 self.index.insert(normalized.clone(), entry);
                 self.templates.push(normalized);
                 self.entries.push(Vec::new());

@@ -88,13 +88,12 @@ impl Fallback {
 }
 
 /// The parameter values of `path` under a normalized template, parsed as it goes (no
-/// allocation unless it matches): for the rare scan of every template of a method.
+/// allocation unless it matches): for the rare scan of a method's templates.
 pub(super) fn match_template<'p>(template: &str, path: &'p str) -> Option<Vec<&'p str>> {
-    if template.matches('/').count() != path.matches('/').count() {
-        return None;
-    }
     let mut values = Vec::new();
-    for (segment, part) in template.split('/').zip(path.split('/')) {
+    let mut parts = path.split('/');
+    for segment in template.split('/') {
+        let part = parts.next()?;
         match segment.split_once('{') {
             None if segment == part => {}
             None => return None,
@@ -108,7 +107,7 @@ pub(super) fn match_template<'p>(template: &str, path: &'p str) -> Option<Vec<&'
             }
         }
     }
-    Some(values)
+    parts.next().is_none().then_some(values)
 }
 
 #[cfg(test)]
