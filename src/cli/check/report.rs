@@ -17,6 +17,8 @@ use crate::traffic::{Exchange, Format, Problem};
 
 /// Unreadable lines or entries shown at most (all are counted).
 pub const PROBLEMS_KEPT: usize = 100;
+/// Bytes of `json` and `jsonl` rows gathered before they are written.
+const ROWS_WRITTEN: usize = 1 << 16;
 /// Exchanges listed per text group at most.
 const EXCHANGES_SHOWN: usize = 8;
 
@@ -114,9 +116,10 @@ pub struct Ending<'a> {
 pub struct Report<'o> {
     out: &'o mut dyn Write,
     output: Output,
-    /// One finding's JSON, written whole: serde's many small writes through `dyn Write` cost
-    /// more than the copy.
-    row: Vec<u8>,
+    /// The JSON of the findings not yet written, handed to `out` [`ROWS_WRITTEN`] at a time:
+    /// small writes through `dyn Write` cost more than the rows, and a row written on its own
+    /// was copied twice, here and in the writer's buffer.
+    rows: Vec<u8>,
     groups: Groups,
     /// Counts per severity and per kind, indexed by the enum: a map's lookup per finding was
     /// a cost of its own at millions of findings.
@@ -135,7 +138,7 @@ impl<'o> Report<'o> {
         Ok(Report {
             out,
             output,
-            row: Vec::with_capacity(1024),
+            rows: Vec::with_capacity(2 * ROWS_WRITTEN),
             groups: Groups::default(),
             by_severity: [0; 4],
             by_kind: [0; Kind::ALL.len()],
@@ -173,22 +176,27 @@ impl<'o> Report<'o> {
                 } else {
                     b",\n"
                 };
-                self.row.clear();
-                self.row.extend_from_slice(sep);
-                super::row::write(&mut self.row, &f, &e.method, path, e.index);
-                self.out.write_all(&self.row)?;
+                self.rows.extend_from_slice(sep);
+                super::row::write(&mut self.rows, &f, &e.method, path, e.index);
             }
             Output::Jsonl => {
-                self.row.clear();
-                super::row::write(&mut self.row, &f, &e.method, path, e.index);
-                self.row.push(b'\n');
-                self.out.write_all(&self.row)?;
+                super::row::write(&mut self.rows, &f, &e.method, path, e.index);
+                self.rows.push(b'\n');
             }
             Output::Text | Output::Sarif | Output::Junit | Output::Github => {
                 self.groups.add(f, e.index);
             }
         }
         self.findings += 1;
+        if self.rows.len() >= ROWS_WRITTEN {
+            self.write_rows()?;
+        }
+        Ok(())
+    }
+
+    fn write_rows(&mut self) -> std::io::Result<()> {
+        self.out.write_all(&self.rows)?;
+        self.rows.clear();
         Ok(())
     }
 
@@ -212,7 +220,8 @@ impl<'o> Report<'o> {
     }
 
     /// The end: the text table or the summary.
-    pub fn finish(self, end: &Ending) -> anyhow::Result<()> {
+    pub fn finish(mut self, end: &Ending) -> anyhow::Result<()> {
+        self.write_rows()?;
         let (format, skipped) = (end.format, &end.skipped);
         if let Some(ci) = self.output.ci() {
             let annotations = self.annotations(end);
