@@ -200,6 +200,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
     }
     let writable = properties.iter().filter(|p| !p.read_only).count();
     if op.write == WriteSemantics::Replace && writable_sent < writable {
+        out.reserve(writable - writable_sent);
         for p in properties
             .iter()
             .filter(|p| !p.read_only && !sent.contains_key(&p.name))

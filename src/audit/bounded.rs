@@ -21,12 +21,16 @@ fn cut(text: &mut compact_str::CompactString, max: usize) {
 /// `finding` with the text a peer chose cut to its bound: every finding made from a request
 /// or a response goes through here (or through [`Findings::push`], which calls it).
 pub(crate) fn cut_text(mut finding: Finding) -> Finding {
+    cut_in_place(&mut finding);
+    finding
+}
+
+fn cut_in_place(finding: &mut Finding) {
     cut(&mut finding.field, FIELD_MAX);
     cut(&mut finding.message, MESSAGE_MAX);
     if let Some(observed) = finding.observed.as_mut() {
         cut(observed, FIELD_MAX);
     }
-    finding
 }
 
 pub(crate) struct Findings {
@@ -52,7 +56,10 @@ impl Findings {
             self.more = true;
             return;
         }
-        self.list.push(cut_text(finding));
+        self.list.push(finding);
+        if let Some(kept) = self.list.last_mut() {
+            cut_in_place(kept);
+        }
     }
 
     /// True once the bound is reached: the caller stops looking (and the rest is said to exist).
@@ -60,6 +67,11 @@ impl Findings {
         let full = self.list.len() >= self.limit;
         self.more |= full;
         full
+    }
+
+    /// Room for `n` more (at most the bound), made at once rather than grown into.
+    pub fn reserve(&mut self, n: usize) {
+        self.list.reserve(n.min(self.room()));
     }
 
     /// How many more fit.
