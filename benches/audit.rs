@@ -83,7 +83,7 @@ fn audit(c: &mut Criterion) {
                 ..response
             };
             let findings = audit_response(&channels, op, &view);
-            memory.remember(key.clone(), "r", SystemTime::UNIX_EPOCH, &parsed);
+            memory.remember(&key, "r", SystemTime::UNIX_EPOCH, &parsed);
             findings
         })
     });

@@ -66,7 +66,7 @@ fn main() {
                 ..response
             };
             drop(black_box(audit_response(&channels, op, &view)));
-            memory.remember(key.clone(), "r", SystemTime::UNIX_EPOCH, &parsed);
+            memory.remember(&key, "r", SystemTime::UNIX_EPOCH, &parsed);
         },
         || drop(black_box(parse(stored.as_bytes()))),
     );

@@ -141,7 +141,7 @@ impl Tracker<'_> {
                 outcome.confirmed = confirm(&pending, shows_empty, op);
                 outcome.took = Some(pending.write_request_id);
             }
-            outcome.remembered = self.memory.remember(key.clone(), request_id, at, body);
+            outcome.remembered = self.memory.remember(key, request_id, at, body);
         }
         outcome
     }
@@ -243,7 +243,7 @@ mod tests {
         };
         let t = SystemTime::now();
         memory.remember(
-            key.clone(),
+            &key,
             "g1",
             t,
             &json!({"name": "x", "graphicsElements": [{"id": 3}], "password": "p"}),

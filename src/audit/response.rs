@@ -245,6 +245,9 @@ fn drop_hazards(contract: &Contract, get: &Operation, out: &mut Vec<Finding>) {
         .filter(|name| !name.contains('/'))
         .map(String::from)
         .collect();
+    if fields.is_empty() {
+        return; // the common answer: nothing undeclared, no write to look up
+    }
     for write in get
         .replaced_by
         .iter()

@@ -146,7 +146,7 @@ mod tests {
             path: "getChannel:7".into(),
             scope: 9,
         };
-        let snapshot = m.remember(key, "g1", at, &body).unwrap();
+        let snapshot = m.remember(&key, "g1", at, &body).unwrap();
         let bytes = snapshot.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(!text.contains("Retro"), "no value in {text}");

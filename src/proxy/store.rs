@@ -632,7 +632,7 @@ mod tests {
             scope: 1,
         };
         let body = serde_json::json!({"ids": [3]});
-        m.remember(key, request_id, SystemTime::now(), &body)
+        m.remember(&key, request_id, SystemTime::now(), &body)
             .unwrap()
     }
 
