@@ -51,7 +51,29 @@ pub struct Snapshot {
     fields: Vec<FieldState>,
 }
 
+thread_local! {
+    /// The snapshot being taken on this thread, before it is kept.
+    static TAKEN: std::cell::RefCell<Snapshot> = const {
+        std::cell::RefCell::new(Snapshot {
+            request_id: String::new(),
+            at: SystemTime::UNIX_EPOCH,
+            names: String::new(),
+            fields: Vec::new(),
+        })
+    };
+}
+
+/// Bytes of names a thread's [`TAKEN`] keeps room for between snapshots.
+const TAKEN_KEPT: usize = 64 << 10;
+
 impl Snapshot {
+    /// Give back the room a very wide body left behind.
+    fn shrink_past(&mut self, bytes: usize) {
+        if self.names.capacity() > bytes {
+            self.names = String::new();
+        }
+    }
+
     /// This snapshot made over from a GET's body, its buffers reused.
     fn fill(
         &mut self,
@@ -232,9 +254,11 @@ impl Memory {
     }
 
     /// Record the top-level fields of a GET's JSON object body; the snapshot kept, for a
-    /// shared store to keep too. A resource read again, whose last snapshot nobody else holds,
-    /// is written over in place: an agent re-reads the same resources, and a new snapshot each
-    /// time was five allocations and five frees (a sixth of the memory's cost).
+    /// shared store to keep too. The fields are hashed outside the lock (a value can be large),
+    /// into buffers the thread reuses; a resource read again, whose last snapshot nobody else
+    /// holds, trades buffers with it under the lock: an agent re-reads the same resources, and
+    /// a new snapshot each time was five allocations and five frees (a sixth of the memory's
+    /// cost).
     pub fn remember(
         &self,
         key: &Key,
@@ -245,25 +269,23 @@ impl Memory {
         let Value::Object(map) = body else {
             return None;
         };
-        {
-            let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(held) = resources.get_mut(key)
-                && let Some(snapshot) = Arc::get_mut(held)
-            {
-                snapshot.fill(&self.hash_key, request_id, at, map);
-                return Some(held.clone());
-            }
-        }
-        let mut snapshot = Snapshot {
-            request_id: String::new(),
-            at,
-            names: String::new(),
-            fields: Vec::new(),
-        };
-        snapshot.fill(&self.hash_key, request_id, at, map);
-        let snapshot = Arc::new(snapshot);
-        self.keep(key.clone(), snapshot.clone(), |_| true);
-        Some(snapshot)
+        TAKEN.with_borrow_mut(|taken| {
+            taken.fill(&self.hash_key, request_id, at, map);
+            let reused = {
+                let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+                resources.get_mut(key).and_then(|held| {
+                    std::mem::swap(Arc::get_mut(held)?, taken);
+                    Some(held.clone())
+                })
+            };
+            let snapshot = reused.unwrap_or_else(|| {
+                let snapshot = Arc::new(taken.clone());
+                self.keep(key.clone(), snapshot.clone(), |_| true);
+                snapshot
+            });
+            taken.shrink_past(TAKEN_KEPT);
+            Some(snapshot)
+        })
     }
 
     /// Keep a snapshot another replica took (from a shared store), unless the one held here
@@ -446,6 +468,20 @@ mod tests {
             );
         }
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn a_thread_keeps_no_more_than_its_bound_of_room_after_a_wide_body() {
+        let m = Memory::new(10, Duration::from_secs(60), HashKey::random());
+        let t = SystemTime::UNIX_EPOCH;
+        let long = |c: char| c.to_string().repeat(1 << 16);
+        let wide = json!({ long('a'): 1, long('b'): 2 });
+        let s = m.remember(&key("/wide", 1), "r", t, &wide).unwrap();
+        assert_eq!(s.fields().count(), 2, "the snapshot itself is whole");
+        let room = TAKEN.with_borrow(|taken| taken.names.capacity());
+        assert!(room <= TAKEN_KEPT, "{room} bytes kept");
+        m.remember(&key("/narrow", 1), "r", t, &json!({"a": 1}));
+        assert_eq!(m.recall(&key("/narrow", 1), t).unwrap().fields().count(), 1);
     }
 
     #[test]
