@@ -44,7 +44,7 @@ pub fn write(out: &mut Vec<u8>, f: &Finding, method: &str, path: &str, exchange:
     out.extend_from_slice(b",\"path\":");
     string(out, path);
     out.extend_from_slice(b",\"exchange\":");
-    out.extend_from_slice(itoa(exchange, &mut [0; 20]));
+    out.extend_from_slice(itoa::Buffer::new().format(exchange).as_bytes());
     out.push(b'}');
 }
 
@@ -68,19 +68,6 @@ fn string(out: &mut Vec<u8>, text: &str) {
         out.push(b'"');
     } else {
         serde_json::to_writer(&mut *out, text).expect("a string serializes to a Vec");
-    }
-}
-
-/// `n` in decimal, in the end of `buf`.
-fn itoa(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
     }
 }
 
