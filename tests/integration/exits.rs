@@ -180,12 +180,7 @@ async fn every_exit_counts_its_request_once_with_the_status_sent() {
     let (code, refused) = status(dw.addr, &put(&mixed.to_string()), false, false).await;
     sent.push(("blocked 422", code));
     let refused: Value = serde_json::from_slice(&refused).unwrap();
-    let kinds: Vec<&str> = refused["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = super::util::strings(&refused["findings"], "kind");
     assert_eq!(
         kinds,
         [

@@ -401,12 +401,7 @@ fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
         .find(|e| e["method"] == "PUT")
         .unwrap_or_else(|| panic!("no event for the PUT on stderr:\n{stderr}"));
     assert_eq!(event["tool"], "updateChannel", "{event}");
-    let kinds: Vec<&str> = event["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = super::util::strings(&event["findings"], "kind");
     assert!(kinds.contains(&"silent_clear_risk"), "{kinds:?}");
 }
 

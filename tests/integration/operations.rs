@@ -46,12 +46,7 @@ async fn admin_endpoints() {
     )
     .await;
     let all = admin_get(dw.admin, "/findings").await.json();
-    let ops: Vec<&str> = all["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["operation"].as_str().unwrap())
-        .collect();
+    let ops = super::util::strings(&all["events"], "operation");
     assert_eq!(
         ops,
         ["getPlayoutItems", "listPlayouts"],

@@ -250,12 +250,7 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
     }) {
         problems.push("no annotation for spec reloads".into());
     }
-    let titles: Vec<&str> = d["panels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["title"].as_str().unwrap())
-        .collect();
+    let titles = super::util::strings(&d["panels"], "title");
     for wanted in [
         "Traffic by operation",
         "Findings by kind",

@@ -478,11 +478,6 @@ async fn upstream_rejected_links_a_4xx_to_the_drift_and_not_to_clean_requests() 
     let events = recent["events"].as_array().unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["status"], 400);
-    let kinds: Vec<&str> = events[0]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = super::util::strings(&events[0]["findings"], "kind");
     assert_eq!(kinds, ["unknown_query_param", "upstream_rejected"]);
 }

@@ -28,6 +28,20 @@ pub fn example(rel: &str) -> PathBuf {
     path
 }
 
+/// The string `field` of each item of the JSON list `list` (the kinds of an event's findings,
+/// the operations of a list of events), failing on anything else.
+pub fn strings<'v>(list: &'v serde_json::Value, field: &str) -> Vec<&'v str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|item| {
+            item[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("no string {field:?} in {item}"))
+        })
+        .collect()
+}
+
 pub fn contract(path: &std::path::Path) -> Contract {
     let spec = Spec::load(path).unwrap_or_else(|e| panic!("{e}"));
     Contract::compile(&spec, &ContractOptions::default()).unwrap_or_else(|e| panic!("{e}"))
