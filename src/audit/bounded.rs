@@ -51,15 +51,13 @@ impl Findings {
 
     /// Keep `finding` while there is room, its peer-chosen text cut to a bound (a key name can
     /// be as long as the body).
-    pub fn push(&mut self, finding: Finding) {
+    pub fn push(&mut self, mut finding: Finding) {
         if self.list.len() >= self.limit {
             self.more = true;
             return;
         }
+        cut_in_place(&mut finding);
         self.list.push(finding);
-        if let Some(kept) = self.list.last_mut() {
-            cut_in_place(kept);
-        }
     }
 
     /// True once the bound is reached: the caller stops looking (and the rest is said to exist).
