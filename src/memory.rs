@@ -271,18 +271,18 @@ impl Memory {
         };
         TAKEN.with_borrow_mut(|taken| {
             taken.fill(&self.hash_key, request_id, at, map);
-            let reused = {
+            let snapshot = {
                 let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
-                resources.get_mut(key).and_then(|held| {
+                let reused = resources.get_mut(key).and_then(|held| {
                     std::mem::swap(Arc::get_mut(held)?, taken);
                     Some(held.clone())
+                });
+                reused.unwrap_or_else(|| {
+                    let snapshot = Arc::new(taken.clone());
+                    self.push(&mut resources, key.clone(), snapshot.clone());
+                    snapshot
                 })
             };
-            let snapshot = reused.unwrap_or_else(|| {
-                let snapshot = Arc::new(taken.clone());
-                self.keep(key.clone(), snapshot.clone(), |_| true);
-                snapshot
-            });
             taken.shrink_past(TAKEN_KEPT);
             Some(snapshot)
         })
@@ -305,9 +305,19 @@ impl Memory {
         replaces: impl FnOnce(Option<&Snapshot>) -> bool,
     ) {
         let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
-        if !replaces(resources.peek(&key).map(|s| &**s)) {
-            return;
+        if replaces(resources.peek(&key).map(|s| &**s)) {
+            self.push(&mut resources, key, snapshot);
         }
+    }
+
+    /// Put `snapshot` in for `key` in the locked `resources`, counting a resource dropped to
+    /// keep the bound.
+    fn push(
+        &self,
+        resources: &mut LruCache<Key, Arc<Snapshot>>,
+        key: Key,
+        snapshot: Arc<Snapshot>,
+    ) {
         if let Some((evicted, _)) = resources.push(key.clone(), snapshot)
             && evicted != key
         {
