@@ -77,13 +77,13 @@ fn audit(c: &mut Criterion) {
     c.bench_function("audit GET channels response and remember it", |b| {
         b.iter(|| {
             let body = black_box(stored.as_bytes());
-            let parsed = driftwatch::audit::json::parse(body).unwrap();
+            let parsed = driftwatch::json::parse(body).unwrap();
             let view = ResponseView {
-                parsed: Some(&parsed),
+                parsed: Some(parsed.root()),
                 ..response
             };
             let findings = audit_response(&channels, op, &view);
-            memory.remember(&key, "r", SystemTime::UNIX_EPOCH, &parsed);
+            memory.remember(&key, "r", SystemTime::UNIX_EPOCH, &parsed.root());
             findings
         })
     });

@@ -4,7 +4,6 @@
 mod body;
 mod bounded;
 mod coerce;
-pub mod json;
 mod members;
 mod params;
 mod response;

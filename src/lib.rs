@@ -32,6 +32,7 @@ pub mod demo;
 pub mod diff;
 pub mod encoding;
 pub mod finding;
+pub mod json;
 pub mod mcp;
 pub mod memory;
 pub mod policy;

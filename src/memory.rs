@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use lru::LruCache;
-use serde_json::Value;
 
 use crate::finding::Evidence;
+use crate::json::Node;
 
 mod wire;
 
@@ -74,30 +74,32 @@ impl Snapshot {
         }
     }
 
-    /// This snapshot made over from a GET's body, its buffers reused.
+    /// The fields of a GET's body, to be kept later (`check` hashes on its pool and keeps in
+    /// order); `None` unless the body is an object.
+    pub fn of(hash_key: &HashKey, body: Node) -> Option<Snapshot> {
+        let mut snapshot = Snapshot {
+            request_id: String::new(),
+            at: SystemTime::UNIX_EPOCH,
+            names: String::new(),
+            fields: Vec::new(),
+        };
+        body.fill_fields(hash_key, &mut snapshot)
+            .then_some(snapshot)
+    }
+
+    /// This snapshot made over from a GET's body, its buffers reused; `false` unless the body
+    /// is an object.
     fn fill(
         &mut self,
         hash_key: &HashKey,
         request_id: &str,
         at: SystemTime,
-        map: &serde_json::Map<String, Value>,
-    ) {
-        let kept = || map.iter().take(MAX_FIELDS);
+        body: &impl Shown,
+    ) -> bool {
         self.request_id.clear();
         self.request_id.push_str(request_id);
         self.at = at;
-        self.names.clear();
-        self.names.reserve(kept().map(|(name, _)| name.len()).sum());
-        self.fields.clear();
-        self.fields.reserve(map.len().min(MAX_FIELDS));
-        for (name, value) in kept() {
-            self.names.push_str(name);
-            self.fields.push(FieldState {
-                name_end: self.names.len(),
-                empty: is_empty(value),
-                hash: hash_key.value(value),
-            });
-        }
+        body.fill_fields(hash_key, self)
     }
 
     pub fn field(&self, name: &str) -> Option<&FieldState> {
@@ -112,6 +114,59 @@ impl Snapshot {
             start = f.name_end;
             (name, f)
         })
+    }
+}
+
+/// A response body as the memory reads it: its top-level fields, parsed where the body lies
+/// (the sidecar) or already taken on another thread (`check`'s pool).
+pub trait Shown {
+    /// Whether the body shows the field `name` empty (`null`, `""`, `[]` or `{}`: what a full
+    /// replace leaves behind).
+    fn shows_empty(&self, name: &str) -> bool;
+
+    /// `snapshot`'s fields made over from the body's; `false` unless the body is an object.
+    fn fill_fields(&self, hash_key: &HashKey, snapshot: &mut Snapshot) -> bool;
+}
+
+impl Shown for Node<'_> {
+    fn shows_empty(&self, name: &str) -> bool {
+        self.as_object()
+            .and_then(|o| o.get(name))
+            .is_some_and(Node::is_empty)
+    }
+
+    fn fill_fields(&self, hash_key: &HashKey, snapshot: &mut Snapshot) -> bool {
+        let Some(object) = self.as_object() else {
+            return false;
+        };
+        let kept = || object.members().take(MAX_FIELDS);
+        snapshot.names.clear();
+        snapshot
+            .names
+            .reserve(kept().map(|(name, _)| name.len()).sum());
+        snapshot.fields.clear();
+        snapshot.fields.reserve(object.len().min(MAX_FIELDS));
+        for (name, value) in kept() {
+            snapshot.names.push_str(name);
+            snapshot.fields.push(FieldState {
+                name_end: snapshot.names.len(),
+                empty: value.is_empty(),
+                hash: hash_key.value(value),
+            });
+        }
+        true
+    }
+}
+
+impl Shown for Snapshot {
+    fn shows_empty(&self, name: &str) -> bool {
+        self.field(name).is_some_and(|f| f.empty)
+    }
+
+    fn fill_fields(&self, _: &HashKey, snapshot: &mut Snapshot) -> bool {
+        snapshot.names.clone_from(&self.names);
+        snapshot.fields.clone_from(&self.fields);
+        true
     }
 }
 
@@ -152,7 +207,7 @@ impl HashKey {
     /// A hash of a value, to compare without keeping the value. It walks the value (a tag per
     /// node, then its contents) rather than serializing it: formatting numbers and escaping
     /// strings cost more than hashing them.
-    pub fn value(&self, value: &Value) -> u64 {
+    pub fn value(&self, value: Node) -> u64 {
         let mut h = self.hasher();
         self.feed(value, &mut h);
         h.finish()
@@ -162,45 +217,42 @@ impl HashKey {
     /// different values feed the same bytes. A number is fed as the JSON number it is (`1` and
     /// `1.0` differ, as in the text). An object's members are hashed one by one and summed, so
     /// that the order a server writes them in does not count as a change.
-    fn feed(&self, value: &Value, h: &mut siphasher::sip::SipHasher13) {
-        match value {
-            Value::Null => h.write_u8(0),
-            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
-            Value::Number(n) => {
-                if let Some(u) = n.as_u64() {
-                    h.write_u8(3);
-                    h.write_u64(u);
-                } else if let Some(i) = n.as_i64() {
-                    h.write_u8(4);
-                    h.write_i64(i);
-                } else {
-                    h.write_u8(5);
-                    h.write_u64(n.as_f64().unwrap_or(f64::NAN).to_bits());
-                }
+    fn feed(&self, value: Node, h: &mut siphasher::sip::SipHasher13) {
+        if let Some(s) = value.as_str() {
+            h.write_u8(6);
+            h.write_usize(s.len());
+            h.write(s.as_bytes());
+        } else if let Some(items) = value.as_array() {
+            h.write_u8(7);
+            h.write_usize(items.len());
+            items.items().for_each(|v| self.feed(v, h));
+        } else if let Some(members) = value.as_object() {
+            let mut sum = 0u64;
+            for (k, v) in members.members() {
+                let mut m = self.hasher();
+                m.write_usize(k.len());
+                m.write(k.as_bytes());
+                self.feed(v, &mut m);
+                sum = sum.wrapping_add(m.finish());
             }
-            Value::String(s) => {
-                h.write_u8(6);
-                h.write_usize(s.len());
-                h.write(s.as_bytes());
+            h.write_u8(8);
+            h.write_usize(members.len());
+            h.write_u64(sum);
+        } else if let Some(n) = value.as_number() {
+            if let Some(u) = n.as_u64() {
+                h.write_u8(3);
+                h.write_u64(u);
+            } else if let Some(i) = n.as_i64() {
+                h.write_u8(4);
+                h.write_i64(i);
+            } else {
+                h.write_u8(5);
+                h.write_u64(n.as_f64().unwrap_or(f64::NAN).to_bits());
             }
-            Value::Array(items) => {
-                h.write_u8(7);
-                h.write_usize(items.len());
-                items.iter().for_each(|v| self.feed(v, h));
-            }
-            Value::Object(members) => {
-                let mut sum = 0u64;
-                for (k, v) in members {
-                    let mut m = self.hasher();
-                    m.write_usize(k.len());
-                    m.write(k.as_bytes());
-                    self.feed(v, &mut m);
-                    sum = sum.wrapping_add(m.finish());
-                }
-                h.write_u8(8);
-                h.write_usize(members.len());
-                h.write_u64(sum);
-            }
+        } else if let Some(b) = value.as_bool() {
+            h.write_u8(1 + u8::from(b));
+        } else {
+            h.write_u8(0);
         }
     }
 
@@ -264,13 +316,12 @@ impl Memory {
         key: &Key,
         request_id: &str,
         at: SystemTime,
-        body: &Value,
+        body: &impl Shown,
     ) -> Option<Arc<Snapshot>> {
-        let Value::Object(map) = body else {
-            return None;
-        };
         TAKEN.with_borrow_mut(|taken| {
-            taken.fill(&self.hash_key, request_id, at, map);
+            if !taken.fill(&self.hash_key, request_id, at, body) {
+                return None;
+            }
             let snapshot = {
                 let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
                 let reused = resources.get_mut(key).and_then(|held| {
@@ -382,21 +433,35 @@ impl Memory {
     }
 }
 
-/// `null`, `""`, `[]` and `{}` are empty: what a full replace leaves behind.
-pub fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
+/// Tests hand the memory bodies written as `json!` values: each is parsed from its text, as
+/// the sidecar parses a body.
+#[cfg(test)]
+impl Shown for serde_json::Value {
+    fn shows_empty(&self, name: &str) -> bool {
+        let text = self.to_string();
+        crate::json::parse(text.as_bytes())
+            .unwrap()
+            .root()
+            .shows_empty(name)
+    }
+
+    fn fill_fields(&self, hash_key: &HashKey, snapshot: &mut Snapshot) -> bool {
+        let text = self.to_string();
+        let doc = crate::json::parse(text.as_bytes()).unwrap();
+        doc.root().fill_fields(hash_key, snapshot)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// The hash of a value written as `json!`, parsed from its text.
+    fn hash(k: &HashKey, value: &Value) -> u64 {
+        let text = value.to_string();
+        k.value(crate::json::parse(text.as_bytes()).unwrap().root())
+    }
 
     fn key(path: &str, scope: u64) -> Key {
         Key {
@@ -430,7 +495,7 @@ mod tests {
         );
         assert_eq!(
             s.field("ids").unwrap().hash,
-            m.hash_key.value(&json!([3, 7]))
+            hash(&m.hash_key, &json!([3, 7]))
         );
         assert!(
             m.recall(&key("/c/7", 2), t).is_none(),
@@ -474,7 +539,7 @@ mod tests {
             assert_eq!((s.request_id.as_str(), s.at), ("g3", last));
             assert_eq!(
                 fields(s),
-                vec![("ids".to_string(), false, m.hash_key.value(&json!([3, 7])))]
+                vec![("ids".to_string(), false, hash(&m.hash_key, &json!([3, 7])))]
             );
         }
         assert_eq!(m.len(), 1);
@@ -548,20 +613,20 @@ mod tests {
     fn hashes_are_keyed_per_process_or_by_a_shared_secret() {
         let value = json!("1234");
         let (a, b) = (HashKey::random(), HashKey::random());
-        assert_ne!(a.value(&value), b.value(&value), "two processes disagree");
+        assert_ne!(hash(&a, &value), hash(&b, &value), "two processes disagree");
         assert_ne!(a.scope(Some("Bearer x")), b.scope(Some("Bearer x")));
         let (c, d) = (
             HashKey::from_secret(b"shared"),
             HashKey::from_secret(b"shared"),
         );
         assert_eq!(
-            c.value(&value),
-            d.value(&value),
+            hash(&c, &value),
+            hash(&d, &value),
             "replicas with one secret agree"
         );
         assert_ne!(
-            c.value(&value),
-            HashKey::from_secret(b"other").value(&value)
+            hash(&c, &value),
+            hash(&HashKey::from_secret(b"other"), &value)
         );
         // The unkeyed hash the evidence carried before: equal everywhere, so guessable.
         let mut unkeyed = std::collections::hash_map::DefaultHasher::new();
@@ -570,7 +635,7 @@ mod tests {
             value.to_string().as_bytes(),
         )
         .unwrap();
-        assert_ne!(a.value(&value), unkeyed.finish());
+        assert_ne!(hash(&a, &value), unkeyed.finish());
         assert_eq!(
             format!("{a:?}"),
             "HashKey(secret)",
@@ -592,19 +657,84 @@ mod tests {
             (json!({"a": 1, "b": 2}), json!({"a": 2, "b": 1})),
         ];
         for (a, b) in pairs {
-            assert_ne!(k.value(&a), k.value(&b), "{a} and {b}");
+            assert_ne!(hash(&k, &a), hash(&k, &b), "{a} and {b}");
         }
         let channel = json!({"id": 7, "ids": [3, 7], "name": "Retro TV", "x": null, "f": 0.5});
-        assert_eq!(k.value(&channel), k.value(&channel.clone()));
+        assert_eq!(hash(&k, &channel), hash(&k, &channel.clone()));
         let (a, b): (Value, Value) = (
             serde_json::from_str(r#"{"a": 1, "b": {"c": 2, "d": 3}}"#).unwrap(),
             serde_json::from_str(r#"{"b": {"d": 3, "c": 2}, "a": 1}"#).unwrap(),
         );
         assert_eq!(
-            k.value(&a),
-            k.value(&b),
+            hash(&k, &a),
+            hash(&k, &b),
             "members in another order are no change"
         );
+    }
+
+    /// The hash as releases before the parsed document computed it, walking a `Value`:
+    /// replicas of two releases share one store during a rollout, so a field's hash must not
+    /// change with the representation it was read from.
+    fn hash_of_value(k: &HashKey, value: &Value, h: &mut siphasher::sip::SipHasher13) {
+        match value {
+            Value::Null => h.write_u8(0),
+            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    h.write_u8(3);
+                    h.write_u64(u);
+                } else if let Some(i) = n.as_i64() {
+                    h.write_u8(4);
+                    h.write_i64(i);
+                } else {
+                    h.write_u8(5);
+                    h.write_u64(n.as_f64().unwrap_or(f64::NAN).to_bits());
+                }
+            }
+            Value::String(s) => {
+                h.write_u8(6);
+                h.write_usize(s.len());
+                h.write(s.as_bytes());
+            }
+            Value::Array(items) => {
+                h.write_u8(7);
+                h.write_usize(items.len());
+                items.iter().for_each(|v| hash_of_value(k, v, h));
+            }
+            Value::Object(members) => {
+                let mut sum = 0u64;
+                for (name, v) in members {
+                    let mut m = k.hasher();
+                    m.write_usize(name.len());
+                    m.write(name.as_bytes());
+                    hash_of_value(k, v, &mut m);
+                    sum = sum.wrapping_add(m.finish());
+                }
+                h.write_u8(8);
+                h.write_usize(members.len());
+                h.write_u64(sum);
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_hashes_as_it_did_when_bodies_were_parsed_into_values() {
+        let k = HashKey::from_secret(b"rollout");
+        let texts = [
+            r#"{"id": 7, "ids": [3, 7], "name": "Retro \u00e9 TV", "x": null, "f": 0.5, "o": {"a": [{}], "b": true}}"#,
+            r#"[-1, 18446744073709551615, -9223372036854775808, 1e300, 0, -0, 2.0]"#,
+            r#"{"a": 1, "b": {"c": "", "d": [[], {}]}, "a": 2}"#,
+            r#""""#,
+            "false",
+            "null",
+        ];
+        for text in texts {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let mut h = k.hasher();
+            hash_of_value(&k, &value, &mut h);
+            let doc = crate::json::parse(text.as_bytes()).unwrap();
+            assert_eq!(k.value(doc.root()), h.finish(), "{text}");
+        }
     }
 
     struct HashWriterStd<'h>(&'h mut std::collections::hash_map::DefaultHasher);

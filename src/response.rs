@@ -13,7 +13,7 @@ pub struct ResponseView<'a> {
     pub body: Option<&'a [u8]>,
     /// The body already parsed as JSON, where the caller has it (the proxy parses a copy once
     /// for the audit and the silent-clear memory); `None` and the audit parses `body` itself.
-    pub parsed: Option<&'a serde_json::Value>,
+    pub parsed: Option<crate::json::Node<'a>>,
 }
 
 impl<'a> ResponseView<'a> {

@@ -8,11 +8,9 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use serde_json::Value;
-
 use crate::contract::{Operation, WriteSemantics};
 use crate::finding::{Evidence, Finding, Kind, Severity};
-use crate::memory::{Key, Memory, Pending, Snapshot, is_empty};
+use crate::memory::{Key, Memory, Pending, Shown, Snapshot};
 
 /// The memory key of a request to `op`: its resource's name, the path parameter values the
 /// audit routed with (so a GET and a write on different templates meet when mapped), and the
@@ -106,14 +104,14 @@ impl Tracker<'_> {
     /// (from the write's own response or the next GET). What it did to the memory comes back,
     /// for a store shared by replicas to mirror.
     #[allow(clippy::too_many_arguments)]
-    pub fn after_response(
+    pub fn after_response<B: Shown>(
         &self,
         op: &Operation,
         key: &Key,
         request_id: &str,
         at: SystemTime,
         status: u16,
-        body: Option<&Value>,
+        body: Option<&B>,
         at_risk: AtRisk,
     ) -> Outcome {
         let mut outcome = Outcome::default();
@@ -126,7 +124,7 @@ impl Tracker<'_> {
                 write_request_id: request_id.to_string(),
                 fields: at_risk,
             };
-            let shows_empty = |read: &str| body.and_then(|b| b.get(read)).is_some_and(is_empty);
+            let shows_empty = |read: &str| body.is_some_and(|b| b.shows_empty(read));
             outcome.confirmed = confirm(&pending, shows_empty, op);
             if outcome.confirmed.is_empty() {
                 self.memory.expect_clear(key.clone(), pending.clone());
@@ -137,7 +135,7 @@ impl Tracker<'_> {
         if op.remembers && op.method == "GET" {
             let Some(body) = body else { return outcome };
             if let Some(pending) = self.memory.take_pending(key) {
-                let shows_empty = |read: &str| body.get(read).is_some_and(is_empty);
+                let shows_empty = |read: &str| body.shows_empty(read);
                 outcome.confirmed = confirm(&pending, shows_empty, op);
                 outcome.took = Some(pending.write_request_id);
             }

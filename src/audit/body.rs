@@ -5,7 +5,6 @@
 use compact_str::ToCompactString;
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
-use serde_json::Value;
 
 use super::bounded::Findings;
 use super::suggest::did_you_mean;
@@ -13,6 +12,7 @@ use crate::contract::{
     Additional, BodyShape, FieldType, MediaBody, Operation, Property, WriteSemantics,
 };
 use crate::finding::{Finding, Kind, Location, Severity};
+use crate::json::Node;
 use crate::request::RequestView;
 
 pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
@@ -95,14 +95,14 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
             }
         },
     };
-    let value: Value = match super::json::parse(raw) {
-        Ok(v) => v,
+    let doc = match crate::json::parse(raw) {
+        Ok(doc) => doc,
         Err(e) => {
             out.push(unparsed(&e));
             return;
         }
     };
-    check_value(op, media, &value, out);
+    check_value(op, media, doc.root(), out);
 }
 
 /// The finding for a body serde_json could not parse: `unaudited` where the limit is the
@@ -150,7 +150,7 @@ fn beyond_the_parser(e: &serde_json::Error) -> Option<&'static str> {
 }
 
 /// Audit a parsed JSON body against one declared media type.
-pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out: &mut Findings) {
+pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &mut Findings) {
     let shape = chosen_shape(&media.shape, value);
     let top_level = match shape {
         Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
@@ -180,8 +180,8 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
             properties,
             additional,
         }),
-        Value::Object(sent),
-    ) = (shape, value)
+        Some(sent),
+    ) = (shape, value.as_object())
     else {
         return;
     };
@@ -189,7 +189,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: &Value, out:
     // counted, so that a body that omits nothing is not looked up property by property.
     let mut declared = super::members::Cursor::new(properties);
     let mut writable_sent = 0;
-    for key in sent.keys() {
+    for (key, _) in sent.members() {
         match declared.find(key) {
             Some(p) => writable_sent += usize::from(!p.read_only),
             None if *additional != Additional::Allowed && !out.full() => {
@@ -261,7 +261,7 @@ impl Named for crate::contract::ResponseMedia {
 }
 
 /// For a `oneOf`/`anyOf` body, the shape of the branch the value validates against.
-pub(super) fn chosen_shape<'s>(shape: &'s BodyShape, value: &Value) -> Option<&'s BodyShape> {
+pub(super) fn chosen_shape<'s>(shape: &'s BodyShape, value: Node) -> Option<&'s BodyShape> {
     match shape {
         BodyShape::Variants(branches) => branches
             .iter()

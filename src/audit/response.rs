@@ -9,11 +9,11 @@ use std::sync::Mutex;
 
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
-use serde_json::Value;
 
 use super::body::{chosen_shape, match_media, not_json_at, type_names};
 use crate::contract::{Additional, BodyShape, Contract, FieldType, Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
+use crate::json::Node;
 use crate::response::ResponseView;
 
 /// Schema findings kept per response: a list of a thousand drifted items says it once per
@@ -92,10 +92,10 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     let owned;
     let value = match response.parsed {
         Some(v) => v,
-        None => match super::json::parse(body) {
-            Ok(v) => {
-                owned = v;
-                &owned
+        None => match crate::json::parse(body) {
+            Ok(doc) => {
+                owned = doc;
+                owned.root()
             }
             Err(e) => {
                 out.push(not_json(op, status, sent, &e));
@@ -136,7 +136,7 @@ fn not_json(op: &Operation, status: u16, sent: &str, e: &serde_json::Error) -> F
 
 /// Findings for one JSON Schema error. `additionalProperties: false` errors become one
 /// `undeclared_response_field` per name; a required writeOnly property is never expected.
-fn schema_findings(error: &ValidationError, shape: &BodyShape, value: &Value) -> Vec<Finding> {
+fn schema_findings(error: &ValidationError, shape: &BodyShape, value: Node) -> Vec<Finding> {
     let path = generalize(value, error.instance_path().as_str());
     match error.kind() {
         ValidationErrorKind::AdditionalProperties { unexpected }
@@ -187,21 +187,21 @@ fn schema_findings(error: &ValidationError, shape: &BodyShape, value: &Value) ->
 /// plus writeOnly properties, which a response never carries.
 fn undeclared_fields(
     shape: &BodyShape,
-    value: &Value,
+    value: Node,
     path: String,
     push: &mut dyn FnMut(Finding),
     depth: usize,
 ) {
-    match (chosen_shape(shape, value), value) {
+    match (chosen_shape(shape, value), value.as_object()) {
         (
             Some(BodyShape::Object {
                 properties,
                 additional,
             }),
-            Value::Object(map),
+            Some(map),
         ) => {
             let mut declared = super::members::Cursor::new(properties);
-            for key in map.keys() {
+            for (key, _) in map.members() {
                 match declared.find(key) {
                     Some(p) if p.write_only => push(undeclared(&format!("{path}/{key}"), true)),
                     None if *additional == Additional::Absent => {
@@ -211,8 +211,8 @@ fn undeclared_fields(
                 }
             }
         }
-        (Some(BodyShape::Array(items)), Value::Array(list)) if depth == 0 => {
-            for item in list {
+        (Some(BodyShape::Array(items)), None) if depth == 0 => {
+            for item in value.as_array().into_iter().flat_map(|list| list.items()) {
                 undeclared_fields(items, item, format!("{path}/*"), push, depth + 1);
             }
         }
@@ -282,16 +282,16 @@ fn drop_hazards(contract: &Contract, get: &Operation, out: &mut Vec<Finding>) {
 /// them (the top level, or an item of a top-level list).
 fn object_at<'s>(
     shape: &'s BodyShape,
-    value: &Value,
+    value: Node,
     pointer: &str,
 ) -> Option<&'s [crate::contract::Property]> {
     let mut shape = chosen_shape(shape, value)?;
     let mut value = value;
     for segment in pointer.split('/').filter(|s| !s.is_empty()) {
-        let (BodyShape::Array(items), Value::Array(list)) = (shape, value) else {
+        let (BodyShape::Array(items), Some(list)) = (shape, value.as_array()) else {
             return None;
         };
-        value = list.get(segment.parse::<usize>().ok()?)?;
+        value = list.items().nth(segment.parse::<usize>().ok()?)?;
         shape = chosen_shape(items, value)?;
     }
     match shape {
@@ -302,17 +302,20 @@ fn object_at<'s>(
 
 /// `pointer` with every array index replaced by `*`, so that one drift across a list's items
 /// is one finding (`/*/id`); object keys that look like numbers stay as they are.
-fn generalize(value: &Value, pointer: &str) -> String {
+fn generalize(value: Node, pointer: &str) -> String {
     let mut out = String::new();
     let mut at = Some(value);
     for segment in pointer.split('/').skip(1) {
         out.push('/');
-        match at {
-            Some(Value::Array(list)) => {
+        match (at.and_then(Node::as_array), at.and_then(Node::as_object)) {
+            (Some(list), _) => {
                 out.push('*');
-                at = segment.parse::<usize>().ok().and_then(|i| list.get(i));
+                at = segment
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| list.items().nth(i));
             }
-            Some(Value::Object(map)) => {
+            (_, Some(map)) => {
                 out.push_str(segment);
                 let key = segment.replace("~1", "/").replace("~0", "~");
                 at = map.get(&key);
@@ -361,14 +364,16 @@ impl ReportedOnce {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn list_indices_generalize_and_object_keys_stay() {
-        let v = json!({"items": [{"a": 1}, {"a": 2}], "by_id": {"7": {"a": 1}}});
-        assert_eq!(generalize(&v, "/items/1/a"), "/items/*/a");
-        assert_eq!(generalize(&v, "/by_id/7/a"), "/by_id/7/a");
-        assert_eq!(generalize(&json!([1, 2]), "/0"), "/*");
-        assert_eq!(generalize(&v, ""), "");
+        let v = crate::json::parse(br#"{"items": [{"a": 1}, {"a": 2}], "by_id": {"7": {"a": 1}}}"#)
+            .unwrap();
+        let v = v.root();
+        assert_eq!(generalize(v, "/items/1/a"), "/items/*/a");
+        assert_eq!(generalize(v, "/by_id/7/a"), "/by_id/7/a");
+        let list = crate::json::parse(b"[1, 2]").unwrap();
+        assert_eq!(generalize(list.root(), "/0"), "/*");
+        assert_eq!(generalize(v, ""), "");
     }
 }

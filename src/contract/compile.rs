@@ -580,11 +580,11 @@ impl Warnings {
 
     /// The validator of the schema at `pointer`, or a warning and `None` when it cannot be
     /// compiled (that body or parameter is then not validated).
-    fn validator(
+    fn validator<F: super::schemas::Reads>(
         &mut self,
         schemas: &mut Schemas,
         pointer: &str,
-    ) -> Option<std::sync::Arc<jsonschema::Validator>> {
+    ) -> Option<std::sync::Arc<jsonschema::Validator<F>>> {
         self.kept(pointer, schemas.validator(pointer))
     }
 

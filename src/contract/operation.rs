@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use jsonschema::Validator;
 
+use crate::json::Tape;
+
 use super::types::{FieldType, TypeSummary};
 use crate::finding::Location;
 
@@ -143,7 +145,7 @@ pub enum BodyShape {
         additional: Additional,
     },
     /// `oneOf`/`anyOf`: the properties come from the branch the body validates against.
-    Variants(Vec<(Arc<Validator>, BodyShape)>),
+    Variants(Vec<(Arc<Validator<Tape>>, BodyShape)>),
     /// An array whose items have a shape (a list response of objects).
     Array(Arc<BodyShape>),
     /// Not an object (a string, no schema): only the validator applies.
@@ -156,7 +158,7 @@ pub struct MediaBody {
     pub media_type: String,
     /// A JSON media type, so the body is parsed and validated.
     pub json: bool,
-    pub validator: Option<Arc<Validator>>,
+    pub validator: Option<Arc<Validator<Tape>>>,
     pub shape: Arc<BodyShape>,
     /// The schema's type in the small vocabulary (for spec diffs).
     pub summary: TypeSummary,

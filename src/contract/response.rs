@@ -6,6 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 
+use crate::json::Tape;
+
 use super::operation::BodyShape;
 
 /// One entry of an operation's `responses`.
@@ -34,7 +36,7 @@ pub struct ResponseMedia {
 
 #[derive(Debug)]
 pub struct CompiledSchema {
-    pub validator: Arc<Validator>,
+    pub validator: Arc<Validator<Tape>>,
     pub shape: Arc<BodyShape>,
 }
 

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use jsonschema::json::{Json, SerdeJson};
 use jsonschema::{Draft, Registry, Validator};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 use super::operation::{Additional, BodyShape, Property};
 use super::resolve::deref_at;
 use super::types::summarize;
+use crate::json::Tape;
 use crate::spec::SpecError;
 
 const URN: &str = "urn:driftwatch:spec";
@@ -45,7 +47,10 @@ pub(super) struct Schemas {
     pub doc: Arc<Value>,
     file: PathBuf,
     registry: Registry<'static>,
+    /// Parameter validators, which read `Value`s (a coerced parameter is one).
     validators: HashMap<String, Arc<Validator>>,
+    /// Body validators, which read bodies as parsed (`crate::json`).
+    body_validators: HashMap<String, Arc<Validator<Tape>>>,
     /// Schemas that could not be compiled, with the reason: a shared component refused once is
     /// not compiled again for every operation that refers to it.
     failed: HashMap<String, String>,
@@ -58,6 +63,23 @@ impl std::fmt::Debug for Schemas {
             .field("validators", &self.validators.len())
             .field("shapes", &self.shapes.len())
             .finish()
+    }
+}
+
+/// A representation validators are compiled for, each with its own cache.
+pub(super) trait Reads: Json {
+    fn cache(schemas: &mut Schemas) -> &mut HashMap<String, Arc<Validator<Self>>>;
+}
+
+impl Reads for SerdeJson {
+    fn cache(schemas: &mut Schemas) -> &mut HashMap<String, Arc<Validator<Self>>> {
+        &mut schemas.validators
+    }
+}
+
+impl Reads for Tape {
+    fn cache(schemas: &mut Schemas) -> &mut HashMap<String, Arc<Validator<Self>>> {
+        &mut schemas.body_validators
     }
 }
 
@@ -79,24 +101,26 @@ impl Schemas {
             file: file.to_path_buf(),
             registry,
             validators: HashMap::new(),
+            body_validators: HashMap::new(),
             failed: HashMap::new(),
             shapes: HashMap::new(),
         })
     }
 
-    /// The validator for the schema at `pointer` (refs followed first, so aliases share one).
-    pub fn validator(&mut self, pointer: &str) -> Result<Arc<Validator>, SpecError> {
+    /// The validator for the schema at `pointer` (refs followed first, so aliases share one),
+    /// for the representation `F` its instances come in.
+    pub fn validator<F: Reads>(&mut self, pointer: &str) -> Result<Arc<Validator<F>>, SpecError> {
         let doc = self.doc.clone();
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
         let (pointer, _) = deref_at(&doc, Cow::Borrowed(pointer), value);
-        if let Some(v) = self.validators.get(pointer.as_ref()) {
+        if let Some(v) = F::cache(self).get(pointer.as_ref()) {
             return Ok(v.clone());
         }
         if let Some(reason) = self.failed.get(pointer.as_ref()) {
             return Err(SpecError::at(&self.file, &pointer, reason.clone()));
         }
         let reference = format!("{URN}#{}", utf8_percent_encode(&pointer, FRAGMENT));
-        let validator = jsonschema::options()
+        let validator = jsonschema::options_for::<F>()
             .with_draft(Draft::Draft202012)
             .with_registry(&self.registry)
             .offline()
@@ -110,8 +134,7 @@ impl Schemas {
             }
         };
         let validator = Arc::new(validator);
-        self.validators
-            .insert(pointer.into_owned(), validator.clone());
+        F::cache(self).insert(pointer.into_owned(), validator.clone());
         Ok(validator)
     }
 

@@ -178,7 +178,7 @@ impl Late {
         // Parsed once, for the audit and the memory alike.
         let json = decoded
             .as_deref()
-            .and_then(|bytes| crate::audit::json::parse(bytes).ok());
+            .and_then(|bytes| crate::json::parse(bytes).ok());
         let mut findings = Vec::new();
         if s.settings.audit.enabled {
             let headers = ContentType(as_text(&self.content_type));
@@ -186,13 +186,14 @@ impl Late {
                 status: self.status,
                 headers: &headers,
                 body: decoded.as_deref().filter(|_| self.audit_body),
-                parsed: json.as_ref(),
+                parsed: json.as_ref().map(crate::json::Doc::root),
             };
             findings = audit_response(&rev.contract, op, &view);
             s.reported.retain_new(&mut findings);
         }
         if let Some(remember) = self.remember.take() {
-            findings.extend(self.memory(op, &rev, remember, json.as_ref()));
+            let body = json.as_ref().map(crate::json::Doc::root);
+            findings.extend(self.memory(op, &rev, remember, body.as_ref()));
         }
         if !findings.is_empty() {
             let revision = rev.spec.revision.clone();
@@ -217,7 +218,7 @@ impl Late {
         op: &crate::contract::Operation,
         rev: &Arc<super::Revision>,
         remember: Remember,
-        json: Option<&serde_json::Value>,
+        json: Option<&crate::json::Node>,
     ) -> Vec<Finding> {
         let s = &self.s;
         let tracker = Tracker {

@@ -10,12 +10,11 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use rayon::prelude::*;
-use serde_json::Value;
 
 use crate::audit::{ReportedOnce, audit, audit_response};
 use crate::contract::{Contract, Operation};
 use crate::finding::Finding;
-use crate::memory::{HashKey, Key};
+use crate::memory::{HashKey, Key, Snapshot};
 use crate::request::{Headers, RequestView};
 use crate::response::ResponseView;
 use crate::settings::Settings;
@@ -28,8 +27,9 @@ pub struct Audited<'c> {
     findings: Vec<Finding>,
     key: Option<Key>,
     answered: Vec<Finding>,
-    /// The response body, parsed for the memory (only where the exchange has a memory key).
-    body: Option<Value>,
+    /// The response body's fields, taken for the memory (only where the exchange has a memory
+    /// key; a parsed body borrows the exchange, which moves to the reporting thread).
+    body: Option<Snapshot>,
     /// Where it went: its shape in the spec, or the path itself under `events.log_values`.
     pub path: String,
 }
@@ -76,20 +76,22 @@ fn audit_one<'c>(
     let parsed = response
         .filter(|_| audited.operation.is_some())
         .and_then(|r| r.body.as_deref())
-        .and_then(|b| crate::audit::json::parse(b).ok());
+        .and_then(|b| crate::json::parse(b).ok());
     let answered = match (audited.operation, response) {
         (Some(op), Some(response)) => {
             let view = ResponseView {
                 status: response.status,
                 headers: &response.headers,
                 body: response.body.as_deref(),
-                parsed: parsed.as_ref(),
+                parsed: parsed.as_ref().map(crate::json::Doc::root),
             };
             audit_response(contract, op, &view)
         }
         _ => Vec::new(),
     };
-    let body = parsed.filter(|_| key.is_some());
+    let body = parsed
+        .filter(|_| key.is_some())
+        .and_then(|doc| Snapshot::of(&hash_key, doc.root()));
     let path = match settings.events.log_values {
         true => request.path.to_string(),
         false => contract.path_shape(request.path),
