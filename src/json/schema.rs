@@ -4,9 +4,11 @@
 //! built on the stack, so they compare exactly as they did.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use jsonschema::JsonType;
 use jsonschema::json::{self, Json, NodeIdentity};
+use jsonschema_value::LazyInstance;
 use serde_json::{Number, Value};
 
 use super::{Array, Doc, Entry, Items, Members, Node, Object};
@@ -100,11 +102,39 @@ impl<'a> json::Node<'a, Tape> for Node<'a> {
         Cow::Owned(Node::to_value(*self))
     }
 
+    /// An error's instance is built when read, by parsing the body's text again: most never
+    /// are, and building each one was a copy of the whole body per error (a body of 100,000
+    /// undeclared members made every `required` error copy all of them).
+    fn lazy_value(&self) -> LazyInstance<'a> {
+        if self.doc.text.is_empty() {
+            return LazyInstance::Ready(self.to_value()); // a member name's own document
+        }
+        LazyInstance::Deferred {
+            bytes: self.doc.text.as_bytes(),
+            tag: self.at,
+            make: value_at,
+            cell: OnceLock::new(),
+        }
+    }
+
     fn identity(&self) -> Option<NodeIdentity> {
         Some(NodeIdentity::tagged(
             std::ptr::from_ref::<Doc>(self.doc) as usize,
             self.at,
         ))
+    }
+}
+
+/// The node at position `at` of the document `text` parses to, as a `Value`.
+fn value_at(text: &[u8], at: u32) -> Value {
+    let Ok(doc) = super::parse(text) else {
+        return Value::Null; // unreachable: the text parsed once
+    };
+    let node = Node { doc: &doc, at };
+    if (at as usize) < doc.entries.len() {
+        Node::to_value(node)
+    } else {
+        Value::Null
     }
 }
 

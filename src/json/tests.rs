@@ -160,3 +160,29 @@ fn validators_read_a_document_as_they_read_a_value() {
         assert_eq!(a, b, "{text}");
     }
 }
+
+/// A wide object is looked up through its sorted names: every member is found with its last
+/// value, and a name it lacks is not, whether the object is the body or inside it.
+#[test]
+fn wide_objects_are_looked_up_by_name() {
+    let members: Vec<String> = (0..200).map(|i| format!("\"k{i}\": {i}")).collect();
+    let wide = format!("{{{}, \"k7\": \"last\"}}", members.join(", "));
+    let text = format!("{{\"inner\": {wide}, \"small\": {{\"a\": 1}}, \"list\": [{wide}]}}");
+    let doc = parse(text.as_bytes()).unwrap();
+    let root = doc.root().as_object().unwrap();
+    let inner = root.get("inner").unwrap().as_object().unwrap();
+    let listed = doc.root().pointer("/list/0").unwrap().as_object().unwrap();
+    for object in [inner, listed] {
+        assert_eq!(object.len(), 200);
+        for i in (0..200).filter(|i| *i != 7) {
+            let found = object.get(&format!("k{i}")).map(Node::to_value);
+            assert_eq!(found, Some(json!(i)));
+        }
+        assert_eq!(object.get("k7").map(Node::to_value), Some(json!("last")));
+        assert!(object.get("k200").is_none() && object.get("").is_none());
+    }
+    assert_eq!(
+        root.get("small").unwrap().pointer("/a").map(Node::to_value),
+        Some(json!(1))
+    );
+}

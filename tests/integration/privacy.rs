@@ -74,4 +74,5 @@ fn check_output_does_not_carry_path_values() {
         assert!(text.contains("unknown_operation"), "{text}");
         assert!(!text.contains(TOKEN), "{format}: {text}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
