@@ -200,10 +200,20 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
     }
     let writable = properties.iter().filter(|p| !p.read_only).count();
     if op.write == WriteSemantics::Replace && writable_sent < writable {
+        // Which were sent, marked in a second pass: a lookup of each declared property
+        // scanned the body's members (a parsed body is a list), a fifth of `check`'s time.
+        let mut was_sent = vec![false; properties.len()];
+        let mut declared = super::members::Cursor::new(properties);
+        for (key, _) in sent.members() {
+            if let Some(at) = declared.position(key) {
+                was_sent[at] = true;
+            }
+        }
         out.reserve(writable - writable_sent);
-        for p in properties
+        for (p, _) in properties
             .iter()
-            .filter(|p| !p.read_only && !sent.contains_key(&p.name))
+            .zip(&was_sent)
+            .filter(|(p, sent)| !p.read_only && !**sent)
         {
             out.push(omitted(op, p));
         }

@@ -21,12 +21,17 @@ impl<'p> Cursor<'p> {
 
     /// The declared property named `key`.
     pub(super) fn find(&mut self, key: &str) -> Option<&'p Property> {
+        self.position(key).map(|at| &self.properties[at])
+    }
+
+    /// Where the declared property named `key` is in the declared list.
+    pub(super) fn position(&mut self, key: &str) -> Option<usize> {
         let at = match self.properties.get(self.next) {
             Some(p) if p.name == key => self.next,
             _ => self.properties.iter().position(|p| p.name == key)?,
         };
         self.next = at + 1;
-        Some(&self.properties[at])
+        Some(at)
     }
 }
 
