@@ -201,7 +201,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
     let writable = properties.iter().filter(|p| !p.read_only).count();
     if op.write == WriteSemantics::Replace && writable_sent < writable {
         // Which were sent, marked in a second pass: a lookup of each declared property
-        // scanned the body's members (a parsed body is a list), a fifth of `check`'s time.
+        // scanned the body's members (a parsed body is a list), 5 % of `check`'s time.
         let mut was_sent = vec![false; properties.len()];
         let mut declared = super::members::Cursor::new(properties);
         for (key, _) in sent.members() {
