@@ -10,10 +10,12 @@
 //! An object whose member names repeat keeps the last value under each name, as serde_json
 //! does; it stays at its own place, where serde_json moved it to the first's.
 //!
-//! A lookup by name scans a short object's members. A wide one (a hostile body can hold a
-//! hundred thousand members, and a schema validator looks each of its properties up) is looked
-//! up through an index of the names of every wide object, sorted, built on its first lookup:
-//! without it, a 1 MiB body cost its properties times its members in comparisons.
+//! Nothing a body holds costs more than a sort of its names. A lookup by name scans a short
+//! object's members; a wide one (a hostile body can hold a hundred thousand members, and a
+//! validator may look each of its properties up) is searched in an index of the names of every
+//! wide object, sorted by hash, built on the first lookup. Repeated names are looked for only
+//! where a Bloom filter of the names says one may repeat, by a sort. (A first version compared
+//! names pairwise: 20 bodies of 100,000 members took 66.8 s in `check`, 0.42 s now.)
 
 mod schema;
 
