@@ -37,29 +37,42 @@ pub struct Doc<'t> {
     wide: OnceLock<WideIndex>,
 }
 
-/// Objects of more members than this are looked up through the [`WideIndex`].
+/// Objects of more members, and arrays of more elements, than this are looked up through the
+/// [`WideIndex`].
 const SCANNED: u32 = 32;
 
 /// For each object of more than [`SCANNED`] members, its member names' hashes and positions,
 /// sorted by hash and then name: `objects` holds (object's position, where its names start in
-/// `names`), in document order.
+/// `names`), in document order. For each array of more than [`SCANNED`] elements, the
+/// position of each: `arrays` holds (array's position, where its elements start in `items`).
 #[derive(Default)]
 struct WideIndex {
     objects: Vec<(u32, u32)>,
     names: Vec<(u64, u32)>,
+    arrays: Vec<(u32, u32)>,
+    items: Vec<u32>,
 }
 
 impl WideIndex {
     fn of(doc: &Doc) -> WideIndex {
         let mut index = WideIndex::default();
         for (at, entry) in doc.entries.iter().enumerate() {
-            let Entry::Object { len, .. } = *entry else {
-                continue;
-            };
-            if len <= SCANNED {
-                continue;
-            }
             let at = len32(at);
+            match *entry {
+                Entry::Array { len, .. } if len > SCANNED => {
+                    index.arrays.push((at, len32(index.items.len())));
+                    let node = Node { doc, at };
+                    index.items.extend(
+                        node.as_array()
+                            .into_iter()
+                            .flat_map(|a| a.items())
+                            .map(|n| n.at),
+                    );
+                    continue;
+                }
+                Entry::Object { len, .. } if len > SCANNED => {}
+                _ => continue,
+            }
             let node = Node { doc, at };
             let start = index.names.len();
             index.objects.push((at, len32(start)));
@@ -78,6 +91,12 @@ impl WideIndex {
                 .sort_unstable_by(|a, b| (a.0, doc.name(a.1)).cmp(&(b.0, doc.name(b.1))));
         }
         index
+    }
+
+    /// The position of element `i` of the wide array at `at`.
+    fn item(&self, at: u32, i: usize) -> Option<u32> {
+        let a = self.arrays.binary_search_by_key(&at, |(o, _)| *o).ok()?;
+        self.items.get(self.arrays[a].1 as usize + i).copied()
     }
 
     /// The position of the value named `name` in the wide object at `at`.
@@ -300,10 +319,7 @@ impl<'a> Node<'a> {
             let token = token.replace("~1", "/").replace("~0", "~");
             node = match node.entry() {
                 Entry::Object { .. } => node.as_object()?.get(&token)?,
-                Entry::Array { .. } => {
-                    let index: usize = token.parse().ok()?;
-                    node.as_array()?.items().nth(index)?
-                }
+                Entry::Array { .. } => node.as_array()?.get(token.parse().ok()?)?,
                 _ => return None,
             };
         }
@@ -406,6 +422,21 @@ impl<'a> Array<'a> {
             at: self.node.at + 1,
             end: self.node.end(),
         }
+    }
+
+    /// Element `i`: a walk along a short array, a look-up in a wide one (an error in each of a
+    /// list's many items is located by its index).
+    pub fn get(self, i: usize) -> Option<Node<'a>> {
+        if i >= self.len() {
+            return None;
+        }
+        if self.len <= SCANNED {
+            return self.items().nth(i);
+        }
+        let doc = self.node.doc;
+        let index = doc.wide.get_or_init(|| WideIndex::of(doc));
+        let at = index.item(self.node.at, i)?;
+        Some(Node { doc, at })
     }
 }
 

@@ -8,9 +8,7 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 
 use super::bounded::Findings;
 use super::suggest::did_you_mean;
-use crate::contract::{
-    Additional, BodyShape, FieldType, MediaBody, Operation, Property, WriteSemantics,
-};
+use crate::contract::{Additional, BodyShape, MediaBody, Operation, Property, WriteSemantics};
 use crate::finding::{Finding, Kind, Location, Severity};
 use crate::json::Node;
 use crate::request::RequestView;
@@ -165,7 +163,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
             if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
                 continue;
             }
-            let Some(finding) = schema_finding(&error, top_level, shape.is_some()) else {
+            let Some(finding) = schema_finding(&error, value, top_level, shape.is_some()) else {
                 continue;
             };
             // Only an error that would be listed says that more were left out.
@@ -287,6 +285,7 @@ pub(super) fn chosen_shape<'s>(shape: &'s BodyShape, value: Node) -> Option<&'s 
 /// not carry even when the schema lists them as required.
 fn schema_finding(
     error: &ValidationError,
+    body: Node,
     top_level: &[Property],
     shape_known: bool,
 ) -> Option<Finding> {
@@ -335,7 +334,7 @@ fn schema_finding(
         }
         ValidationErrorKind::Type { kind } => {
             let expected = type_names(kind);
-            let observed = FieldType::of_value(error.instance());
+            let observed = type_at(body, path);
             Some(
                 Finding::new(Kind::BodyTypeMismatch, Location::Body, path)
                     .expected(expected.clone())
@@ -348,8 +347,23 @@ fn schema_finding(
         _ => Some(
             Finding::new(Kind::BodySchemaViolation, Location::Body, path)
                 .expected(error.kind().keyword())
-                .message(format!("body field `{path}`: {}", error.masked())),
+                .message(format!("body field `{path}`: {}", masked(error))),
         ),
+    }
+}
+
+/// The type of the value at `pointer` in `body`, read from the document: an error's own
+/// instance is built by parsing the body again.
+pub(super) fn type_at(body: Node, pointer: &str) -> &'static str {
+    body.pointer(pointer).map_or("unknown", Node::type_name)
+}
+
+/// An error's message with values masked, without its instance (`additionalItems` is the one
+/// message that reads it, to count the items: parsing the body again per error).
+pub(super) fn masked(error: &ValidationError) -> String {
+    match error.kind() {
+        ValidationErrorKind::AdditionalItems { .. } => "additional items are not allowed".into(),
+        _ => error.masked().to_string(),
     }
 }
 

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 
-use super::body::{chosen_shape, match_media, not_json_at, type_names};
-use crate::contract::{Additional, BodyShape, Contract, FieldType, Operation, WriteSemantics};
+use super::body::{chosen_shape, masked, match_media, not_json_at, type_at, type_names};
+use crate::contract::{Additional, BodyShape, Contract, Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::json::Node;
 use crate::response::ResponseView;
@@ -164,7 +164,7 @@ fn schema_findings(error: &ValidationError, shape: &BodyShape, value: Node) -> V
         }
         ValidationErrorKind::Type { kind } => {
             let expected = type_names(kind);
-            let observed = FieldType::of_value(error.instance());
+            let observed = type_at(value, error.instance_path().as_str());
             vec![
                 Finding::new(Kind::ResponseSchemaViolation, Location::Response, &path)
                     .expected(expected.clone())
@@ -177,7 +177,7 @@ fn schema_findings(error: &ValidationError, shape: &BodyShape, value: Node) -> V
         kind => vec![
             Finding::new(Kind::ResponseSchemaViolation, Location::Response, &path)
                 .expected(kind.keyword())
-                .message(format!("response field `{path}`: {}", error.masked())),
+                .message(format!("response field `{path}`: {}", masked(error))),
         ],
     }
 }
@@ -291,7 +291,7 @@ fn object_at<'s>(
         let (BodyShape::Array(items), Some(list)) = (shape, value.as_array()) else {
             return None;
         };
-        value = list.items().nth(segment.parse::<usize>().ok()?)?;
+        value = list.get(segment.parse::<usize>().ok()?)?;
         shape = chosen_shape(items, value)?;
     }
     match shape {
@@ -310,10 +310,7 @@ fn generalize(value: Node, pointer: &str) -> String {
         match (at.and_then(Node::as_array), at.and_then(Node::as_object)) {
             (Some(list), _) => {
                 out.push('*');
-                at = segment
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|i| list.items().nth(i));
+                at = segment.parse::<usize>().ok().and_then(|i| list.get(i));
             }
             (_, Some(map)) => {
                 out.push_str(segment);

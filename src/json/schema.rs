@@ -102,18 +102,22 @@ impl<'a> json::Node<'a, Tape> for Node<'a> {
         Cow::Owned(Node::to_value(*self))
     }
 
-    /// An error's instance is built when read, by parsing the body's text again: most never
-    /// are, and building each one was a copy of the whole body per error (a body of 100,000
-    /// undeclared members made every `required` error copy all of them).
+    /// The instance an error carries: a scalar as it is, an object or array built when read
+    /// (most never are), by parsing the body's text again. Building each was a copy of the
+    /// whole body per error (a body of 100,000 members made every `required` error copy all
+    /// of them); the audit reads an error's type from the document itself (`Node::type_name`
+    /// at its path), so that a list of many wrong items is not parsed again per item.
     fn lazy_value(&self) -> LazyInstance<'a> {
-        if self.doc.text.is_empty() {
-            return LazyInstance::Ready(self.to_value()); // a member name's own document
-        }
-        LazyInstance::Deferred {
-            bytes: self.doc.text.as_bytes(),
-            tag: self.at,
-            make: value_at,
-            cell: OnceLock::new(),
+        match self.entry() {
+            Entry::Object { .. } | Entry::Array { .. } if !self.doc.text.is_empty() => {
+                LazyInstance::Deferred {
+                    bytes: self.doc.text.as_bytes(),
+                    tag: self.at,
+                    make: value_at,
+                    cell: OnceLock::new(),
+                }
+            }
+            _ => LazyInstance::Ready(self.to_value()),
         }
     }
 
@@ -127,14 +131,9 @@ impl<'a> json::Node<'a, Tape> for Node<'a> {
 
 /// The node at position `at` of the document `text` parses to, as a `Value`.
 fn value_at(text: &[u8], at: u32) -> Value {
-    let Ok(doc) = super::parse(text) else {
-        return Value::Null; // unreachable: the text parsed once
-    };
-    let node = Node { doc: &doc, at };
-    if (at as usize) < doc.entries.len() {
-        Node::to_value(node)
-    } else {
-        Value::Null
+    match super::parse(text) {
+        Ok(doc) if (at as usize) < doc.entries.len() => Node { doc: &doc, at }.to_value(),
+        _ => Value::Null, // unreachable: the text parsed once, to at least this node
     }
 }
 

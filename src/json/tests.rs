@@ -108,13 +108,14 @@ fn the_representation_keeps_jsonschemas_contract() {
     jsonschema::json::conformance::assert_conformance::<Tape>(&doc.root());
 }
 
-/// Each instance is valid or not, with the same errors in the same places, for a validator
-/// compiled for the document as for one compiled for `Value`.
+/// Each instance is valid or not, with the same errors in the same places (their messages with
+/// values masked, and the type of their instance), for a validator compiled for the document as
+/// for one compiled for `Value`.
 #[test]
 fn validators_read_a_document_as_they_read_a_value() {
     let schema = json!({
         "type": "object",
-        "required": ["id", "name"],
+        "required": ["id", "name", "must"],
         "additionalProperties": false,
         "properties": {
             "id": {"type": "integer", "minimum": 1},
@@ -128,7 +129,9 @@ fn validators_read_a_document_as_they_read_a_value() {
                 "additionalProperties": {"type": ["string", "null"]}
             },
             "pick": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
-            "fixed": {"const": {"a": [1, 2.0]}}
+            "fixed": {"const": {"a": [1, 2.0]}},
+            "pair": {"prefixItems": [{"type": "integer"}], "items": false},
+            "label": {"type": "string"}
         }
     });
     let theirs = jsonschema::validator_for(&schema).unwrap();
@@ -144,6 +147,8 @@ fn validators_read_a_document_as_they_read_a_value() {
         r#"{"id": 3, "name": "ok", "pick": 1.5, "fixed": {"a": [1.0, 2]}}"#,
         r#"{"id": 3, "name": "ok", "pick": true, "fixed": {"a": [1]}}"#,
         r#"{"id": 3, "id": -1, "name": "ok"}"#,
+        r#"{"id": 3, "name": "ok", "must": 1, "pair": [1, 2, 3], "label": {"a": [1]}}"#,
+        r#"{"id": 3, "name": "ok", "must": 1, "pair": ["x"], "label": [1, 2]}"#,
         r#"[1, 2]"#,
         r#"null"#,
     ];
@@ -151,8 +156,13 @@ fn validators_read_a_document_as_they_read_a_value() {
         let value: Value = serde_json::from_str(text).unwrap();
         let doc = parse(text.as_bytes()).unwrap();
         assert_eq!(ours.is_valid(doc.root()), theirs.is_valid(&value), "{text}");
-        let errors =
-            |e: jsonschema::ValidationError| (e.instance_path().to_string(), e.to_string());
+        let errors = |e: jsonschema::ValidationError| {
+            (
+                e.instance_path().to_string(),
+                e.masked().to_string(),
+                crate::contract::FieldType::of_value(e.instance()),
+            )
+        };
         let mut a: Vec<_> = ours.iter_errors(doc.root()).map(errors).collect();
         let mut b: Vec<_> = theirs.iter_errors(&value).map(errors).collect();
         a.sort();
@@ -185,4 +195,28 @@ fn wide_objects_are_looked_up_by_name() {
         root.get("small").unwrap().pointer("/a").map(Node::to_value),
         Some(json!(1))
     );
+}
+
+/// An element of a wide array is reached by its index, as of a short one.
+#[test]
+fn array_elements_are_reached_by_index() {
+    for n in [3usize, 33, 1000] {
+        let items: Vec<String> = (0..n).map(|i| format!("{{\"i\": {i}}}")).collect();
+        let text = format!("[{}]", items.join(","));
+        let doc = parse(text.as_bytes()).unwrap();
+        let list = doc.root().as_array().unwrap();
+        for i in [0, n / 2, n - 1] {
+            assert_eq!(
+                list.get(i).map(Node::to_value),
+                Some(json!({"i": i})),
+                "{n}"
+            );
+            let pointer = format!("/{i}/i");
+            assert_eq!(
+                doc.root().pointer(&pointer).map(Node::to_value),
+                Some(json!(i))
+            );
+        }
+        assert!(list.get(n).is_none());
+    }
 }
