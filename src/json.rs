@@ -73,18 +73,11 @@ impl WideIndex {
                 Entry::Object { len, .. } if len > SCANNED => {}
                 _ => continue,
             }
-            let node = Node { doc, at };
             let start = index.names.len();
             index.objects.push((at, len32(start)));
-            let members = Members {
-                doc,
-                at: at + 1,
-                end: node.end(),
-            };
             index.names.extend(
-                members
+                Members::of(Node { doc, at })
                     .with_positions()
-                    .filter(|&(position, _)| doc.entries[position as usize] != Entry::Shadowed)
                     .map(|(position, name)| (name_hash(name.as_bytes()), position)),
             );
             index.names[start..]
@@ -350,11 +343,7 @@ impl<'a> Object<'a> {
     }
 
     pub fn members(self) -> Members<'a> {
-        Members {
-            doc: self.node.doc,
-            at: self.node.at + 1,
-            end: self.node.end(),
-        }
+        Members::of(self.node)
     }
 
     /// The value of the member named `name`: a scan of a short object, a search of a wide one.
@@ -381,22 +370,43 @@ pub struct Members<'a> {
     end: u32,
 }
 
+impl<'a> Members<'a> {
+    /// The members of the object `node` (its entry's members, whatever its `len` says).
+    fn of(node: Node<'a>) -> Members<'a> {
+        Members {
+            doc: node.doc,
+            at: node.at + 1,
+            end: node.end(),
+        }
+    }
+
+    /// The next member not shadowed: its name's position, its name, its value.
+    fn next_at(&mut self) -> Option<(u32, &'a str, Node<'a>)> {
+        while self.at < self.end {
+            let position = self.at;
+            let value = Node {
+                doc: self.doc,
+                at: position + 1,
+            };
+            self.at = value.end();
+            if let Entry::Str(span) = self.doc.entries[position as usize] {
+                return Some((position, self.doc.str(span), value));
+            }
+        }
+        None
+    }
+
+    /// Each member's name with the position of its entry.
+    fn with_positions(mut self) -> impl Iterator<Item = (u32, &'a str)> {
+        std::iter::from_fn(move || self.next_at().map(|(position, name, _)| (position, name)))
+    }
+}
+
 impl<'a> Iterator for Members<'a> {
     type Item = (&'a str, Node<'a>);
 
     fn next(&mut self) -> Option<(&'a str, Node<'a>)> {
-        while self.at < self.end {
-            let name = self.doc.entries[self.at as usize];
-            let value = Node {
-                doc: self.doc,
-                at: self.at + 1,
-            };
-            self.at = value.end();
-            if let Entry::Str(span) = name {
-                return Some((self.doc.str(span), value));
-            }
-        }
-        None
+        self.next_at().map(|(_, name, value)| (name, value))
     }
 }
 
@@ -506,12 +516,7 @@ impl Build<'_, '_> {
     /// names sorted (by hash, name, then place), so that a wide object costs `n log n`.
     fn shadow_repeated_names(&mut self, at: u32) -> u32 {
         let doc: &Doc = self.doc;
-        let members = Members {
-            doc,
-            at: at + 1,
-            end: Node { doc, at }.end(),
-        };
-        let mut names: Vec<(u64, &str, u32)> = members
+        let mut names: Vec<(u64, &str, u32)> = Members::of(Node { doc, at })
             .with_positions()
             .map(|(position, name)| (name_hash(name.as_bytes()), name, position))
             .collect();
@@ -526,22 +531,6 @@ impl Build<'_, '_> {
             self.doc.entries[*position as usize] = Entry::Shadowed;
         }
         len32(shadowed.len())
-    }
-}
-
-impl<'a> Members<'a> {
-    /// Each member's name with the position of its entry.
-    fn with_positions(self) -> impl Iterator<Item = (u32, &'a str)> {
-        let mut at = self.at;
-        let (doc, end) = (self.doc, self.end);
-        std::iter::from_fn(move || {
-            (at < end).then(|| {
-                let position = at;
-                let value = Node { doc, at: at + 1 };
-                at = value.end();
-                (position, doc.name(position))
-            })
-        })
     }
 }
 

@@ -88,6 +88,15 @@ fn nodes_answer_as_values_do() {
         [get("i"), get("f"), get("l"), get("o"), get("n"), get("s")].map(Node::type_name),
         ["integer", "number", "array", "object", "null", "string"]
     );
+    // The vocabulary `FieldType::of_value` gives a `Value` (parameters are typed through it).
+    for (_, node) in root.as_object().unwrap().members() {
+        let value = node.to_value();
+        assert_eq!(
+            node.type_name(),
+            crate::contract::FieldType::of_value(&value),
+            "{value}"
+        );
+    }
     let items: Vec<Value> = get("l")
         .as_array()
         .unwrap()
