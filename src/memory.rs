@@ -53,20 +53,21 @@ pub struct Snapshot {
 
 thread_local! {
     /// The snapshot being taken on this thread, before it is kept.
-    static TAKEN: std::cell::RefCell<Snapshot> = const {
-        std::cell::RefCell::new(Snapshot {
-            request_id: String::new(),
-            at: SystemTime::UNIX_EPOCH,
-            names: String::new(),
-            fields: Vec::new(),
-        })
-    };
+    static TAKEN: std::cell::RefCell<Snapshot> = const { std::cell::RefCell::new(Snapshot::EMPTY) };
 }
 
 /// Bytes of names a thread's [`TAKEN`] keeps room for between snapshots.
 const TAKEN_KEPT: usize = 64 << 10;
 
 impl Snapshot {
+    /// No fields, no request, no room: what a snapshot is filled from.
+    const EMPTY: Snapshot = Snapshot {
+        request_id: String::new(),
+        at: SystemTime::UNIX_EPOCH,
+        names: String::new(),
+        fields: Vec::new(),
+    };
+
     /// Give back the room a very wide body left behind.
     fn shrink_past(&mut self, bytes: usize) {
         if self.names.capacity() > bytes {
@@ -77,12 +78,7 @@ impl Snapshot {
     /// The fields of a GET's body, to be kept later (`check` hashes on its pool and keeps in
     /// order); `None` unless the body is an object.
     pub fn of(hash_key: &HashKey, body: Node) -> Option<Snapshot> {
-        let mut snapshot = Snapshot {
-            request_id: String::new(),
-            at: SystemTime::UNIX_EPOCH,
-            names: String::new(),
-            fields: Vec::new(),
-        };
+        let mut snapshot = Snapshot::EMPTY;
         body.fill_fields(hash_key, &mut snapshot)
             .then_some(snapshot)
     }
