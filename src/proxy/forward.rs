@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -51,16 +50,14 @@ pub async fn handle(
     s: Arc<Sidecar>,
     client: Arc<UpstreamClient>,
     req: Request<Incoming>,
-    peer: SocketAddr,
-    tls: bool,
+    peer: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let _in_flight = s.metrics.in_flight();
     // The spec in force when the request arrived; it stays with the request to its end.
     let rev = s.revision();
     let (mut parts, body) = req.into_parts();
     let mut ledger = Ledger::open(&s, &mut parts);
-    let peer = Peer { addr: peer, tls };
-    let reply = match stages(&s, &client, &rev, &mut ledger, parts, body, peer).await {
+    let reply = match stages(&s, &client, &rev, &mut ledger, parts, body, &peer).await {
         Ok(reply) => reply,
         Err(error) => Reply::Failed(error),
     };
@@ -74,7 +71,7 @@ async fn stages<'c>(
     ledger: &mut Ledger<'c>,
     parts: Parts,
     body: Incoming,
-    peer: Peer,
+    peer: &Peer,
 ) -> Result<Reply, ProxyError> {
     vet(&parts)?;
     let (read, forward) = read(s, &parts, body).await?;

@@ -21,16 +21,11 @@ const HOP_BY_HOP: [HeaderName; 5] = [
 ];
 
 /// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`
-/// (the request id). A client's `TE: trailers` is passed on.
+/// (the request id). A client's `TE: trailers` is passed on. The usual message (a
+/// `Connection: keep-alive`, no `Proxy-*` header) costs lookups only: a list of names to
+/// remove is made only when there is one.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .filter(|name| Some(name) != keep)
-        .collect();
+    let named = connection_named(headers, keep);
     for name in named {
         headers.remove(name);
     }
@@ -46,29 +41,65 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
     }
-    let proxy: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| k.as_str().starts_with("proxy-"))
-        .cloned()
-        .collect();
-    for name in proxy {
-        headers.remove(name);
+    if headers.keys().any(is_proxy_header) {
+        let proxy: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| is_proxy_header(k))
+            .cloned()
+            .collect();
+        for name in proxy {
+            headers.remove(name);
+        }
     }
+}
+
+fn is_proxy_header(name: &HeaderName) -> bool {
+    name.as_str().starts_with("proxy-")
+}
+
+/// The headers `Connection` names that are present, besides the hop-by-hop ones removed
+/// anyway, and besides `keep`.
+fn connection_named(headers: &HeaderMap, keep: Option<&HeaderName>) -> Vec<HeaderName> {
+    let present = |token: &str| {
+        let token = token.trim();
+        let removed_anyway = HOP_BY_HOP
+            .iter()
+            .any(|h| h.as_str().eq_ignore_ascii_case(token));
+        let kept = keep.is_some_and(|k| k.as_str().eq_ignore_ascii_case(token));
+        !removed_anyway && !kept && headers.contains_key(token)
+    };
+    let tokens = || {
+        headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+    };
+    if !tokens().any(present) {
+        return Vec::new();
+    }
+    tokens()
+        .filter(|t| present(t))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect()
 }
 
 /// Append the client to `X-Forwarded-For` and set `X-Forwarded-Proto` and `-Host`.
 pub fn add_forwarded(
     headers: &mut HeaderMap,
-    client_ip: &str,
+    client_ip: &HeaderValue,
     proto: &str,
     host: Option<&HeaderValue>,
 ) {
     let xff = HeaderName::from_static("x-forwarded-for");
     let value = match headers.get(&xff).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {client_ip}"),
-        None => client_ip.to_string(),
+        Some(existing) => {
+            let ip = client_ip.to_str().unwrap_or_default();
+            HeaderValue::from_str(&format!("{existing}, {ip}")).ok()
+        }
+        None => Some(client_ip.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&value) {
+    if let Some(v) = value {
         headers.insert(xff, v);
     }
     headers.insert(
@@ -98,7 +129,7 @@ mod tests {
     fn hop_by_hop_and_connection_named_headers_go_the_rest_stays() {
         let mut h = HeaderMap::new();
         for (k, v) in [
-            ("connection", "keep-alive, x-drop-me"),
+            ("connection", "keep-alive, X-Drop-Me , x-absent"),
             ("keep-alive", "timeout=5"),
             ("x-drop-me", "1"),
             ("transfer-encoding", "chunked"),
@@ -136,7 +167,7 @@ mod tests {
         h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
         add_forwarded(
             &mut h,
-            "127.0.0.1",
+            &HeaderValue::from_static("127.0.0.1"),
             "http",
             Some(&HeaderValue::from_static("api.test")),
         );

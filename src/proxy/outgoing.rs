@@ -16,17 +16,26 @@ use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::upstream::{UpstreamClient, cause, client_body_failed, root_cause};
 
-/// Who sent the request, for `X-Forwarded-For` and `-Proto`.
-pub(super) struct Peer {
-    pub addr: SocketAddr,
+/// Who sent the request, for `X-Forwarded-For` and `-Proto`: made once per connection, so a
+/// request does not write its client's address out again.
+#[derive(Clone)]
+pub struct Peer {
+    pub ip: HeaderValue,
     pub tls: bool,
+}
+
+impl Peer {
+    pub fn new(addr: SocketAddr, tls: bool) -> Peer {
+        let ip = HeaderValue::from_str(&addr.ip().to_string()).expect("an address is header text");
+        Peer { ip, tls }
+    }
 }
 
 pub(super) fn outgoing(
     s: &Sidecar,
     mut parts: Parts,
     body: UpstreamBody,
-    peer: Peer,
+    peer: &Peer,
 ) -> Result<Request<UpstreamBody>, ProxyError> {
     let original_host = parts.headers.get(HOST).cloned().or_else(|| {
         let authority = parts.uri.authority()?;
@@ -46,8 +55,7 @@ pub(super) fn outgoing(
     }
     if s.settings.proxy.forwarded_headers {
         let proto = if peer.tls { "https" } else { "http" };
-        let ip = peer.addr.ip().to_string();
-        add_forwarded(&mut parts.headers, &ip, proto, original_host.as_ref());
+        add_forwarded(&mut parts.headers, &peer.ip, proto, original_host.as_ref());
     }
     let host = match original_host {
         Some(host) if s.settings.proxy.preserve_host => Some(host),
@@ -60,10 +68,9 @@ pub(super) fn outgoing(
     if parts.version != Version::HTTP_10 {
         parts.version = Version::HTTP_11;
     }
-    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = s
         .upstream
-        .uri(path_and_query)
+        .uri(parts.uri.path_and_query())
         .map_err(ProxyError::BadTarget)?;
     Ok(Request::from_parts(parts, body))
 }

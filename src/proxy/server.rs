@@ -21,6 +21,7 @@ use super::conn_bounds::{Activity, Counted};
 use super::error::StartError;
 use super::forward::handle;
 use super::lanes::{Handed, Lanes};
+use super::outgoing::Peer;
 use super::upstream::{UpstreamClient, read_certs, read_key};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
@@ -243,12 +244,12 @@ async fn serve(
     watcher: Watcher,
 ) {
     let Accepting { tls, builder } = accepting;
-    let is_tls = tls.is_some();
+    let from = Peer::new(peer, tls.is_some());
     let activity = stream.activity();
     let metrics = s.clone();
     let service = service_fn(move |req| {
         let in_flight = activity.begin();
-        let handled = handle(s.clone(), client.clone(), req, peer, is_tls);
+        let handled = handle(s.clone(), client.clone(), req, from.clone());
         async move {
             let response = handled.await;
             drop(in_flight);

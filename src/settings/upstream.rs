@@ -2,10 +2,11 @@
 //! request path, so the request path only joins them.
 
 use http::Uri;
+use http::uri::{PathAndQuery, Scheme};
 
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    pub scheme: String,
+    pub scheme: Scheme,
     pub authority: http::uri::Authority,
     pub prefix: String,
 }
@@ -25,10 +26,10 @@ impl Upstream {
         let uri: Uri = url
             .parse()
             .map_err(|e| UpstreamUrlError::NotUrl(url.into(), e))?;
-        let scheme = uri.scheme_str().unwrap_or_default().to_string();
-        if scheme != "http" && scheme != "https" {
-            return Err(UpstreamUrlError::Scheme(url.into()));
-        }
+        let scheme = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP || *s == Scheme::HTTPS => s.clone(),
+            _ => return Err(UpstreamUrlError::Scheme(url.into())),
+        };
         let authority = uri
             .authority()
             .cloned()
@@ -41,12 +42,54 @@ impl Upstream {
         })
     }
 
-    /// The upstream URI for a raw path-and-query, kept byte for byte.
-    pub fn uri(&self, path_and_query: &str) -> Result<Uri, http::Error> {
-        Uri::builder()
-            .scheme(self.scheme.as_str())
-            .authority(self.authority.clone())
-            .path_and_query(format!("{}{path_and_query}", self.prefix))
-            .build()
+    /// The upstream URI for a request's path and query, kept byte for byte. Without a prefix
+    /// the request's own, already parsed, is reused: no text is made or parsed again.
+    pub fn uri(&self, path_and_query: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let path_and_query = match (self.prefix.is_empty(), path_and_query) {
+            (true, Some(p)) => p.clone(),
+            (true, None) => PathAndQuery::from_static("/"),
+            (false, p) => {
+                let p = p.map_or("/", PathAndQuery::as_str);
+                PathAndQuery::try_from(format!("{}{p}", self.prefix))?
+            }
+        };
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(path_and_query);
+        Ok(Uri::from_parts(parts)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(upstream: &str, request: &str) -> String {
+        let request: Uri = request.parse().unwrap();
+        let upstream = Upstream::parse(upstream).unwrap();
+        upstream.uri(request.path_and_query()).unwrap().to_string()
+    }
+
+    #[test]
+    fn the_request_target_goes_up_byte_for_byte_behind_the_prefix() {
+        let odd = "/a%2Fb/./c?x=1&x=%20&y";
+        assert_eq!(
+            target("http://api.test:8080", odd),
+            format!("http://api.test:8080{odd}")
+        );
+        assert_eq!(
+            target("https://api.test/base/", odd),
+            format!("https://api.test/base{odd}")
+        );
+        assert_eq!(target("http://api.test", "/"), "http://api.test/");
+        assert_eq!(
+            target("http://api.test/v2", "http://client.test"),
+            "http://api.test/v2/"
+        );
+        assert!(matches!(
+            Upstream::parse("ftp://api.test"),
+            Err(UpstreamUrlError::Scheme(_))
+        ));
     }
 }

@@ -39,9 +39,9 @@ impl Outcome {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationOutcome {
     operation: String,
-    outcome: String,
+    outcome: &'static str,
     /// The status the client received.
-    code: String,
+    code: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,6 +80,13 @@ struct Cause {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Reason {
     reason: String,
+}
+
+/// A reason the code names (`audit_off`, `body_stalled`): counted on the request path without
+/// making text.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Why {
+    reason: &'static str,
 }
 
 /// The `reason` label's values of `client_errors`.
@@ -149,8 +156,8 @@ pub struct Metrics {
     unknown_params: Family<ParamLabels, Counter>,
     blocked: Family<BlockedLabels, Counter>,
     upstream_errors: Family<Cause, Counter>,
-    client_errors: Family<Reason, Counter>,
-    unaudited: Family<Reason, Counter>,
+    client_errors: Family<Why, Counter>,
+    unaudited: Family<Why, Counter>,
     limit_hits: Family<Limit, Counter>,
     /// `limit_hits{limit="body_stall"}`, held by every body that can stall.
     body_stalls: Counter,
@@ -250,9 +257,7 @@ impl Metrics {
             m.client_errors.clone(),
         );
         for reason in CLIENT_ERRORS {
-            let _ = m.client_errors.get_or_create(&Reason {
-                reason: reason.into(),
-            });
+            let _ = m.client_errors.get_or_create(&Why { reason });
         }
         r.register(
             "unaudited",
@@ -261,9 +266,7 @@ impl Metrics {
         );
         let spec_reasons = crate::contract::Skipped::ALL.map(|r| r.unaudited_reason());
         for reason in UNAUDITED.iter().chain(&spec_reasons) {
-            let _ = m.unaudited.get_or_create(&Reason {
-                reason: (*reason).into(),
-            });
+            let _ = m.unaudited.get_or_create(&Why { reason });
         }
         r.register(
             "limit_hits",
@@ -351,8 +354,8 @@ impl Metrics {
     pub fn request(&self, operation: &str, outcome: Outcome, status: http::StatusCode) {
         let labels = OperationOutcome {
             operation: operation.into(),
-            outcome: outcome.as_str().into(),
-            code: status.as_str().into(),
+            outcome: outcome.as_str(),
+            code: status.as_u16(),
         };
         self.requests.get_or_create(&labels).inc();
     }
@@ -421,20 +424,12 @@ impl Metrics {
             .inc();
     }
 
-    pub fn client_error(&self, reason: &str) {
-        self.client_errors
-            .get_or_create(&Reason {
-                reason: reason.into(),
-            })
-            .inc();
+    pub fn client_error(&self, reason: &'static str) {
+        self.client_errors.get_or_create(&Why { reason }).inc();
     }
 
-    pub fn unaudited(&self, reason: &str) {
-        self.unaudited
-            .get_or_create(&Reason {
-                reason: reason.into(),
-            })
-            .inc();
+    pub fn unaudited(&self, reason: &'static str) {
+        self.unaudited.get_or_create(&Why { reason }).inc();
     }
 
     /// The counter a stalled body increments (a reference to the series, cloned per body).
