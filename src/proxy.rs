@@ -12,6 +12,7 @@ mod headers;
 mod lanes;
 mod late;
 mod outgoing;
+mod pool;
 mod problem;
 mod record;
 mod reload;
@@ -45,7 +46,8 @@ pub struct Sidecar {
     current: arc_swap::ArcSwap<Revision>,
     pub settings: Settings,
     upstream: Upstream,
-    /// The accepting thread's pool (each other serving thread has its own), and the reloads'.
+    /// What fetches the spec from `spec.url`; requests go upstream through each serving
+    /// thread's `pool::Pool`.
     client: Arc<upstream::UpstreamClient>,
     pub registry: Arc<Registry>,
     metrics: Metrics,

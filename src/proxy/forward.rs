@@ -23,11 +23,11 @@ use super::error::ProxyError;
 use super::headers::strip_hop_by_hop;
 use super::late::{Copied, Late, LateTasks, Remember};
 use super::outgoing::{Peer, outgoing, send};
+use super::pool::Pool;
 use super::problem;
 use super::record::{Ledger, Reply};
 use super::stall::Stalling;
 use super::tee::Tee;
-use super::upstream::UpstreamClient;
 use super::vet::vet;
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
@@ -44,11 +44,11 @@ pub(super) enum BodyRead {
     Off,
 }
 
-/// One request through its stages, sent upstream on `client`: the pool of the serving thread
-/// that accepted the connection, so that the request never waits on another thread.
+/// One request through its stages, sent upstream on `pool`: the connections of the serving
+/// thread that accepted the connection, so that the request never waits on another thread.
 pub async fn handle(
     s: Arc<Sidecar>,
-    client: Arc<UpstreamClient>,
+    pool: Arc<Pool>,
     req: Request<Incoming>,
     peer: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
@@ -57,7 +57,7 @@ pub async fn handle(
     let rev = s.revision();
     let (mut parts, body) = req.into_parts();
     let mut ledger = Ledger::open(&s, &mut parts);
-    let reply = match stages(&s, &client, &rev, &mut ledger, parts, body, &peer).await {
+    let reply = match stages(&s, &pool, &rev, &mut ledger, parts, body, &peer).await {
         Ok(reply) => reply,
         Err(error) => Reply::Failed(error),
     };
@@ -66,7 +66,7 @@ pub async fn handle(
 
 async fn stages<'c>(
     s: &Arc<Sidecar>,
-    client: &UpstreamClient,
+    pool: &Pool,
     rev: &'c Arc<Revision>,
     ledger: &mut Ledger<'c>,
     parts: Parts,
@@ -81,7 +81,7 @@ async fn stages<'c>(
         return Ok(refused);
     }
     let request = outgoing(s, parts, forward, peer)?;
-    let response = send(s, client, request).await?;
+    let response = send(s, pool, request).await?;
     Ok(stream_back(s, rev, ledger, response, pending))
 }
 

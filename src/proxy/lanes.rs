@@ -1,5 +1,5 @@
 //! Serving threads: `proxy.workers` of them (0: one per core), each a single-threaded runtime
-//! with its own upstream pool. The accepting thread is one of them and hands each new
+//! with its own upstream connections (`pool`). The accepting thread is one of them and hands each new
 //! connection, in turn, to the next; the thread that gets a connection serves it start to end
 //! (read, audit, send upstream, answer, response audit), with no hand-over between threads
 //! per request. One multi-threaded runtime spent half as much CPU again per request, in
@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use super::Sidecar;
 use super::error::StartError;
+use super::pool::Pool;
 use super::server::{Accepting, drain, spawn_connection};
 
 /// An accepted connection, with its `proxy.max_connections` place.
@@ -47,7 +48,7 @@ impl Lanes {
         };
         for thread in 1..threads {
             let failed = |source| StartError::Threads { thread, source };
-            let client = Arc::new(super::upstream::client(&s.settings)?);
+            let pool = Arc::new(Pool::new(&s.settings, &s.upstream)?);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -60,7 +61,7 @@ impl Lanes {
                 .spawn(move || {
                     runtime.block_on(async move {
                         let graceful = GracefulShutdown::new();
-                        serve_handed(handed, &s, &client, &accepting, &graceful).await;
+                        serve_handed(handed, &s, &pool, &accepting, &graceful).await;
                         drain(&s, graceful).await;
                     });
                     let _ = done.send(());
@@ -122,7 +123,7 @@ impl Lanes {
 async fn serve_handed(
     mut handed: mpsc::UnboundedReceiver<Handed>,
     s: &Arc<Sidecar>,
-    client: &Arc<super::upstream::UpstreamClient>,
+    pool: &Arc<Pool>,
     accepting: &Accepting,
     graceful: &GracefulShutdown,
 ) {
@@ -139,7 +140,7 @@ async fn serve_handed(
                     peer,
                     place,
                 };
-                spawn_connection(s, client, here, accepting, graceful);
+                spawn_connection(s, pool, here, accepting, graceful);
             }
             Err(e) => tracing::debug!(%peer, "a serving thread cannot take a connection: {e}"),
         }

@@ -14,7 +14,8 @@ use super::Sidecar;
 use super::body::UpstreamBody;
 use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
-use super::upstream::{UpstreamClient, cause, client_body_failed, root_cause};
+use super::pool::Pool;
+use super::upstream::{cause, client_body_failed, root_cause};
 
 /// Who sent the request, for `X-Forwarded-For` and `-Proto`: made once per connection, so a
 /// request does not write its client's address out again.
@@ -70,19 +71,19 @@ pub(super) fn outgoing(
     }
     parts.uri = s
         .upstream
-        .uri(parts.uri.path_and_query())
+        .target(parts.uri.path_and_query())
         .map_err(ProxyError::BadTarget)?;
     Ok(Request::from_parts(parts, body))
 }
 
 pub(super) async fn send(
     s: &Sidecar,
-    client: &UpstreamClient,
+    pool: &Pool,
     request: Request<UpstreamBody>,
 ) -> Result<Response<Incoming>, ProxyError> {
     let started = Instant::now();
     let timeout = s.settings.proxy.request_timeout;
-    let sent = tokio::time::timeout(timeout, client.request(request)).await;
+    let sent = tokio::time::timeout(timeout, pool.request(request)).await;
     s.metrics.upstream_seconds(started.elapsed().as_secs_f64());
     let authority = || s.upstream.authority.to_string();
     match sent {

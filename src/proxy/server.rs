@@ -22,7 +22,8 @@ use super::error::StartError;
 use super::forward::handle;
 use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
-use super::upstream::{UpstreamClient, read_certs, read_key};
+use super::pool::Pool;
+use super::upstream::{read_certs, read_key};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
 /// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
@@ -42,6 +43,7 @@ pub async fn run(
     // SIGHUP's handler first: once anything answers, a SIGHUP must reload, not end the process.
     let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
     let watch_task = tokio::spawn(super::reload::watch(s.clone()));
+    let pool = Arc::new(Pool::new(&s.settings, &s.upstream)?);
     let mut lanes = Lanes::start(&s, &accepting)?;
     let graceful = GracefulShutdown::new();
     let places = Arc::new(Semaphore::new(s.settings.proxy.max_connections));
@@ -63,7 +65,7 @@ pub async fn run(
                     let Some(here) = lanes.hand(Handed { stream, peer, place }) else {
                         continue; // another serving thread has it
                     };
-                    spawn_connection(&s, &s.client, here, &accepting, &graceful);
+                    spawn_connection(&s, &pool, here, &accepting, &graceful);
                 }
                 Err(e) => {
                     if let Some(pause) = accept_failed(&s, &e, &mut exhausted) {
@@ -90,11 +92,11 @@ pub(super) struct Accepting {
     builder: auto::Builder<TokioExecutor>,
 }
 
-/// Serve one accepted connection on this thread's runtime, sending upstream on `client` (this
-/// thread's pool); its place is given back when it ends.
+/// Serve one accepted connection on this thread's runtime, sending upstream on `pool` (this
+/// thread's connections); its place is given back when it ends.
 pub(super) fn spawn_connection(
     s: &Arc<Sidecar>,
-    client: &Arc<UpstreamClient>,
+    pool: &Arc<Pool>,
     handed: Handed<TcpStream>,
     accepting: &Accepting,
     graceful: &GracefulShutdown,
@@ -106,7 +108,7 @@ pub(super) fn spawn_connection(
     } = handed;
     let conn = connection(
         s.clone(),
-        client.clone(),
+        pool.clone(),
         stream,
         peer,
         accepting.clone(),
@@ -215,7 +217,7 @@ fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
 /// time bounds (`conn_bounds`).
 async fn connection(
     s: Arc<Sidecar>,
-    client: Arc<UpstreamClient>,
+    pool: Arc<Pool>,
     stream: TcpStream,
     peer: SocketAddr,
     accepting: Accepting,
@@ -227,7 +229,7 @@ async fn connection(
     let lapsed = activity.clone();
     let bounds = lapsed.lapsed(proxy.header_read_timeout, proxy.idle_timeout);
     tokio::select! {
-        () = serve(s.clone(), client, Counted::new(stream, activity), peer, accepting, watcher) => {}
+        () = serve(s.clone(), pool, Counted::new(stream, activity), peer, accepting, watcher) => {}
         limit = bounds => {
             tracing::debug!(%peer, "connection closed: {limit} timeout");
             s.metrics.limit_hit(limit);
@@ -237,7 +239,7 @@ async fn connection(
 
 async fn serve(
     s: Arc<Sidecar>,
-    client: Arc<UpstreamClient>,
+    pool: Arc<Pool>,
     stream: Counted<TcpStream>,
     peer: SocketAddr,
     accepting: Accepting,
@@ -249,7 +251,7 @@ async fn serve(
     let metrics = s.clone();
     let service = service_fn(move |req| {
         let in_flight = activity.begin();
-        let handled = handle(s.clone(), client.clone(), req, from.clone());
+        let handled = handle(s.clone(), pool.clone(), req, from.clone());
         async move {
             let response = handled.await;
             drop(in_flight);

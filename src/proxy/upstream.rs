@@ -16,26 +16,33 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::body::UpstreamBody;
 use super::error::{ProxyError, StartError};
+use super::pool::PoolError;
 use super::stall::BodyError;
 use crate::settings::Settings;
 
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
 
+/// The client that fetches the spec from `spec.url` (any host); requests go upstream through
+/// each serving thread's `Pool`.
 pub fn client(settings: &Settings) -> Result<UpstreamClient, StartError> {
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .http1_preserve_header_case(settings.proxy.preserve_header_case)
+        .build(connector(settings)?))
+}
+
+/// Plain TCP or rustls, within `proxy.connect_timeout_ms`, without Nagle's delay.
+pub fn connector(settings: &Settings) -> Result<HttpsConnector<HttpConnector>, StartError> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(settings.proxy.connect_timeout));
     let tls = client_tls(settings)?;
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(60))
-        .http1_preserve_header_case(settings.proxy.preserve_header_case)
-        .build(https))
+        .wrap_connector(http))
 }
 
 fn client_tls(settings: &Settings) -> Result<rustls::ClientConfig, StartError> {
@@ -87,7 +94,7 @@ pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, StartError> {
 }
 
 /// The client's part in a failed upstream request: its body, streamed on, failed or stalled.
-pub fn client_body_failed(error: &hyper_util::client::legacy::Error) -> Option<ProxyError> {
+pub fn client_body_failed(error: &PoolError) -> Option<ProxyError> {
     chain(error).into_iter().find_map(|e| {
         Some(match e.downcast_ref::<BodyError>()? {
             BodyError::Stalled(after) => ProxyError::BodyStalled(*after),
@@ -97,7 +104,7 @@ pub fn client_body_failed(error: &hyper_util::client::legacy::Error) -> Option<P
 }
 
 /// Why an upstream request failed, as the `cause` label: `connect`, `tls`, `timeout`, `other`.
-pub fn cause(error: &hyper_util::client::legacy::Error) -> &'static str {
+pub fn cause(error: &PoolError) -> &'static str {
     let chain = chain(error);
     if chain
         .iter()
@@ -109,7 +116,7 @@ pub fn cause(error: &hyper_util::client::legacy::Error) -> &'static str {
             .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
     }) {
         "timeout"
-    } else if error.is_connect() {
+    } else if matches!(error, PoolError::Connect(_)) {
         "connect"
     } else {
         "other"
@@ -118,7 +125,7 @@ pub fn cause(error: &hyper_util::client::legacy::Error) -> &'static str {
 
 /// The innermost error's message (`invalid peer certificate: UnknownIssuer`, `Connection
 /// refused`): the part an operator can act on.
-pub fn root_cause(error: &hyper_util::client::legacy::Error) -> String {
+pub fn root_cause(error: &PoolError) -> String {
     chain(error)
         .last()
         .map(|e| e.to_string())

@@ -397,3 +397,83 @@ async fn out_of_file_descriptors_the_accept_loop_backs_off_and_recovers() {
     assert!(lines <= 4, "{lines} log lines about accept:\n{log}");
     assert!(failures >= 1.0, "the failures are counted: {failures}");
 }
+
+/// A raw upstream that answers each request `200` with a short body and counts the connections
+/// it accepted. With `idle`, it closes a connection that sends nothing for that long after an
+/// answer, without having said so (no `Connection: close`): an API's keep-alive timeout.
+async fn counting_upstream(
+    idle: Option<Duration>,
+) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let read = stream.read(&mut chunk);
+                        let read = match (idle, buf.is_empty()) {
+                            (Some(idle), true) => match tokio::time::timeout(idle, read).await {
+                                Ok(read) => read,
+                                Err(_) => return, // idle too long: closed
+                            },
+                            _ => read.await,
+                        };
+                        match read {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.clear();
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    if stream.write_all(answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request() {
+    use std::sync::atomic::Ordering;
+    const GET: &[u8] = b"GET /api/v1/playouts HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
+
+    // Kept alive: 30 requests, one after another, go up on one connection.
+    let (up, accepted) = counting_upstream(None).await;
+    let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
+    for _ in 0..30 {
+        assert_eq!(raw(dw.addr, GET).await.status, 200);
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
+    dw.stop().await;
+
+    // The API closes a connection idle for 30 ms; each request comes 100 ms after the last,
+    // so the connection kept for it is always closed by then: none is lost, each goes on a
+    // new connection.
+    let (up, accepted) = counting_upstream(Some(Duration::from_millis(30))).await;
+    let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
+    for i in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let status = raw(dw.addr, GET).await.status;
+        assert_eq!(
+            status, 200,
+            "request {i}, after the API closed the last connection"
+        );
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        10,
+        "a new connection for each"
+    );
+    dw.stop().await;
+}
