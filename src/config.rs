@@ -91,8 +91,9 @@ pub struct ProxyConfig {
     /// Add a compact `driftwatch-findings` header to forwarded responses, so an MCP server can
     /// show drift to its agent in observe mode too.
     pub report_header: bool,
+    /// A new upstream connection, TCP and TLS; must be positive.
     pub connect_timeout_ms: u64,
-    /// Until the upstream's response headers arrive.
+    /// Until the upstream's response headers arrive; must be positive.
     pub request_timeout_ms: u64,
     /// How long SIGTERM/SIGINT waits for in-flight requests before exiting.
     pub drain_timeout_ms: u64,

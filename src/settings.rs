@@ -224,6 +224,18 @@ impl Settings {
             &c.upstream_tls.client_key,
             "client_cert and client_key",
         )?;
+        // Zero is not "off" here: every request would time out at once (a 504 each).
+        for (key, ms) in [
+            ("proxy.request_timeout_ms", c.proxy.request_timeout_ms),
+            ("proxy.connect_timeout_ms", c.proxy.connect_timeout_ms),
+        ] {
+            if ms == 0 {
+                return Err(fail(
+                    key,
+                    "must be positive (no request could wait for the API)".into(),
+                ));
+            }
+        }
         if c.proxy.max_connections == 0 {
             return Err(fail("proxy.max_connections", "must be positive".into()));
         }

@@ -127,6 +127,12 @@ fn an_invalid_value_is_refused_naming_its_key_and_source() {
         e.starts_with("proxy.connect_timeout_ms (set by environment variable DRIFTWATCH_PROXY_CONNECT_TIMEOUT_MS): "),
         "{e}"
     );
+    let vars = env(&[("DRIFTWATCH_PROXY_REQUEST_TIMEOUT_MS", "0")]);
+    let e = load(None, vars, Vec::new()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "proxy.request_timeout_ms (set by environment variable DRIFTWATCH_PROXY_REQUEST_TIMEOUT_MS): must be positive (no request could wait for the API)"
+    );
     let e = Settings::default().upstream().unwrap_err().to_string();
     assert!(
         e.starts_with("proxy.upstream (set by the default): not set"),
