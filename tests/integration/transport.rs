@@ -398,21 +398,31 @@ async fn out_of_file_descriptors_the_accept_loop_backs_off_and_recovers() {
     assert!(failures >= 1.0, "the failures are counted: {failures}");
 }
 
-/// A raw upstream that answers each request `200` with a short body and counts the connections
-/// it accepted. With `idle`, it closes a connection that sends nothing for that long after an
-/// answer, without having said so (no `Connection: close`): an API's keep-alive timeout.
+/// What a raw test upstream saw: the connections it accepted, and for each request answered,
+/// the number (in accept order) of the connection it came on.
+#[derive(Default)]
+struct Seen {
+    accepted: std::sync::atomic::AtomicUsize,
+    served: std::sync::Mutex<Vec<usize>>,
+}
+
+/// A raw upstream that answers each request `200` with a short body after `delay`. With
+/// `idle`, it closes a connection that sends nothing for that long after an answer, without
+/// having said so (no `Connection: close`): an API's keep-alive timeout.
 async fn counting_upstream(
     idle: Option<Duration>,
-) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    delay: Duration,
+) -> (std::net::SocketAddr, Arc<Seen>) {
+    use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
+    let seen = Arc::new(Seen::default());
+    let saw = seen.clone();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
+            let number = saw.accepted.fetch_add(1, Ordering::SeqCst);
+            let saw = saw.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -432,6 +442,8 @@ async fn counting_upstream(
                         }
                     }
                     buf.clear();
+                    tokio::time::sleep(delay).await;
+                    saw.served.lock().unwrap().push(number);
                     let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
                     if stream.write_all(answer).await.is_err() {
                         return;
@@ -440,7 +452,7 @@ async fn counting_upstream(
             });
         }
     });
-    (addr, accepted)
+    (addr, seen)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,18 +461,22 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
     const GET: &[u8] = b"GET /api/v1/playouts HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
 
     // Kept alive: 30 requests, one after another, go up on one connection.
-    let (up, accepted) = counting_upstream(None).await;
+    let (up, seen) = counting_upstream(None, Duration::ZERO).await;
     let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
     for _ in 0..30 {
         assert_eq!(raw(dw.addr, GET).await.status, 200);
     }
-    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
+    assert_eq!(
+        seen.accepted.load(Ordering::SeqCst),
+        1,
+        "one connection, reused"
+    );
     dw.stop().await;
 
     // The API closes a connection idle for 30 ms; each request comes 100 ms after the last,
     // so the connection kept for it is always closed by then: none is lost, each goes on a
     // new connection.
-    let (up, accepted) = counting_upstream(Some(Duration::from_millis(30))).await;
+    let (up, seen) = counting_upstream(Some(Duration::from_millis(30)), Duration::ZERO).await;
     let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
     for i in 0..10 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -471,9 +487,35 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
         );
     }
     assert_eq!(
-        accepted.load(Ordering::SeqCst),
+        seen.accepted.load(Ordering::SeqCst),
         10,
         "a new connection for each"
     );
+    dw.stop().await;
+
+    // After a burst of 6 at once (6 connections), 10 requests one at a time all go on one
+    // connection, the most recent: the other five fall idle and can time out, instead of
+    // being kept alive in turn.
+    let (up, seen) = counting_upstream(None, Duration::from_millis(50)).await;
+    let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
+    let addr = dw.addr;
+    let burst: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(async move { raw(addr, GET).await.status }))
+        .collect();
+    for request in burst {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    assert_eq!(
+        seen.accepted.load(Ordering::SeqCst),
+        6,
+        "the burst's connections"
+    );
+    seen.served.lock().unwrap().clear();
+    for _ in 0..10 {
+        assert_eq!(raw(dw.addr, GET).await.status, 200);
+    }
+    let served = seen.served.lock().unwrap().clone();
+    assert!(served.iter().all(|c| *c == served[0]), "{served:?}");
+    assert_eq!(seen.accepted.load(Ordering::SeqCst), 6, "no new connection");
     dw.stop().await;
 }
