@@ -22,8 +22,8 @@ const HOP_BY_HOP: [HeaderName; 5] = [
 
 /// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`
 /// (the request id). A client's `TE: trailers` is passed on. The usual message (a
-/// `Connection: keep-alive`, no `Proxy-*` header) costs lookups only: a list of names to
-/// remove is made only when there is one.
+/// `Connection: keep-alive`, no `Proxy-*` header) costs lookups only: a name is made only for
+/// a header that is there to remove, and an empty list allocates nothing.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
     let named = connection_named(headers, keep);
     for name in named {
@@ -41,20 +41,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
     }
-    if headers.keys().any(is_proxy_header) {
-        let proxy: Vec<HeaderName> = headers
-            .keys()
-            .filter(|k| is_proxy_header(k))
-            .cloned()
-            .collect();
-        for name in proxy {
-            headers.remove(name);
-        }
+    let proxy: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for name in proxy {
+        headers.remove(name);
     }
-}
-
-fn is_proxy_header(name: &HeaderName) -> bool {
-    name.as_str().starts_with("proxy-")
 }
 
 /// The headers `Connection` names that are present, besides the hop-by-hop ones removed
@@ -68,17 +62,11 @@ fn connection_named(headers: &HeaderMap, keep: Option<&HeaderName>) -> Vec<Heade
         let kept = keep.is_some_and(|k| k.as_str().eq_ignore_ascii_case(token));
         !removed_anyway && !kept && headers.contains_key(token)
     };
-    let tokens = || {
-        headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-    };
-    if !tokens().any(present) {
-        return Vec::new();
-    }
-    tokens()
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
         .filter(|t| present(t))
         .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
         .collect()

@@ -1,6 +1,8 @@
-//! The connection to the API: a pooled hyper client over plain TCP or rustls (webpki roots plus
-//! an optional CA file, always verified, optional client certificate), with a connect timeout.
-//! Also where upstream failures are classified, so `/metrics` can say why requests failed.
+//! How driftwatch reaches the API: the connector (plain TCP or rustls with webpki roots plus an
+//! optional CA file, always verified, optional client certificate; a connect timeout) that each
+//! serving thread's `pool` connects with, and hyper-util's pooled client on it for fetching
+//! `spec.url`. Also where upstream failures are classified, so `/metrics` can say why requests
+//! failed.
 
 use std::path::Path;
 use std::sync::Arc;
