@@ -398,76 +398,22 @@ async fn out_of_file_descriptors_the_accept_loop_backs_off_and_recovers() {
     assert!(failures >= 1.0, "the failures are counted: {failures}");
 }
 
-/// What a raw test upstream saw: the connections it accepted, and for each request answered,
-/// the number (in accept order) of the connection it came on.
-#[derive(Default)]
-struct Seen {
-    accepted: std::sync::atomic::AtomicUsize,
-    served: std::sync::Mutex<Vec<usize>>,
-}
-
-/// A raw upstream that answers each request `200` with a short body after `delay`. With
-/// `idle`, it closes a connection that sends nothing for that long after an answer, without
-/// having said so (no `Connection: close`): an API's keep-alive timeout.
-async fn counting_upstream(
-    idle: Option<Duration>,
-    delay: Duration,
-) -> (std::net::SocketAddr, Arc<Seen>) {
-    use std::sync::atomic::Ordering;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Seen::default());
-    let saw = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let number = saw.accepted.fetch_add(1, Ordering::SeqCst);
-            let saw = saw.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        let read = stream.read(&mut chunk);
-                        let read = match (idle, buf.is_empty()) {
-                            (Some(idle), true) => match tokio::time::timeout(idle, read).await {
-                                Ok(read) => read,
-                                Err(_) => return, // idle too long: closed
-                            },
-                            _ => read.await,
-                        };
-                        match read {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    buf.clear();
-                    tokio::time::sleep(delay).await;
-                    saw.served.lock().unwrap().push(number);
-                    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
-                    if stream.write_all(answer).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (addr, seen)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request() {
     use std::sync::atomic::Ordering;
     const GET: &[u8] = b"GET /api/v1/playouts HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
 
     // Kept alive: 30 requests, one after another, go up on one connection.
-    let (up, seen) = counting_upstream(None, Duration::ZERO).await;
-    let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.proxy.workers = 1
+    }))
+    .await;
     for _ in 0..30 {
         assert_eq!(raw(dw.addr, GET).await.status, 200);
     }
     assert_eq!(
-        seen.accepted.load(Ordering::SeqCst),
+        up.accepted.load(Ordering::SeqCst),
         1,
         "one connection, reused"
     );
@@ -476,8 +422,12 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
     // The API closes a connection idle for 30 ms; each request comes 100 ms after the last,
     // so the connection kept for it is always closed by then: none is lost, each goes on a
     // new connection.
-    let (up, seen) = counting_upstream(Some(Duration::from_millis(30)), Duration::ZERO).await;
-    let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
+    let idle = Duration::from_millis(30);
+    let up = upstream::start_closing_idle(ok(), Duration::ZERO, idle).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.proxy.workers = 1
+    }))
+    .await;
     for i in 0..10 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let status = raw(dw.addr, GET).await.status;
@@ -487,7 +437,7 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
         );
     }
     assert_eq!(
-        seen.accepted.load(Ordering::SeqCst),
+        up.accepted.load(Ordering::SeqCst),
         10,
         "a new connection for each"
     );
@@ -496,8 +446,11 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
     // After a burst of 6 at once (6 connections), 10 requests one at a time all go on one
     // connection, the most recent: the other five fall idle and can time out, instead of
     // being kept alive in turn.
-    let (up, seen) = counting_upstream(None, Duration::from_millis(50)).await;
-    let dw = start(config(&format!("http://{up}"), |c| c.proxy.workers = 1)).await;
+    let up = upstream::start(ok(), Duration::from_millis(50), None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.proxy.workers = 1
+    }))
+    .await;
     let addr = dw.addr;
     let burst: Vec<_> = (0..6)
         .map(|_| tokio::spawn(async move { raw(addr, GET).await.status }))
@@ -506,16 +459,20 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
         assert_eq!(request.await.unwrap(), 200);
     }
     assert_eq!(
-        seen.accepted.load(Ordering::SeqCst),
+        up.accepted.load(Ordering::SeqCst),
         6,
         "the burst's connections"
     );
-    seen.served.lock().unwrap().clear();
+    let before = up.recorded().len();
     for _ in 0..10 {
         assert_eq!(raw(dw.addr, GET).await.status, 200);
     }
-    let served = seen.served.lock().unwrap().clone();
+    let served: Vec<usize> = up.recorded()[before..]
+        .iter()
+        .map(|r| r.connection)
+        .collect();
+    assert_eq!(served.len(), 10);
     assert!(served.iter().all(|c| *c == served[0]), "{served:?}");
-    assert_eq!(seen.accepted.load(Ordering::SeqCst), 6, "no new connection");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 6, "no new connection");
     dw.stop().await;
 }

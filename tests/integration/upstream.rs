@@ -1,7 +1,9 @@
 //! A recording upstream on a real loopback socket: it reads each HTTP/1.1 request off the wire
 //! (so tests see exactly the bytes driftwatch forwarded, framing included), records it, and
-//! answers with whatever the test's responder says. Optionally TLS, optionally slow.
+//! answers with whatever the test's responder says. Optionally TLS, optionally slow, optionally
+//! closing a connection left idle (an API's keep-alive timeout).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +27,8 @@ pub struct Recorded {
     pub names_as_sent: Vec<String>,
     /// Trailer fields after a chunked body, names lowercased.
     pub trailers: Vec<(String, String)>,
+    /// The connection it came on, numbered from 0 in the order they were accepted.
+    pub connection: usize,
 }
 
 impl Recorded {
@@ -44,6 +48,8 @@ pub type TypedResponder = Arc<dyn Fn(&Recorded) -> (u16, &'static str, String) +
 pub struct Upstream {
     pub addr: std::net::SocketAddr,
     pub requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Connections accepted so far.
+    pub accepted: Arc<AtomicUsize>,
 }
 
 impl Upstream {
@@ -75,42 +81,91 @@ pub async fn start_typed(
     delay: Duration,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> Upstream {
+    listen(responder, delay, tls, None).await
+}
+
+/// Like `start`, and a connection that brings no new request within `idle` of its last
+/// answer is closed without having said so (no `Connection: close`).
+pub async fn start_closing_idle(responder: Responder, delay: Duration, idle: Duration) -> Upstream {
+    let typed: TypedResponder = Arc::new(move |r| {
+        let (status, body) = responder(r);
+        (status, "application/json", body)
+    });
+    listen(typed, delay, None, Some(idle)).await
+}
+
+async fn listen(
+    responder: TypedResponder,
+    delay: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    idle: Option<Duration>,
+) -> Upstream {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let requests = Arc::new(Mutex::new(Vec::new()));
-    let store = requests.clone();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (store, count) = (requests.clone(), accepted.clone());
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            let connection = count.fetch_add(1, Ordering::SeqCst);
             let (store, responder, tls) = (store.clone(), responder.clone(), tls.clone());
+            let served = Served {
+                store,
+                responder,
+                delay,
+                idle,
+                connection,
+            };
             tokio::spawn(async move {
                 match tls {
                     Some(acceptor) => {
                         if let Ok(stream) = acceptor.accept(stream).await {
-                            serve(stream, store, responder, delay).await;
+                            serve(stream, served).await;
                         }
                     }
-                    None => serve(stream, store, responder, delay).await,
+                    None => serve(stream, served).await,
                 }
             });
         }
     });
-    Upstream { addr, requests }
+    Upstream {
+        addr,
+        requests,
+        accepted,
+    }
 }
 
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
+/// How one connection is answered.
+struct Served {
     store: Arc<Mutex<Vec<Recorded>>>,
     responder: TypedResponder,
     delay: Duration,
-) {
+    idle: Option<Duration>,
+    connection: usize,
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, served: Served) {
+    let Served {
+        store,
+        responder,
+        delay,
+        idle,
+        connection,
+    } = served;
     let mut buf = Vec::new();
     loop {
-        let Some(request) = read_request(&mut stream, &mut buf).await else {
-            return;
+        let next = read_request(&mut stream, &mut buf);
+        let next = match idle {
+            Some(idle) => tokio::time::timeout(idle, next).await.ok().flatten(),
+            None => next.await,
         };
+        let Some(mut request) = next else {
+            return; // closed by the client, or idle too long
+        };
+        request.connection = connection;
         store.lock().unwrap().push(request.clone());
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -166,6 +221,7 @@ pub async fn read_request<S: AsyncRead + Unpin>(
                 version: req.version?,
                 names_as_sent: req.headers.iter().map(|h| h.name.to_string()).collect(),
                 trailers: Vec::new(),
+                connection: 0,
             };
             break (n, rec);
         }
