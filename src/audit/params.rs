@@ -50,6 +50,9 @@ fn check_path(op: &Operation, values: &[&str], out: &mut Findings) {
                 .unwrap_or(&decoded),
             _ => &decoded,
         };
+        if valid_scalar(param, text) {
+            continue;
+        }
         let delimiter = if param.style == Style::Label && param.explode {
             '.'
         } else {
@@ -68,6 +71,9 @@ fn check_query(op: &Operation, query: &str, out: &mut Findings) {
     let mut missing = Vec::new();
     let mut free_form = false;
     for param in op.params_in(Location::Query) {
+        if param.style != Style::DeepObject && takes_valid_scalar(param, &pairs, &mut used) {
+            continue;
+        }
         let sent = match param.style {
             // deepObject is defined for objects; on an array, a primitive or an `anyOf` of an
             // object and a scalar (all seen in real specs) the value may come under its own
@@ -152,6 +158,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Findings) {
 fn check_headers(op: &Operation, request: &RequestView, out: &mut Findings) {
     for param in op.params_in(Location::Header) {
         match request.headers.get(&param.name) {
+            Some(raw) if valid_scalar(param, raw.trim()) => {}
             Some(raw) => validate(
                 param,
                 &sent_from(param, split(param, raw), param.explode),
@@ -192,11 +199,38 @@ fn check_cookies(op: &Operation, request: &RequestView, out: &mut Findings) {
             .filter_map(|c| c.trim().split_once('='))
             .find(|(k, _)| *k == param.name);
         match value {
+            Some((_, raw)) if valid_scalar(param, raw.trim()) => {}
             Some((_, raw)) => validate(param, &sent_from(param, split(param, raw), false), out),
             None if param.required => out.push(missing_param(op, param, None)),
             None => {}
         }
     }
+}
+
+/// Whether `raw` is a scalar parameter's value that validates as its declared type: the
+/// common case, answered without the text reading and the observed type `Sent` holds for a
+/// finding (three allocations on every clean request; this makes none for a number).
+fn valid_scalar(param: &Param, raw: &str) -> bool {
+    let scalar_type = !matches!(param.summary.ty, FieldType::Array(_) | FieldType::Object);
+    scalar_type
+        && !param.json_content
+        && param
+            .validator
+            .as_ref()
+            .is_none_or(|v| v.is_valid(&scalar(raw, &param.summary.ty)))
+}
+
+/// A scalar query parameter sent under its own name, its first value valid: every key of its
+/// name is taken, as `by_name` takes them, and nothing is left to check.
+fn takes_valid_scalar(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool]) -> bool {
+    let first = pairs.iter().position(|(key, _)| *key == param.name);
+    if !first.is_some_and(|i| valid_scalar(param, &pairs[i].1)) {
+        return false;
+    }
+    for ((key, _), used) in pairs.iter().zip(used.iter_mut()) {
+        *used |= *key == param.name;
+    }
+    true
 }
 
 /// Values of a parameter sent under its own name, split by its style's delimiter.
