@@ -17,10 +17,18 @@ use crate::memory::{Key, Memory, Pending, Shown, Snapshot};
 /// credential scope. `None` when the operation has no remembered resource.
 pub fn resource_key(op: &Operation, path_values: &[&str], scope: u64) -> Option<Key> {
     let resource = op.resource.as_ref()?;
-    Some(Key {
-        path: format!("{resource}:{}", path_values.join("/")),
-        scope,
-    })
+    // Written into one string sized up front: a key is made for every remembered request.
+    let values: usize = path_values.iter().map(|v| v.len() + 1).sum();
+    let mut path = String::with_capacity(resource.len() + values.max(1));
+    path.push_str(resource);
+    path.push(':');
+    for (i, value) in path_values.iter().enumerate() {
+        if i > 0 {
+            path.push('/');
+        }
+        path.push_str(value);
+    }
+    Some(Key { path, scope })
 }
 
 pub struct Tracker<'m> {
@@ -314,5 +322,26 @@ mod tests {
         };
         assert_eq!(key("PUT", "/c/7"), key("GET", "/c/7/view"));
         assert_ne!(key("PUT", "/c/7"), key("GET", "/c/8/view"));
+    }
+
+    #[test]
+    fn a_key_is_the_text_earlier_releases_wrote() {
+        // Replicas of two releases share a Redis store during a rollout: the text must not move.
+        let doc = json!({"openapi": "3.1.0", "paths": {
+            "/o/{org}/r/{repo}": {"get": {"operationId": "getR", "responses": {}},
+                                  "put": {"operationId": "putR", "responses": {}}},
+            "/me": {"get": {"operationId": "getMe", "responses": {}},
+                    "put": {"operationId": "putMe", "responses": {}}}}});
+        let spec = Spec::from_document(std::path::Path::new("k.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        let (r, me) = (
+            contract.operation("getR").unwrap(),
+            contract.operation("getMe").unwrap(),
+        );
+        let path = |op, values: &[&str]| resource_key(op, values, 9).unwrap().path;
+        assert_eq!(path(r, &["acme", "tools"]), "getR:acme/tools");
+        assert_eq!(path(r, &["a%2Fb", ""]), "getR:a%2Fb/");
+        assert_eq!(path(me, &[]), "getMe:");
+        assert_eq!(resource_key(me, &[], 9).unwrap().scope, 9);
     }
 }

@@ -21,7 +21,7 @@ use super::body::{Captured, UpstreamBody, capture};
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
 use super::headers::strip_hop_by_hop;
-use super::late::{Copied, Late, LateTasks, Remember};
+use super::late::{Copied, Late, Remember};
 use super::outgoing::{Peer, outgoing, send};
 use super::pool::Pool;
 use super::problem;
@@ -127,7 +127,7 @@ fn decide(s: &Sidecar, ledger: &Ledger<'_>) -> Option<Reply> {
     if blocking.is_empty() {
         return None;
     }
-    let refused = problem::blocked(&blocking, &ledger.request_id);
+    let refused = problem::blocked(&blocking, ledger.request_id.as_str());
     let refused = if blocking.iter().any(|f| f.kind == Kind::SilentClearRisk) {
         problem::silent_clear(refused, &blocking)
     } else {
@@ -172,10 +172,7 @@ fn stream_back(
             late.run(Copied::NotWanted);
             response.map(|b| Either::Left(Tee::pass(b)))
         }
-        Some(late) => {
-            let on_end = Box::new(move |copy| LateTasks::spawn(late, copy));
-            response.map(|b| Either::Left(Tee::copying(b, limit, on_end)))
-        }
+        Some(late) => response.map(|b| Either::Left(Tee::copying(b, limit, late))),
     };
     Reply::Forwarded { response, extra }
 }

@@ -99,14 +99,37 @@ pub fn add_forwarded(
     }
 }
 
-/// A new request id: a random UUID as 32 hex digits.
 /// A header value as text, when it is valid text.
 pub fn value_text(value: Option<&HeaderValue>) -> Option<String> {
     value.and_then(|v| v.to_str().ok()).map(String::from)
 }
 
-pub fn new_request_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+/// A request's id, kept as the header value it travels as: it goes to the upstream, back on the
+/// response and on to the response work as a reference count, and becomes text only for an
+/// event or a problem answer. Always header text (`to_str` holds).
+#[derive(Clone, Debug)]
+pub struct RequestId(HeaderValue);
+
+impl RequestId {
+    /// The client's id when it is text; else `None`, and the request needs a new one.
+    pub fn given(value: &HeaderValue) -> Option<RequestId> {
+        value.to_str().is_ok().then(|| RequestId(value.clone()))
+    }
+
+    /// A new id: a random UUID as 32 hex digits, written straight into the header value.
+    pub fn new() -> RequestId {
+        let mut hex = [0u8; 32];
+        let text = uuid::Uuid::new_v4().simple().encode_lower(&mut hex);
+        RequestId(HeaderValue::from_str(text).expect("hex digits are header text"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.to_str().unwrap_or_default()
+    }
+
+    pub fn value(&self) -> &HeaderValue {
+        &self.0
+    }
 }
 
 #[cfg(test)]
@@ -162,8 +185,13 @@ mod tests {
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "api.test");
-        let (a, b) = (new_request_id(), new_request_id());
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
+        let (a, b) = (RequestId::new(), RequestId::new());
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a.as_str(), b.as_str());
+        let given = HeaderValue::from_static("rid-7");
+        assert_eq!(RequestId::given(&given).unwrap().value(), "rid-7");
+        let not_text = HeaderValue::from_bytes(b"r\xffd").unwrap();
+        assert!(RequestId::given(&not_text).is_none());
     }
 }

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use tokio::sync::Notify;
 
 use super::Sidecar;
-use super::headers::value_text;
+use super::headers::{RequestId, value_text};
 pub(super) use super::tee::Copied;
 use crate::audit::audit_response;
 use crate::encoding::{Undecoded, decode};
@@ -149,7 +149,7 @@ pub(super) struct Late {
     /// The spec revision the request was audited with.
     pub rev: Arc<super::Revision>,
     pub op_id: String,
-    pub request_id: String,
+    pub request_id: RequestId,
     pub meta: LateMeta,
     pub status: u16,
     /// `Content-Type` and `Content-Encoding` of the response.
@@ -202,7 +202,7 @@ impl Late {
                 s,
                 op,
                 revision,
-                self.request_id,
+                self.request_id.as_str().to_owned(),
                 (self.meta, path),
                 self.status,
                 findings,
@@ -228,7 +228,7 @@ impl Late {
         let outcome = tracker.after_response(
             op,
             &remember.key,
-            &self.request_id,
+            self.request_id.as_str(),
             SystemTime::now(),
             self.status,
             json,
@@ -298,7 +298,7 @@ struct Heard {
     s: Arc<Sidecar>,
     rev: Arc<super::Revision>,
     op_id: String,
-    request_id: String,
+    request_id: RequestId,
     meta: LateMeta,
     status: u16,
 }
@@ -319,7 +319,7 @@ impl Heard {
             &self.s,
             op,
             revision,
-            self.request_id,
+            self.request_id.as_str().to_owned(),
             meta,
             self.status,
             findings,

@@ -60,7 +60,7 @@ pub(super) fn outgoing(
     }
     let host = match original_host {
         Some(host) if s.settings.proxy.preserve_host => Some(host),
-        _ => HeaderValue::from_str(s.upstream.authority.as_str()).ok(),
+        _ => s.upstream.host.clone(),
     };
     if let Some(host) = host {
         parts.headers.insert(HOST, host);

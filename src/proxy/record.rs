@@ -14,7 +14,7 @@ use http_body_util::{Either, Full};
 use super::Sidecar;
 use super::error::{Fault, ProxyError};
 use super::forward::ResponseBody;
-use super::headers::{new_request_id, value_text};
+use super::headers::{RequestId, value_text};
 use super::late::LateMeta;
 use super::problem;
 use crate::contract::Operation;
@@ -45,9 +45,8 @@ pub(super) enum Reply {
 /// What is known of a request so far. Header values and the URI share the request's buffers
 /// (a clone is a reference count): a clean request makes no text for an event it never writes.
 pub(super) struct Ledger<'c> {
-    pub request_id: String,
-    /// The same id as a header value, returned on the response.
-    request_id_value: Option<HeaderValue>,
+    /// The client's id, or the one made for it; returned on the response.
+    pub request_id: RequestId,
     method: Method,
     uri: Uri,
     tool: Option<HeaderValue>,
@@ -62,21 +61,16 @@ impl<'c> Ledger<'c> {
     /// Open the ledger; a request without an id gets one, and the upstream sees it.
     pub fn open(s: &Sidecar, parts: &mut Parts) -> Ledger<'c> {
         let name = &s.settings.events.request_id_header;
-        let given = parts.headers.get(name);
-        let (request_id, request_id_value) = match given.and_then(|v| v.to_str().ok()) {
-            Some(id) => (id.to_string(), given.cloned()),
+        let request_id = match parts.headers.get(name).and_then(RequestId::given) {
+            Some(id) => id,
             None => {
-                let id = new_request_id();
-                let value = HeaderValue::from_str(&id).ok();
-                if let Some(v) = &value {
-                    parts.headers.insert(name.clone(), v.clone());
-                }
-                (id, value)
+                let id = RequestId::new();
+                parts.headers.insert(name.clone(), id.value().clone());
+                id
             }
         };
         Ledger {
             request_id,
-            request_id_value,
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             tool: parts.headers.get(&s.settings.events.tool_header).cloned(),
@@ -121,11 +115,10 @@ impl<'c> Ledger<'c> {
                 (response, outcome, BTreeSet::new())
             }
         };
-        if let Some(id) = self.request_id_value.take() {
-            let name = &s.settings.events.request_id_header;
-            if !response.headers().contains_key(name) {
-                response.headers_mut().insert(name.clone(), id);
-            }
+        let name = &s.settings.events.request_id_header;
+        if !response.headers().contains_key(name) {
+            let id = self.request_id.value().clone();
+            response.headers_mut().insert(name.clone(), id);
         }
         s.metrics.request(op_id, outcome, response.status());
         for kind in &kinds {
@@ -155,14 +148,14 @@ impl<'c> Ledger<'c> {
             s.metrics.client_error(reason);
         }
         let path = s.path_text(&rev.contract, self.uri.path());
-        tracing::warn!(request_id = %self.request_id, method = %self.method, path,
+        tracing::warn!(request_id = self.request_id.as_str(), method = %self.method, path,
             fault = error.fault().as_str(), status = error.status().as_u16(), cause = error.cause(),
             "{detail}");
         let response = problem::response(
             error.status(),
             error.title(),
             detail,
-            &self.request_id,
+            self.request_id.as_str(),
             None,
         );
         response.map(|b| Either::Right(Full::new(b)))
@@ -191,7 +184,7 @@ impl<'c> Ledger<'c> {
             .collect();
         let event = Event {
             at: SystemTime::now(),
-            request_id: self.request_id,
+            request_id: self.request_id.as_str().to_owned(),
             traceparent: value_text(self.traceparent.as_ref()),
             tool: value_text(self.tool.as_ref()),
             path_template: self.operation.map(|op| op.template.clone()),

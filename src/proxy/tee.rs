@@ -11,9 +11,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use super::late::{Late, LateTasks};
 use super::stall::{BodyError, Stalling};
-
-type OnEnd = Box<dyn FnOnce(Copied) + Send>;
 
 /// How a response body ended, with the copy when there is one to read.
 #[derive(Debug)]
@@ -39,7 +38,9 @@ struct Copy {
     buf: Vec<u8>,
     limit: usize,
     overflow: bool,
-    on_end: OnEnd,
+    /// The work the copy is for, handed to [`LateTasks::spawn`] with it (held here, not as a
+    /// boxed callback: one allocation less on every audited response).
+    late: Late,
 }
 
 impl Tee {
@@ -47,12 +48,12 @@ impl Tee {
         Tee { inner, copy: None }
     }
 
-    /// Stream `inner`, and call `on_end` with the copy once the last frame has gone to the
-    /// client, or with how the body ended short of it.
-    pub fn copying(inner: Stalling, limit: usize, on_end: OnEnd) -> Tee {
+    /// Stream `inner`, and hand `late` the copy once the last frame has gone to the client,
+    /// or how the body ended short of it.
+    pub fn copying(inner: Stalling, limit: usize, late: Late) -> Tee {
         if inner.is_end_stream() {
             // An empty body (a 204) is never polled: it is complete already.
-            on_end(Copied::Whole(Vec::new()));
+            LateTasks::spawn(late, Copied::Whole(Vec::new()));
             return Tee::pass(inner);
         }
         // One allocation where the length is known (Content-Length), within the bound.
@@ -63,7 +64,7 @@ impl Tee {
                 buf: Vec::with_capacity(expected),
                 limit,
                 overflow: false,
-                on_end,
+                late,
             }),
         }
     }
@@ -78,7 +79,7 @@ impl Tee {
                 None if copy.overflow => Copied::TooLarge,
                 None => Copied::Whole(copy.buf),
             };
-            (copy.on_end)(copied);
+            LateTasks::spawn(copy.late, copied);
         }
     }
 }

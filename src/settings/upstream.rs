@@ -8,6 +8,9 @@ use http::uri::{PathAndQuery, Scheme};
 pub struct Upstream {
     pub scheme: Scheme,
     pub authority: http::uri::Authority,
+    /// The authority as the `Host` header the upstream gets (unless `proxy.preserve_host`),
+    /// made once rather than per request. (An authority is always header text.)
+    pub host: Option<http::HeaderValue>,
     pub prefix: String,
 }
 
@@ -35,9 +38,11 @@ impl Upstream {
             .cloned()
             .ok_or_else(|| UpstreamUrlError::NoHost(url.into()))?;
         let prefix = uri.path().trim_end_matches('/').to_string();
+        let host = http::HeaderValue::from_str(authority.as_str()).ok();
         Ok(Upstream {
             scheme,
             authority,
+            host,
             prefix,
         })
     }
