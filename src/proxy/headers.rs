@@ -12,6 +12,7 @@ use http::header::{
 
 /// Besides these, every `Proxy-*` header (`Proxy-Connection`, `Proxy-Authorization`, ...).
 /// Names, not text: a text name is parsed again on every removal, twice per request.
+/// `Connection` first and `TE` third: `strip_hop_by_hop` reads them by place.
 const HOP_BY_HOP: [HeaderName; 5] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
@@ -21,33 +22,45 @@ const HOP_BY_HOP: [HeaderName; 5] = [
 ];
 
 /// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`
-/// (the request id). A client's `TE: trailers` is passed on. The usual message (a
-/// `Connection: keep-alive`, no `Proxy-*` header) costs lookups only: a name is made only for
-/// a header that is there to remove, and an empty list allocates nothing.
+/// (the request id). A client's `TE: trailers` is passed on. One look over the names comes
+/// first: most requests carry none of these, most responses only `Connection`, and only what
+/// is there is looked up and removed; a name is made only for a header `Connection` names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
-    let named = connection_named(headers, keep);
-    for name in named {
-        headers.remove(name);
+    let mut present = [false; 5];
+    let mut proxy = false;
+    for name in headers.keys() {
+        match HOP_BY_HOP.iter().position(|h| h == name) {
+            Some(i) => present[i] = true,
+            None => proxy |= name.as_str().starts_with("proxy-"),
+        }
     }
-    let trailers = headers
-        .get_all(TE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
-    for name in &HOP_BY_HOP {
+    if present[0] {
+        for name in connection_named(headers, keep) {
+            headers.remove(name);
+        }
+    }
+    let trailers = present[2]
+        && headers
+            .get_all(TE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
+    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, there)| *there) {
         headers.remove(name);
     }
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
     }
-    let proxy: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| k.as_str().starts_with("proxy-"))
-        .cloned()
-        .collect();
-    for name in proxy {
-        headers.remove(name);
+    if proxy {
+        let named: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("proxy-"))
+            .cloned()
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
     }
 }
 
@@ -72,6 +85,10 @@ fn connection_named(headers: &HeaderMap, keep: Option<&HeaderName>) -> Vec<Heade
         .collect()
 }
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
 /// Append the client to `X-Forwarded-For` and set `X-Forwarded-Proto` and `-Host`.
 pub fn add_forwarded(
     headers: &mut HeaderMap,
@@ -79,7 +96,7 @@ pub fn add_forwarded(
     proto: &str,
     host: Option<&HeaderValue>,
 ) {
-    let xff = HeaderName::from_static("x-forwarded-for");
+    let xff = X_FORWARDED_FOR;
     let value = match headers.get(&xff).and_then(|v| v.to_str().ok()) {
         Some(existing) => {
             let ip = client_ip.to_str().unwrap_or_default();
@@ -91,11 +108,11 @@ pub fn add_forwarded(
         headers.insert(xff, v);
     }
     headers.insert(
-        HeaderName::from_static("x-forwarded-proto"),
+        X_FORWARDED_PROTO,
         HeaderValue::from_static(if proto == "https" { "https" } else { "http" }),
     );
     if let Some(host) = host {
-        headers.insert(HeaderName::from_static("x-forwarded-host"), host.clone());
+        headers.insert(X_FORWARDED_HOST, host.clone());
     }
 }
 
@@ -170,6 +187,40 @@ mod tests {
         strip_hop_by_hop(&mut h, Some(&HeaderName::from_static("x-request-id")));
         assert_eq!(h.get("te").unwrap(), "trailers");
         assert_eq!(h.get("x-request-id").unwrap(), "rid-1");
+    }
+
+    #[test]
+    fn a_hop_by_hop_header_alone_is_found_and_removed() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("x-drop"));
+        h.insert("x-drop", HeaderValue::from_static("1"));
+        h.insert("accept", HeaderValue::from_static("*/*"));
+        strip_hop_by_hop(&mut h, None);
+        assert_eq!(h.keys().collect::<Vec<_>>(), ["accept"]);
+        // Each alone, as most messages carry at most one: found by the first look, removed.
+        for (name, value, left) in [
+            ("proxy-authorization", "Basic x", None),
+            ("upgrade", "websocket", None),
+            ("keep-alive", "timeout=5", None),
+            ("transfer-encoding", "chunked", None),
+            ("te", "trailers", Some("trailers")),
+            ("te", "deflate", None),
+            ("connection", "close", None),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("accept", HeaderValue::from_static("*/*"));
+            h.insert(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+            strip_hop_by_hop(&mut h, None);
+            assert_eq!(
+                h.get(name).map(|v| v.to_str().unwrap()),
+                left,
+                "{name}: {value}"
+            );
+            assert_eq!(h.len(), 1 + usize::from(left.is_some()), "{name}: {value}");
+        }
     }
 
     #[test]
