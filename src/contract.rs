@@ -153,6 +153,11 @@ impl Contract {
         op.alternates.iter().filter_map(|i| self.operations.get(*i))
     }
 
+    /// The operation at `index` (its [`Operation::index`]).
+    pub fn operation_at(&self, index: usize) -> Option<&Operation> {
+        self.operations.get(index)
+    }
+
     /// Find an operation by id (`listInvoices` or `"PUT /api/channels/{id}"`).
     pub fn operation(&self, id: &str) -> Option<&Operation> {
         self.by_id.get(id).map(|i| &self.operations[*i])

@@ -106,7 +106,8 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         None => server_base_paths(doc),
     };
     let mut by_id = std::collections::HashMap::new();
-    for (i, op) in operations.iter().enumerate() {
+    for (i, op) in operations.iter_mut().enumerate() {
+        op.index = i;
         by_id.entry(op.id.clone()).or_insert(i);
     }
     let literals = super::literal_segments(
@@ -195,6 +196,7 @@ fn compile_operation(
         .unwrap_or_else(|| WriteSemantics::default_for(&upper));
     let (route, route_keys) = split_route(template);
     Operation {
+        index: 0,
         id,
         method: upper,
         template: template.to_string(),

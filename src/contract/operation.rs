@@ -172,6 +172,9 @@ pub struct RequestBody {
 
 #[derive(Debug)]
 pub struct Operation {
+    /// Its place in [`super::Contract::operations`]: what names it exactly where an
+    /// `operationId` does not (a spec may give two operations one id).
+    pub index: usize,
     /// `operationId`, else `"PUT /api/channels/{id}"`.
     pub id: String,
     /// Uppercase (`PUT`).

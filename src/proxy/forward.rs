@@ -200,7 +200,7 @@ fn late_work(
     Some(Late {
         s: s.clone(),
         rev: rev.clone(),
-        op_id: op.id.clone(),
+        op: op.index,
         request_id: ledger.request_id.clone(),
         meta: ledger.late_meta(),
         status: status.as_u16(),

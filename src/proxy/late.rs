@@ -148,7 +148,8 @@ pub(super) struct Late {
     pub s: Arc<Sidecar>,
     /// The spec revision the request was audited with.
     pub rev: Arc<super::Revision>,
-    pub op_id: String,
+    /// The routed operation's place in `rev`'s contract (its id may not be unique).
+    pub op: usize,
     pub request_id: RequestId,
     pub meta: LateMeta,
     pub status: u16,
@@ -171,7 +172,7 @@ impl Late {
     pub fn run(mut self, copy: Copied) {
         let s = &self.s;
         let rev = self.rev.clone();
-        let Some(op) = rev.contract.operation(&self.op_id) else {
+        let Some(op) = rev.contract.operation_at(self.op) else {
             return;
         };
         let decoded = self.decoded(copy);
@@ -256,7 +257,7 @@ impl Late {
             let heard = Heard {
                 s: self.s.clone(),
                 rev: rev.clone(),
-                op_id: self.op_id.clone(),
+                op: self.op,
                 request_id: self.request_id.clone(),
                 meta: self.meta.clone(),
                 status: self.status,
@@ -297,7 +298,7 @@ impl Late {
 struct Heard {
     s: Arc<Sidecar>,
     rev: Arc<super::Revision>,
-    op_id: String,
+    op: usize,
     request_id: RequestId,
     meta: LateMeta,
     status: u16,
@@ -305,7 +306,7 @@ struct Heard {
 
 impl Heard {
     fn confirm(self, pending: &Pending, snapshot: &Snapshot) {
-        let Some(op) = self.rev.contract.operation(&self.op_id) else {
+        let Some(op) = self.rev.contract.operation_at(self.op) else {
             return;
         };
         let findings = crate::silent::confirm_from(pending, snapshot, op);

@@ -268,3 +268,57 @@ async fn a_response_body_over_the_limit_is_not_read_and_is_counted() {
     );
     dw.stop().await;
 }
+
+/// Two operations that share an `operationId` (invalid, and found in real specs): each answer
+/// is audited against the operation its request was routed to, not the first with that id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_audited_against_its_own_operation_when_two_share_an_id() {
+    let object = |name: &str, ty: &str| {
+        serde_json::json!({"description": "ok", "content": {"application/json": {"schema":
+            {"type": "object", "properties": {name: {"type": ty}}}}}})
+    };
+    let spec = serde_json::json!({"openapi": "3.1.0", "info": {"title": "dup", "version": "1"},
+        "paths": {
+            "/a": {"get": {"operationId": "getThing", "responses": {"200": object("a", "integer")}}},
+            "/b": {"get": {"operationId": "getThing", "responses": {"201": object("b", "string")}}}}});
+    let path = std::env::temp_dir().join(format!("driftwatch-dup-{}.json", std::process::id()));
+    std::fs::write(&path, spec.to_string()).unwrap();
+    // `/b` answers 201 as declared, and 200 (undeclared there) to the request `bad-b`.
+    let responder: TypedResponder = Arc::new(|r| match r.target.as_str() {
+        "/a" => (200, "application/json", r#"{"a":1}"#.into()),
+        _ if r.header("x-request-id") == Some("bad-b") => {
+            (200, "application/json", r#"{"b":"x"}"#.into())
+        }
+        _ => (201, "application/json", r#"{"b":"x"}"#.into()),
+    });
+    let up = upstream::start_typed(responder, Duration::ZERO, None).await;
+    let log = events_file("dup-id");
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(path.clone());
+        c.events.output = log.display().to_string();
+    }))
+    .await;
+    for (target, rid, status) in [
+        ("/b", "good-b", 201),
+        ("/a", "good-a", 200),
+        ("/b", "bad-b", 200),
+    ] {
+        assert_eq!(
+            raw(dw.addr, &request("GET", target, rid)).await.status,
+            status
+        );
+    }
+    dw.stop().await;
+    let found: Vec<(String, String)> = events(&log)
+        .iter()
+        .flat_map(|e| {
+            let rid = e["request_id"].as_str().unwrap().to_string();
+            let kinds = e["findings"].as_array().unwrap().iter();
+            kinds.map(move |f| (rid.clone(), f["kind"].as_str().unwrap().to_string()))
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [("bad-b".to_string(), "undeclared_status".to_string())]
+    );
+}
