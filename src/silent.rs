@@ -344,4 +344,25 @@ mod tests {
         assert_eq!(path(me, &[]), "getMe:");
         assert_eq!(resource_key(me, &[], 9).unwrap().scope, 9);
     }
+
+    #[test]
+    fn two_gets_that_share_an_id_remember_apart() {
+        let pair = |get: &str| json!({"get": {"operationId": get, "responses": {}}, "put": {"responses": {}}});
+        let doc = json!({"openapi": "3.1.0", "paths": {
+            "/a/{id}": pair("getThing"), "/b/{id}": pair("getThing"), "/c/{id}": pair("getC")}});
+        let spec = Spec::from_document(std::path::Path::new("d.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        let headers: Vec<(String, String)> = Vec::new();
+        let key = |method: &str, path: &str| {
+            let request = crate::request::RequestView::new(method, path, &headers, None);
+            let audited = crate::audit::audit(&contract, &request);
+            resource_key(audited.operation.unwrap(), &audited.path_values, 1).unwrap()
+        };
+        assert_ne!(key("GET", "/a/7"), key("GET", "/b/7"));
+        assert_eq!(key("PUT", "/a/7"), key("GET", "/a/7"));
+        assert_eq!(key("PUT", "/b/7"), key("GET", "/b/7"));
+        assert_eq!(key("GET", "/b/7").path, "GET /b/{id}:7");
+        // A unique id names its resource as before (Redis stores of earlier releases).
+        assert_eq!(key("PUT", "/c/7").path, "getC:7");
+    }
 }

@@ -229,6 +229,20 @@ fn compile_operation(
 fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<String, String>) {
     let shape = |t: &str| super::router::normalize_template(t);
     let label = |op: &Operation| format!("{} {}", op.method, op.template);
+    // A resource is named by its GET's id, or by the GET's method and template where another
+    // operation has the same id (invalid, found in real specs): two GETs under one name would
+    // share the memory, and one's fields would judge the other's writes.
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for op in operations.iter() {
+        *seen.entry(op.id.as_str()).or_default() += 1;
+    }
+    let names: Vec<String> = operations
+        .iter()
+        .map(|op| match seen[op.id.as_str()] {
+            1 => op.id.clone(),
+            _ => label(op),
+        })
+        .collect();
     // The first GET of each route shape, computed once (a scan per write was quadratic).
     let mut gets: HashMap<String, usize> = HashMap::new();
     for (i, op) in operations.iter().enumerate() {
@@ -256,11 +270,11 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
                 .response_fields
                 .clone()
                 .or_else(|| Some(Vec::new()));
-            operations[i].resource = Some(operations[read].id.clone());
+            operations[i].resource = Some(names[read].clone());
             operations[read].remembers = true;
             let write_id = operations[i].id.clone();
             operations[read].replaced_by.push(write_id);
-            operations[read].resource = Some(operations[read].id.clone());
+            operations[read].resource = Some(names[read].clone());
         }
     }
 }

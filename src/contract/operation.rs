@@ -200,7 +200,8 @@ pub struct Operation {
     /// A replace write: the response fields of the GET of the same resource.
     pub read_fields: Option<Vec<String>>,
     /// The resource's name for silent-clear memory: the id of the GET that shows it (on the GET
-    /// itself and on its replace write). Memory keys are this name plus path parameter values.
+    /// itself and on its replace write), or its method and template where another operation
+    /// has the same id. Memory keys are this name plus path parameter values.
     pub resource: Option<String>,
     /// `x-driftwatch-read` on a write: the GET that shows its resource.
     pub(crate) read_hint: Option<String>,
