@@ -251,7 +251,7 @@ fn drop_hazards(contract: &Contract, get: &Operation, out: &mut Vec<Finding>) {
     for write in get
         .replaced_by
         .iter()
-        .filter_map(|id| contract.operation(id))
+        .filter_map(|&index| contract.operation_at(index))
     {
         let declared = write.body_properties();
         if write.write != WriteSemantics::Replace || declared.is_empty() {

@@ -272,8 +272,7 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
                 .or_else(|| Some(Vec::new()));
             operations[i].resource = Some(names[read].clone());
             operations[read].remembers = true;
-            let write_id = operations[i].id.clone();
-            operations[read].replaced_by.push(write_id);
+            operations[read].replaced_by.push(i);
             operations[read].resource = Some(names[read].clone());
         }
     }

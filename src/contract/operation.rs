@@ -190,9 +190,10 @@ pub struct Operation {
     pub pointer: String,
     /// Every declared response, compiled, for the response audit.
     pub responses: super::Responses,
-    /// The replace writes whose resource this GET shows (ids): a field its response carries
-    /// that their bodies lack will be dropped by clients built from the spec.
-    pub replaced_by: Vec<String>,
+    /// The replace writes whose resource this GET shows (their places, as ids may repeat): a
+    /// field its response carries that their bodies lack will be dropped by clients built from
+    /// the spec.
+    pub replaced_by: Vec<usize>,
     /// Top-level properties of the 2xx JSON response, where the spec declares an object.
     pub response_fields: Option<Vec<String>>,
     /// A GET whose resource also has a replace write: its responses are remembered.

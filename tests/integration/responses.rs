@@ -472,3 +472,46 @@ fn write_only_fields_are_never_expected_in_a_response_and_never_returned() {
         [(Kind::UndeclaredResponseMediaType, Some("no body"))]
     );
 }
+
+/// Two replace writes that share an `operationId` (invalid, found in real specs): a GET's
+/// hazard is judged against the write of its own resource, not the first with that id.
+#[test]
+fn a_replace_hazard_is_judged_against_its_own_write_when_two_share_an_id() {
+    let object = |names: &[&str]| {
+        let properties: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), json!({"type": "string"})))
+            .collect();
+        json!({"type": "object", "properties": properties})
+    };
+    let resource = |read: Value, write: Value| {
+        json!({
+            "get": {"operationId": "getIt", "responses": {"200": {"description": "ok",
+                "content": {"application/json": {"schema": read}}}}},
+            "put": {"operationId": "putThing", "requestBody": {"content":
+                {"application/json": {"schema": write}}}, "responses": {"200": {"description": "ok"}}}})
+    };
+    let doc = json!({"openapi": "3.1.0", "info": {"title": "dup", "version": "1"}, "paths": {
+        "/a/{id}": resource(object(&["name"]), object(&["name"])),
+        "/b/{id}": resource(object(&["name"]), object(&["name", "extra"]))}});
+    let spec = Spec::from_document(std::path::Path::new("dup.json"), doc).unwrap();
+    let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+    let returns_extra = answer(200, "application/json", &json!({"name": "n", "extra": "x"}));
+    let hazards = |target: &str| {
+        let found = audit_answer(&contract, "GET", target, &returns_extra);
+        let kinds = found.iter().map(|f| (f.kind.as_str(), f.field.clone()));
+        kinds.collect::<Vec<_>>()
+    };
+    // `/b`'s write declares `extra`: only the undeclared field, no hazard.
+    assert_eq!(
+        hazards("/b/7"),
+        [("undeclared_response_field", "/extra".into())]
+    );
+    // `/a`'s write lacks it: the hazard, naming that write.
+    let a = audit_answer(&contract, "GET", "/a/7", &returns_extra);
+    let hazard = a
+        .iter()
+        .find(|f| f.kind == Kind::ReplaceWillDropField)
+        .expect("a hazard");
+    assert!(hazard.message.contains("PUT /a/{id}"), "{}", hazard.message);
+}
