@@ -287,6 +287,14 @@ mod tests {
         assert_eq!(findings[0].evidence.as_ref().unwrap().read_request_id, "g1");
     }
 
+    /// The memory key of a request routed in `contract` (credential scope 1).
+    fn key_of(contract: &Contract, method: &str, path: &str) -> Key {
+        let headers: Vec<(String, String)> = Vec::new();
+        let request = crate::request::RequestView::new(method, path, &headers, None);
+        let audited = crate::audit::audit(contract, &request);
+        resource_key(audited.operation.unwrap(), &audited.path_values, 1).unwrap()
+    }
+
     #[test]
     fn the_config_links_a_write_to_a_get_on_another_template() {
         let doc = json!({"openapi": "3.1.0", "paths": {
@@ -314,12 +322,7 @@ mod tests {
             (put.resource.as_deref(), view.remembers),
             (Some("viewC"), true)
         );
-        let headers: Vec<(String, String)> = Vec::new();
-        let key = |method: &str, path: &str| {
-            let request = crate::request::RequestView::new(method, path, &headers, None);
-            let audited = crate::audit::audit(&linked, &request);
-            resource_key(audited.operation.unwrap(), &audited.path_values, 1).unwrap()
-        };
+        let key = |method, path| key_of(&linked, method, path);
         assert_eq!(key("PUT", "/c/7"), key("GET", "/c/7/view"));
         assert_ne!(key("PUT", "/c/7"), key("GET", "/c/8/view"));
     }
@@ -352,12 +355,7 @@ mod tests {
             "/a/{id}": pair("getThing"), "/b/{id}": pair("getThing"), "/c/{id}": pair("getC")}});
         let spec = Spec::from_document(std::path::Path::new("d.json"), doc).unwrap();
         let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
-        let headers: Vec<(String, String)> = Vec::new();
-        let key = |method: &str, path: &str| {
-            let request = crate::request::RequestView::new(method, path, &headers, None);
-            let audited = crate::audit::audit(&contract, &request);
-            resource_key(audited.operation.unwrap(), &audited.path_values, 1).unwrap()
-        };
+        let key = |method, path| key_of(&contract, method, path);
         assert_ne!(key("GET", "/a/7"), key("GET", "/b/7"));
         assert_eq!(key("PUT", "/a/7"), key("GET", "/a/7"));
         assert_eq!(key("PUT", "/b/7"), key("GET", "/b/7"));
