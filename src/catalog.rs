@@ -23,7 +23,7 @@ pub use generate::{UnknownOperation, generate};
 pub struct Tool {
     pub name: String,
     pub input_schema: Value,
-    /// `_meta.operationId` (or `_meta.operation`): the operation, when the tool says so.
+    /// `_meta.operation` (or `_meta.operationId`): the operation, when the tool says so.
     pub meta_operation: Option<String>,
 }
 
@@ -167,8 +167,9 @@ pub fn read_tools(doc: &Value) -> Result<Vec<Tool>, CatalogError> {
             Ok(Tool {
                 name: name.to_string(),
                 input_schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
+                // `operation` (an id or `METHOD /path`) first: it is exact where ids repeat.
                 meta_operation: meta
-                    .and_then(|m| m.get("operationId").or_else(|| m.get("operation")))
+                    .and_then(|m| m.get("operation").or_else(|| m.get("operationId")))
                     .and_then(Value::as_str)
                     .map(String::from),
             })

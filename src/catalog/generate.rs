@@ -2,7 +2,7 @@
 //! operation with every parameter and body property, its type, description and required flag.
 //! It passes the parity check against the same spec by construction (and by test).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
@@ -30,7 +30,14 @@ pub fn generate(
             .collect::<Result<_, _>>()?,
     };
     let mut taken = HashSet::new();
-    let tools: Vec<Value> = ops.iter().map(|op| tool(op, &mut taken)).collect();
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for op in contract.operations() {
+        *ids.entry(op.id.as_str()).or_default() += 1;
+    }
+    let tools: Vec<Value> = ops
+        .iter()
+        .map(|op| tool(op, ids[op.id.as_str()] > 1, &mut taken))
+        .collect();
     Ok(json!({ "tools": tools }))
 }
 
@@ -70,7 +77,10 @@ fn description(op: &Operation) -> String {
     }
 }
 
-fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
+/// `shared_id`: another operation has the same operationId (invalid, found in real specs), so
+/// the tool also names its operation by method and template (`_meta.operation`), which is what
+/// `driftwatch mcp` and `driftwatch tools` then follow.
+fn tool(op: &Operation, shared_id: bool, taken: &mut HashSet<String>) -> Value {
     let mut props = Map::new();
     let mut required = Vec::new();
     // Cookies are the MCP server's business, not an argument an agent passes.
@@ -137,10 +147,14 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
             }
         }
     }
+    let mut meta = json!({"operationId": op.id});
+    if shared_id {
+        meta["operation"] = json!(format!("{} {}", op.method, op.template));
+    }
     json!({
         "name": tool_name(op, taken),
         "description": description(op),
         "inputSchema": {"type": "object", "properties": props, "required": required},
-        "_meta": {"operationId": op.id},
+        "_meta": meta,
     })
 }

@@ -437,11 +437,12 @@ impl Gateway {
         let tool = tools
             .as_ref()
             .and_then(|tools| tools.iter().find(|t| t.name == name));
+        // `_meta.operation` (method and template) where the spec repeats the operationId.
         let op = tool
             .and_then(|t| t.meta.as_ref())
-            .and_then(|m| m.get("operationId"))
+            .and_then(|m| m.get("operation").or_else(|| m.get("operationId")))
             .and_then(Value::as_str)
-            .and_then(|id| rev.contract.operation(id));
+            .and_then(|reference| crate::catalog::find_operation(&rev.contract, reference));
         let Some(op) = op else {
             return error_text(format!("no tool `{name}` is exposed"));
         };

@@ -243,3 +243,48 @@ fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
     let (code, _, stderr) = run(&["tools", "--generate", "--spec", spec]);
     assert_eq!(code, Some(2), "operations are off until enabled: {stderr}");
 }
+
+/// A spec that gives two operations one operationId (invalid, found in real specs): each
+/// generated tool names its own operation by method and template, so that `driftwatch tools`
+/// checks it against that operation and `driftwatch mcp` calls that one.
+#[test]
+fn tools_of_two_operations_that_share_an_id_name_their_own() {
+    let get = |param: &str, ty: &str| {
+        json!({"get": {"operationId": "getThing", "parameters": [
+            {"name": param, "in": "query", "required": true, "schema": {"type": ty}}],
+            "responses": {"200": {"description": "ok"}}}})
+    };
+    let doc = json!({"openapi": "3.1.0", "info": {"title": "dup", "version": "1"},
+        "paths": {"/a": get("x", "integer"), "/b": get("y", "string"), "/c": {"get":
+            {"operationId": "getC", "responses": {"200": {"description": "ok"}}}}}});
+    let spec =
+        driftwatch::spec::Spec::from_document(std::path::Path::new("dup.json"), doc).unwrap();
+    let c = Contract::compile(&spec, &Default::default()).unwrap();
+    let catalog = generate(&c, None).unwrap();
+    let tools = read_tools(&catalog).unwrap();
+    let named: Vec<(&str, Option<&str>)> = tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.meta_operation.as_deref()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("getThing", Some("GET /a")),
+            ("getThing_2", Some("GET /b")),
+            ("getC", Some("getC"))
+        ]
+    );
+    for tool in &tools {
+        let op = driftwatch::catalog::find_operation(&c, tool.meta_operation.as_deref().unwrap());
+        let params: Vec<&str> = op.unwrap().params.iter().map(|p| p.name.as_str()).collect();
+        let args: Vec<&str> = tool.input_schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(params, args, "{}", tool.name);
+    }
+    let report = check(&c, &tools, &Mapping::default()).unwrap();
+    assert!(report.defects.is_empty(), "{:#?}", report.defects);
+}
