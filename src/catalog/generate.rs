@@ -2,7 +2,7 @@
 //! operation with every parameter and body property, its type, description and required flag.
 //! It passes the parity check against the same spec by construction (and by test).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
@@ -30,14 +30,7 @@ pub fn generate(
             .collect::<Result<_, _>>()?,
     };
     let mut taken = HashSet::new();
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    for op in contract.operations() {
-        *ids.entry(op.id.as_str()).or_default() += 1;
-    }
-    let tools: Vec<Value> = ops
-        .iter()
-        .map(|op| tool(op, ids[op.id.as_str()] > 1, &mut taken))
-        .collect();
+    let tools: Vec<Value> = ops.iter().map(|op| tool(op, &mut taken)).collect();
     Ok(json!({ "tools": tools }))
 }
 
@@ -67,7 +60,7 @@ fn tool_name(op: &Operation, taken: &mut HashSet<String>) -> String {
 /// `METHOD /path`; a full replace also says what it does to a field it is not sent, the
 /// sentence that would have saved the agent whose schema lacked a field.
 fn description(op: &Operation) -> String {
-    let route = format!("{} {}", op.method, op.template);
+    let route = op.label();
     match op.write == WriteSemantics::Replace && op.body.is_some() {
         true => format!(
             "{route}. Replaces the whole resource: send every field, read it first and send back \
@@ -77,10 +70,9 @@ fn description(op: &Operation) -> String {
     }
 }
 
-/// `shared_id`: another operation has the same operationId (invalid, found in real specs), so
-/// the tool also names its operation by method and template (`_meta.operation`), which is what
-/// `driftwatch mcp` and `driftwatch tools` then follow.
-fn tool(op: &Operation, shared_id: bool, taken: &mut HashSet<String>) -> Value {
+/// Where another operation has the same operationId, the tool also names its operation by its
+/// label (`_meta.operation`), which is what `driftwatch mcp` and `driftwatch tools` follow.
+fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
     let mut props = Map::new();
     let mut required = Vec::new();
     // Cookies are the MCP server's business, not an argument an agent passes.
@@ -148,8 +140,8 @@ fn tool(op: &Operation, shared_id: bool, taken: &mut HashSet<String>) -> Value {
         }
     }
     let mut meta = json!({"operationId": op.id});
-    if shared_id {
-        meta["operation"] = json!(format!("{} {}", op.method, op.template));
+    if op.id_shared {
+        meta["operation"] = json!(op.label());
     }
     json!({
         "name": tool_name(op, taken),

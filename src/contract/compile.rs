@@ -100,6 +100,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
             ),
         ));
     }
+    mark_shared_ids(&mut operations);
     link_reads_and_replaces(&mut operations, &options.read_for);
     let base_paths = match &options.base_path {
         Some(base) => vec![trim_trailing_slash(base).to_string()],
@@ -198,6 +199,7 @@ fn compile_operation(
     Operation {
         index: 0,
         id,
+        id_shared: false,
         method: upper,
         template: template.to_string(),
         path_params: template_params(route),
@@ -223,26 +225,29 @@ fn compile_operation(
     }
 }
 
+/// Mark each operation whose id another one has too.
+fn mark_shared_ids(operations: &mut [Operation]) {
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for op in operations.iter() {
+        *count.entry(op.id.clone()).or_default() += 1;
+    }
+    for op in operations.iter_mut() {
+        op.id_shared = count[&op.id] > 1;
+    }
+}
+
 /// A GET and a replace write on the same path template are one resource, or on different
 /// templates where the config (`read_for`) or the write's `x-driftwatch-read` says so: the
 /// GET's responses are remembered, and the write is compared against them.
 fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<String, String>) {
     let shape = |t: &str| super::router::normalize_template(t);
-    let label = |op: &Operation| format!("{} {}", op.method, op.template);
-    // A resource is named by its GET's id, or by the GET's method and template where another
-    // operation has the same id (invalid, found in real specs): two GETs under one name would
-    // share the memory, and one's fields would judge the other's writes.
-    let mut seen: HashMap<&str, usize> = HashMap::new();
-    for op in operations.iter() {
-        *seen.entry(op.id.as_str()).or_default() += 1;
-    }
-    let names: Vec<String> = operations
-        .iter()
-        .map(|op| match seen[op.id.as_str()] {
-            1 => op.id.clone(),
-            _ => label(op),
-        })
-        .collect();
+    // A resource is named by its GET's id, or by the GET's label where another operation has
+    // the same id: two GETs under one name would share the memory, and one's fields would
+    // judge the other's writes.
+    let name = |op: &Operation| match op.id_shared {
+        false => op.id.clone(),
+        true => op.label(),
+    };
     // The first GET of each route shape, computed once (a scan per write was quadratic).
     let mut gets: HashMap<String, usize> = HashMap::new();
     for (i, op) in operations.iter().enumerate() {
@@ -256,13 +261,13 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
         }
         let named = read_for
             .get(&operations[i].id)
-            .or_else(|| read_for.get(&label(&operations[i])))
+            .or_else(|| read_for.get(&operations[i].label()))
             .or(operations[i].read_hint.as_ref())
             .cloned();
         let read = match named {
             Some(name) => operations
                 .iter()
-                .position(|op| op.method == "GET" && (op.id == name || label(op) == name)),
+                .position(|op| op.method == "GET" && (op.id == name || op.label() == name)),
             None => gets.get(&shape(&operations[i].template)).copied(),
         };
         if let Some(read) = read {
@@ -270,10 +275,11 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
                 .response_fields
                 .clone()
                 .or_else(|| Some(Vec::new()));
-            operations[i].resource = Some(names[read].clone());
+            let resource = name(&operations[read]);
+            operations[i].resource = Some(resource.clone());
             operations[read].remembers = true;
             operations[read].replaced_by.push(i);
-            operations[read].resource = Some(names[read].clone());
+            operations[read].resource = Some(resource);
         }
     }
 }

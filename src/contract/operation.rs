@@ -177,6 +177,9 @@ pub struct Operation {
     pub index: usize,
     /// `operationId`, else `"PUT /api/channels/{id}"`.
     pub id: String,
+    /// Another operation of the spec has the same `id` (invalid, found in real specs): what
+    /// must name this one exactly uses [`Operation::label`] or `index` instead.
+    pub id_shared: bool,
     /// Uppercase (`PUT`).
     pub method: String,
     /// The path template as declared (`/api/channels/{id}`), without the servers base path.
@@ -221,6 +224,11 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// `"GET /api/channels/{id}"`: its method and template, one per operation.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.method, self.template)
+    }
+
     pub fn params_in(&self, location: Location) -> impl Iterator<Item = &Param> {
         self.params.iter().filter(move |p| p.location == location)
     }
