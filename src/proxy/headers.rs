@@ -10,10 +10,11 @@ use http::header::{
     CONNECTION, HeaderMap, HeaderName, HeaderValue, TE, TRANSFER_ENCODING, UPGRADE,
 };
 
+const HOPS: usize = 5;
+
 /// Besides these, every `Proxy-*` header (`Proxy-Connection`, `Proxy-Authorization`, ...).
 /// Names, not text: a text name is parsed again on every removal, twice per request.
-/// `Connection` first and `TE` third: `strip_hop_by_hop` reads them by place.
-const HOP_BY_HOP: [HeaderName; 5] = [
+const HOP_BY_HOP: [HeaderName; HOPS] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
     TE,
@@ -21,12 +22,16 @@ const HOP_BY_HOP: [HeaderName; 5] = [
     UPGRADE,
 ];
 
+/// Where `Connection` and `TE` are in [`HOP_BY_HOP`]: `strip_hop_by_hop` reads them by place.
+const AT_CONNECTION: usize = 0;
+const AT_TE: usize = 2;
+
 /// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`
 /// (the request id). A client's `TE: trailers` is passed on. One look over the names comes
 /// first: most requests carry none of these, most responses only `Connection`, and only what
 /// is there is looked up and removed; a name is made only for a header `Connection` names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
-    let mut present = [false; 5];
+    let mut present = [false; HOPS];
     let mut proxy = false;
     for name in headers.keys() {
         match HOP_BY_HOP.iter().position(|h| h == name) {
@@ -34,12 +39,12 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Option<&HeaderName>) {
             None => proxy |= name.as_str().starts_with("proxy-"),
         }
     }
-    if present[0] {
+    if present[AT_CONNECTION] {
         for name in connection_named(headers, keep) {
             headers.remove(name);
         }
     }
-    let trailers = present[2]
+    let trailers = present[AT_TE]
         && headers
             .get_all(TE)
             .iter()
@@ -191,6 +196,10 @@ mod tests {
 
     #[test]
     fn a_hop_by_hop_header_alone_is_found_and_removed() {
+        assert_eq!(
+            (&HOP_BY_HOP[AT_CONNECTION], &HOP_BY_HOP[AT_TE]),
+            (&CONNECTION, &TE)
+        );
         let mut h = HeaderMap::new();
         h.insert("connection", HeaderValue::from_static("x-drop"));
         h.insert("x-drop", HeaderValue::from_static("1"));
