@@ -29,12 +29,20 @@ pub(super) fn check(
     check_cookies(op, request, out);
 }
 
-/// A parameter value as sent: coerced to the declared types, and as plain text. Either may
-/// validate (a string-typed enum of digits is text; `?limit=30` is an integer).
-struct Sent {
+/// A parameter value as sent: coerced to the declared types, and what its plain-text reading
+/// is made from. Either reading may validate (a string-typed enum of digits is text;
+/// `?limit=30` is an integer).
+struct Sent<'r> {
     typed: Value,
-    text: Value,
-    observed: String,
+    read: Read<'r>,
+}
+
+/// What a value's text reading and observed type come from.
+enum Read<'r> {
+    /// The items as sent, and whether object items are `k=v` pairs.
+    Items(Vec<Cow<'r, str>>, bool),
+    /// An object read from keys of its own (deepObject, exploded form): its text reading.
+    Object(Value),
 }
 
 fn check_path(op: &Operation, values: &[&str], out: &mut Findings) {
@@ -238,7 +246,7 @@ fn by_name<'q>(
     param: &Param,
     pairs: &'q [(Cow<'q, str>, Cow<'q, str>)],
     used: &mut [bool],
-) -> Option<Sent> {
+) -> Option<Sent<'q>> {
     let mut items: Vec<Cow<str>> = Vec::new();
     let delimiter = match param.style {
         Style::SpaceDelimited => ' ',
@@ -267,7 +275,11 @@ fn by_name<'q>(
 }
 
 /// `filter[name]=x&filter[size]=2` for a deepObject parameter `filter`.
-fn deep_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool]) -> Option<Sent> {
+fn deep_object(
+    param: &Param,
+    pairs: &[(Cow<str>, Cow<str>)],
+    used: &mut [bool],
+) -> Option<Sent<'static>> {
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
@@ -286,8 +298,7 @@ fn deep_object(param: &Param, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool])
     }
     (!typed.is_empty()).then(|| Sent {
         typed: Value::Object(typed),
-        text: Value::Object(text),
-        observed: "object".into(),
+        read: Read::Object(Value::Object(text)),
     })
 }
 
@@ -297,7 +308,7 @@ fn exploded_object(
     param: &Param,
     pairs: &[(Cow<str>, Cow<str>)],
     used: &mut [bool],
-) -> Option<Sent> {
+) -> Option<Sent<'static>> {
     let mut typed = Map::new();
     let mut text = Map::new();
     for (i, (key, value)) in pairs.iter().enumerate() {
@@ -326,8 +337,7 @@ fn exploded_object(
     }
     (!typed.is_empty()).then(|| Sent {
         typed: Value::Object(typed),
-        text: Value::Object(text),
-        observed: "object".into(),
+        read: Read::Object(Value::Object(text)),
     })
 }
 
@@ -353,79 +363,110 @@ fn property_value(param: &Param, prop: &str, raw: &str) -> Value {
     }
 }
 
-/// Build the typed and text forms of `items` for `param`'s declared type. `pairs_with_eq`:
-/// object items are `k=v` (exploded simple style) rather than alternating `k,v`.
-fn sent_from(param: &Param, items: Vec<Cow<str>>, pairs_with_eq: bool) -> Sent {
+/// Read `items` as `param`'s declared type. Only the typed reading is made here: the text
+/// reading and the observed type are made by [`Sent::text`] and [`Sent::observed`] when the
+/// typed one does not validate, so a valid array costs no copy of its items as text.
+/// `pairs_with_eq`: object items are `k=v` (exploded simple style) rather than alternating `k,v`.
+fn sent_from<'r>(param: &Param, items: Vec<Cow<'r, str>>, pairs_with_eq: bool) -> Sent<'r> {
     let first = items.first().map(|s| s.as_ref()).unwrap_or("");
-    if param.json_content {
-        let typed =
-            serde_json::from_str(first).unwrap_or_else(|_| Value::String(first.to_string()));
-        let observed = FieldType::of_value(&typed).to_string();
-        return Sent {
-            typed,
-            text: Value::String(first.to_string()),
-            observed,
-        };
+    let typed = if param.json_content {
+        serde_json::from_str(first).unwrap_or_else(|_| Value::String(first.to_string()))
+    } else {
+        match &param.summary.ty {
+            // `name=` is the empty array in the delimited styles (`explode: false`); read as
+            // `[]`, while the text form keeps the other reading (one empty item).
+            FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => {
+                Value::Array(Vec::new())
+            }
+            FieldType::Array(item) => {
+                // Items that are arrays or objects, as JSON text: the commas inside them are
+                // not delimiters (`[1,2]` is one item, `["a"],["b"]` two).
+                let nested = matches!(**item, FieldType::Array(_) | FieldType::Object);
+                let sequence = nested
+                    .then(|| {
+                        serde_json::from_str::<Vec<Value>>(&format!("[{}]", items.join(","))).ok()
+                    })
+                    .flatten();
+                Value::Array(
+                    sequence.unwrap_or_else(|| items.iter().map(|s| scalar(s, item)).collect()),
+                )
+            }
+            FieldType::Object => Value::Object(
+                entries(&items, pairs_with_eq)
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), guess(v)))
+                    .collect(),
+            ),
+            ty => scalar(first, ty),
+        }
+    };
+    Sent {
+        typed,
+        read: Read::Items(items, pairs_with_eq),
     }
-    match &param.summary.ty {
-        // `name=` is the empty array in the delimited styles (`explode: false`); read as `[]`,
-        // while the text form keeps the other reading (one empty item).
-        FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => Sent {
-            typed: Value::Array(Vec::new()),
-            text: Value::Array(vec![Value::String(String::new())]),
-            observed: "array<string>".into(),
-        },
-        FieldType::Array(item) => {
-            // Items that are arrays or objects, as JSON text: the commas inside them are not
-            // delimiters (`[1,2]` is one item, `["a"],["b"]` two).
-            let nested = matches!(**item, FieldType::Array(_) | FieldType::Object);
-            let sequence = nested
-                .then(|| serde_json::from_str::<Vec<Value>>(&format!("[{}]", items.join(","))).ok())
-                .flatten();
-            let typed = match sequence {
-                Some(values) => values,
-                None => items.iter().map(|s| scalar(s, item)).collect(),
-            };
-            let text = items.iter().map(|s| Value::String(s.to_string())).collect();
-            let observed = items
-                .iter()
-                .map(|s| observed_type(s))
-                .find(|t| *t != item.to_string())
-                .unwrap_or("string");
-            Sent {
-                typed: Value::Array(typed),
-                text: Value::Array(text),
-                observed: format!("array<{observed}>"),
-            }
+}
+
+/// An object's entries from its items: `k=v` each, or `k,v` alternating.
+fn entries<'a>(items: &'a [Cow<str>], pairs_with_eq: bool) -> Vec<(&'a str, &'a str)> {
+    if pairs_with_eq {
+        items.iter().filter_map(|s| s.split_once('=')).collect()
+    } else {
+        items
+            .chunks(2)
+            .filter_map(|c| Some((c.first()?.as_ref(), c.get(1)?.as_ref())))
+            .collect()
+    }
+}
+
+impl Sent<'_> {
+    /// The value as plain text: a string, or the items (an object's values) as strings.
+    fn text(&self, param: &Param) -> Value {
+        let (items, pairs_with_eq) = match &self.read {
+            Read::Object(text) => return text.clone(),
+            Read::Items(items, pairs_with_eq) => (items, *pairs_with_eq),
+        };
+        let first = items.first().map(|s| s.as_ref()).unwrap_or("");
+        if param.json_content {
+            return Value::String(first.to_string());
         }
-        FieldType::Object => {
-            let entries: Vec<(&str, &str)> = if pairs_with_eq {
-                items.iter().filter_map(|s| s.split_once('=')).collect()
-            } else {
-                items
-                    .chunks(2)
-                    .filter_map(|c| Some((c.first()?.as_ref(), c.get(1)?.as_ref())))
-                    .collect()
-            };
-            let typed = entries
-                .iter()
-                .map(|(k, v)| (k.to_string(), guess(v)))
-                .collect();
-            let text = entries
-                .iter()
-                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-                .collect();
-            Sent {
-                typed: Value::Object(typed),
-                text: Value::Object(text),
-                observed: "object".into(),
-            }
+        match &param.summary.ty {
+            FieldType::Array(_) => items.iter().map(|s| Value::String(s.to_string())).collect(),
+            FieldType::Object => Value::Object(
+                entries(items, pairs_with_eq)
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                    .collect(),
+            ),
+            _ => Value::String(first.to_string()),
         }
-        ty => Sent {
-            typed: scalar(first, ty),
-            text: Value::String(first.to_string()),
-            observed: observed_type(first).into(),
-        },
+    }
+
+    /// The type the value was sent as, for a finding's `observed`.
+    fn observed(&self, param: &Param) -> String {
+        let items = match &self.read {
+            Read::Object(_) => return "object".into(),
+            Read::Items(items, _) => items,
+        };
+        let first = items.first().map(|s| s.as_ref()).unwrap_or("");
+        if param.json_content {
+            return FieldType::of_value(&self.typed).to_string();
+        }
+        match &param.summary.ty {
+            FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => {
+                "array<string>".into()
+            }
+            FieldType::Array(item) => {
+                let declared = item.to_string();
+                let observed = items
+                    .iter()
+                    .map(|s| observed_type(s))
+                    .find(|t| *t != declared)
+                    .unwrap_or("string");
+                format!("array<{observed}>")
+            }
+            FieldType::Object => "object".into(),
+            _ => observed_type(first).into(),
+        }
     }
 }
 
@@ -433,18 +474,23 @@ fn validate(param: &Param, sent: &Sent, out: &mut Findings) {
     let Some(validator) = &param.validator else {
         return;
     };
-    if param.allow_empty && sent.text.as_str() == Some("") {
-        return; // `allowEmptyValue: true`: `?pretty=` is the parameter sent without a value.
-    }
-    if validator.is_valid(&sent.typed) || validator.is_valid(&sent.text) {
+    if validator.is_valid(&sent.typed) {
         return;
     }
+    let text = sent.text(param);
+    if param.allow_empty && text.as_str() == Some("") {
+        return; // `allowEmptyValue: true`: `?pretty=` is the parameter sent without a value.
+    }
+    if validator.is_valid(&text) {
+        return;
+    }
+    let observed = sent.observed(param);
     let reason = validator
         .iter_errors(&sent.typed)
         .next()
         .map(|e| match (e.kind(), e.instance_path().as_str()) {
             (jsonschema::error::ValidationErrorKind::Type { .. }, "") => {
-                format!("expected {}, got {}", param.summary, sent.observed)
+                format!("expected {}, got {observed}", param.summary)
             }
             (_, "") => e.masked().to_string(),
             // Inside an object or array value: where, so that "expected object, got object"
@@ -455,7 +501,7 @@ fn validate(param: &Param, sent: &Sent, out: &mut Findings) {
     out.push(
         Finding::new(Kind::ParamTypeMismatch, param.location, &param.name)
             .expected(param.summary.to_compact_string())
-            .observed(sent.observed.clone())
+            .observed(observed)
             .message(format!(
                 "{} parameter `{}`: {reason}",
                 param.location, param.name

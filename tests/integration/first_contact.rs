@@ -84,6 +84,40 @@ fn an_api_key_is_a_declared_input_where_security_allows_it() {
 }
 
 #[test]
+fn an_array_parameter_is_read_as_its_items_type_then_as_text_and_a_finding_names_what_was_sent() {
+    let c = compile(
+        spec(json!({"/a": get(json!([
+            {"name": "ids", "in": "query", "explode": false,
+             "schema": {"type": "array", "items": {"type": "integer"}}},
+            // Items of no declared type that must not be numbers: `5` read as a number fails,
+            // and only the text reading (the string "5") validates.
+            {"name": "codes", "in": "query", "explode": false,
+             "schema": {"type": "array", "items": {"not": {"type": "integer"}, "maxLength": 2}}}
+        ]))})),
+        false,
+    )
+    .unwrap();
+    let audit_of = |target: &str| {
+        let headers: Vec<(String, String)> = Vec::new();
+        audit(&c, &RequestView::new("GET", target, &headers, None)).findings
+    };
+    assert!(audit_of("/a?ids=1,2&codes=5,ab").is_empty());
+    let wrong_item = audit_of("/a?ids=1,x");
+    assert_eq!(wrong_item.len(), 1, "{wrong_item:?}");
+    assert_eq!(wrong_item[0].kind.as_str(), "param_type_mismatch");
+    assert_eq!(wrong_item[0].expected.as_deref(), Some("array<integer>"));
+    assert_eq!(wrong_item[0].observed.as_deref(), Some("array<string>"));
+    assert!(
+        wrong_item[0].message.contains("at `/1`"),
+        "{}",
+        wrong_item[0].message
+    );
+    let wrong_code = audit_of("/a?codes=5,12345");
+    assert_eq!(wrong_code.len(), 1, "{wrong_code:?}");
+    assert_eq!(wrong_code[0].field, "codes");
+}
+
+#[test]
 fn parameter_shapes_real_specs_use_audit_clean_and_their_twins_do_not() {
     let c = compile(
         spec(json!({
