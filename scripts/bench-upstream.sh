@@ -14,11 +14,10 @@ BENCH_GET1='/api/v1/playouts?query=news&pageNum=2&pageSize=25&sort=name&channelI
 BENCH_GET2='/api/v1/channels/7'
 BENCH_GET3='/api/v1/playouts/3/items?showFiller=true&start=2026-12-01T00%3A00%3A00Z'
 
-# static_api DIR PORT: write DIR/nginx.conf, nginx (one worker) answering the mix's requests on
-# 127.0.0.1:PORT as the Channels spec declares.
-static_api() {
-  mkdir -p "$1"
-  cat > "$1/nginx.conf" <<NGINX
+# nginx_head DIR: the start of an nginx config for one worker in the foreground, its files in
+# DIR, up to the opening of its http block.
+nginx_head() {
+  cat <<NGINX
 worker_processes 1;
 daemon off;
 pid $1/nginx.pid;
@@ -26,6 +25,14 @@ error_log $1/nginx-error.log;
 events { worker_connections 4096; }
 http {
   access_log off;
+NGINX
+}
+
+# static_api DIR PORT: write DIR/nginx.conf, nginx (one worker) answering the mix's requests on
+# 127.0.0.1:PORT as the Channels spec declares.
+static_api() {
+  mkdir -p "$1"
+  { nginx_head "$1"; cat; } > "$1/nginx.conf" <<NGINX
   server {
     listen 127.0.0.1:$2 reuseport backlog=4096;
     keepalive_requests 1000000;
@@ -46,14 +53,7 @@ NGINX
 # to compare with. /readyz answers from the proxy itself.
 nginx_proxy() {
   mkdir -p "$1"
-  cat > "$1/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-pid $1/nginx.pid;
-error_log $1/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
+  { nginx_head "$1"; cat; } > "$1/nginx.conf" <<NGINX
   upstream static { server 127.0.0.1:$3; keepalive 64; }
   server {
     listen 127.0.0.1:$2 backlog=4096;
