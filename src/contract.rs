@@ -153,6 +153,20 @@ impl Contract {
         op.alternates.iter().filter_map(|i| self.operations.get(*i))
     }
 
+    /// Each `operationId` the spec gives to more than one operation, with those operations'
+    /// labels (`GET /a`), in the spec's order: what names an operation by id names all of them,
+    /// which the operator is told at load.
+    pub fn shared_ids(&self) -> Vec<(&str, Vec<String>)> {
+        let mut shared: Vec<(&str, Vec<String>)> = Vec::new();
+        for op in self.operations.iter().filter(|op| op.id_shared) {
+            match shared.iter_mut().find(|(id, _)| *id == op.id) {
+                Some((_, labels)) => labels.push(op.label()),
+                None => shared.push((&op.id, vec![op.label()])),
+            }
+        }
+        shared
+    }
+
     /// The operation at `index` (its [`Operation::index`]).
     pub fn operation_at(&self, index: usize) -> Option<&Operation> {
         self.operations.get(index)

@@ -42,6 +42,10 @@ impl Revision {
             tracing::warn!(spec = %self.spec.source, more = warnings.len() - SHOWN,
                 "more parts of the spec skipped at load (see /spec)");
         }
+        for (id, labels) in self.contract.shared_ids().iter().take(SHOWN) {
+            tracing::warn!(spec = %self.spec.source, operation_id = id, operations = %labels.join(", "),
+                "one operationId on several operations: findings, metrics labels, [policy] and memory.field_map name them together");
+        }
     }
 
     /// Compile `spec` with the settings' contract options.

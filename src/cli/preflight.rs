@@ -77,6 +77,13 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
     for warning in warnings {
         writeln!(out, "    {warning}")?;
     }
+    for (id, labels) in revision.contract.shared_ids() {
+        writeln!(
+            out,
+            "  shared id {id}: {} (findings, metrics labels, [policy] and memory.field_map name them together)",
+            labels.join(", ")
+        )?;
+    }
     for name in &settings.service_links {
         writeln!(
             out,

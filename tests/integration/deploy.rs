@@ -118,6 +118,23 @@ fn serve_check_prints_what_would_run_and_binds_nothing() {
     ] {
         assert!(text.contains(&line), "{line:?} in:\n{text}");
     }
+    assert!(!text.contains("shared id"), "{text}");
+    // A spec that gives two operations one operationId (invalid, found in real specs) is named,
+    // with both operations: their findings and metrics share the id.
+    let twins = std::env::temp_dir().join(format!("driftwatch-twins-{}.json", std::process::id()));
+    let get = |id: &str| serde_json::json!({"get": {"operationId": id, "responses": {"200": {"description": "ok"}}}});
+    let doc = serde_json::json!({"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+        "paths": {"/a": get("getThing"), "/b": get("getThing"), "/c": get("other")}});
+    std::fs::write(&twins, doc.to_string()).unwrap();
+    let shared = check(&twins);
+    let text = String::from_utf8_lossy(&shared.stdout);
+    assert_eq!(shared.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("shared id getThing: GET /a, GET /b (findings, metrics labels"),
+        "{text}"
+    );
+    assert_eq!(text.matches("shared id").count(), 1, "{text}");
+    let _ = std::fs::remove_file(&twins);
     let broken = std::env::temp_dir().join(format!("driftwatch-check-{}.yaml", std::process::id()));
     std::fs::write(&broken, "openapi: 3.1.0\npaths: [broken\n").unwrap();
     let failed = check(&broken);
