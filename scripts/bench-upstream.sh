@@ -1,5 +1,6 @@
 # Sourced by the bench scripts (bench-proxy, bench-cpu, bench-parts, count-allocs): one copy of
-# the static API they run against, of nginx as a plain reverse proxy, and of the request mix.
+# the static API they run against, of nginx as a plain reverse proxy, of the request mix, and
+# of the two measures they share.
 # Run from the project root (they cd there first).
 
 # The 30-property full-replace PUT body, on one line, as the benches send it.
@@ -85,3 +86,8 @@ local i = 0
 request = function() i = i % #requests + 1; return requests[i] end
 LUA
 }
+
+# median N...: the median of numbers.
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# ticks PID: the CPU time (user + system, in clock ticks) process PID has spent so far.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
