@@ -153,6 +153,11 @@ impl Contract {
         op.alternates.iter().filter_map(|i| self.operations.get(*i))
     }
 
+    /// What a shared `operationId` means for the operator, as `serve --check` and the log at
+    /// load say it beside [`Contract::shared_ids`].
+    pub const SHARED_ID_MEANS: &str =
+        "findings, metrics labels, [policy] and memory.field_map name them together";
+
     /// Each `operationId` the spec gives to more than one operation, with those operations'
     /// labels (`GET /a`), in the spec's order: what names an operation by id names all of them,
     /// which the operator is told at load.

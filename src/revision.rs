@@ -44,7 +44,7 @@ impl Revision {
         }
         for (id, labels) in self.contract.shared_ids().iter().take(SHOWN) {
             tracing::warn!(spec = %self.spec.source, operation_id = id, operations = %labels.join(", "),
-                "one operationId on several operations: findings, metrics labels, [policy] and memory.field_map name them together");
+                "one operationId on several operations: {}", Contract::SHARED_ID_MEANS);
         }
     }
 

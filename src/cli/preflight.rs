@@ -80,8 +80,9 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
     for (id, labels) in revision.contract.shared_ids() {
         writeln!(
             out,
-            "  shared id {id}: {} (findings, metrics labels, [policy] and memory.field_map name them together)",
-            labels.join(", ")
+            "  shared id {id}: {} ({})",
+            labels.join(", "),
+            crate::contract::Contract::SHARED_ID_MEANS
         )?;
     }
     for name in &settings.service_links {
