@@ -373,11 +373,7 @@ fn sent_from<'r>(param: &Param, items: Vec<Cow<'r, str>>, pairs_with_eq: bool) -
         serde_json::from_str(first).unwrap_or_else(|_| Value::String(first.to_string()))
     } else {
         match &param.summary.ty {
-            // `name=` is the empty array in the delimited styles (`explode: false`); read as
-            // `[]`, while the text form keeps the other reading (one empty item).
-            FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => {
-                Value::Array(Vec::new())
-            }
+            FieldType::Array(_) if empty_list(&items) => Value::Array(Vec::new()),
             FieldType::Array(item) => {
                 // Items that are arrays or objects, as JSON text: the commas inside them are
                 // not delimiters (`[1,2]` is one item, `["a"],["b"]` two).
@@ -404,6 +400,12 @@ fn sent_from<'r>(param: &Param, items: Vec<Cow<'r, str>>, pairs_with_eq: bool) -
         typed,
         read: Read::Items(items, pairs_with_eq),
     }
+}
+
+/// `name=`: the empty array in the delimited styles (`explode: false`), read as `[]`, while
+/// the text form keeps the other reading (one empty item).
+fn empty_list(items: &[Cow<str>]) -> bool {
+    items.len() == 1 && items[0].is_empty()
 }
 
 /// An object's entries from its items: `k=v` each, or `k,v` alternating.
@@ -452,9 +454,7 @@ impl Sent<'_> {
             return FieldType::of_value(&self.typed).to_string();
         }
         match &param.summary.ty {
-            FieldType::Array(_) if items.len() == 1 && items[0].is_empty() => {
-                "array<string>".into()
-            }
+            FieldType::Array(_) if empty_list(items) => "array<string>".into(),
             FieldType::Array(item) => {
                 let declared = item.to_string();
                 let observed = items
