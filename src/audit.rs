@@ -3,7 +3,7 @@
 
 mod body;
 mod bounded;
-mod coerce;
+pub(crate) mod coerce;
 mod members;
 mod params;
 mod response;

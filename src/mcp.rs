@@ -8,7 +8,8 @@
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 
-use crate::contract::{Operation, Param, Style};
+use crate::audit::coerce;
+use crate::contract::{FieldType, Operation, Param, Style};
 use crate::finding::Location;
 
 /// The request a tool call makes.
@@ -31,6 +32,60 @@ pub enum ArgumentError {
     Shape(String, &'static str),
     #[error("unknown argument `{0}`: the operation takes no body")]
     Unknown(String),
+    #[error("argument `{0}`: `{1}` is not of its type, {2}")]
+    Type(String, String, String),
+    #[error("argument `{0}`: {1}; driftwatch sets it, never a tool call")]
+    Reserved(String, &'static str),
+}
+
+/// Header parameters that are not the model's to set: a spec may declare them (AWS declares
+/// `Content-Length`), but sent from a tool call they would cut or stall the body, strip the
+/// operator's credentials (`Connection: x-api-key`) or go out before them.
+#[derive(Clone, Debug, Default)]
+pub struct Reserved {
+    /// The operator's credential headers (`--header`) and the spec's apiKey header names,
+    /// lowercase.
+    credentials: Vec<String>,
+}
+
+impl Reserved {
+    pub fn new<'a>(credentials: impl IntoIterator<Item = &'a str>) -> Reserved {
+        let credentials = credentials
+            .into_iter()
+            .map(str::to_ascii_lowercase)
+            .collect();
+        Reserved { credentials }
+    }
+
+    /// Why the header `name` is not an argument, or `None` when it may be one.
+    pub fn why(&self, name: &str) -> Option<&'static str> {
+        const HOP_BY_HOP: [&str; 6] = [
+            "connection",
+            "keep-alive",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "upgrade",
+        ];
+        const FRAMING: [&str; 5] = [
+            "content-length",
+            "content-type",
+            "content-encoding",
+            "host",
+            "expect",
+        ];
+        const CREDENTIALS: [&str; 2] = ["authorization", "cookie"];
+        let name = name.to_ascii_lowercase();
+        if HOP_BY_HOP.contains(&name.as_str()) || name.starts_with("proxy-") {
+            Some("a hop-by-hop header")
+        } else if FRAMING.contains(&name.as_str()) {
+            Some("it frames the request")
+        } else if CREDENTIALS.contains(&name.as_str()) || self.credentials.contains(&name) {
+            Some("it carries the operator's credentials")
+        } else {
+            None
+        }
+    }
 }
 
 /// What a path or query value may hold unencoded (RFC 3986 unreserved).
@@ -40,11 +95,15 @@ const VALUE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// The request for `op` from a tool call's `args`, under `base` (the spec's base path).
+/// The request for `op` from a tool call's `args`, under `base` (the spec's base path): never
+/// more than the spec describes. A path value is one segment that validates as its type (not
+/// `.`, `..` or empty, which a server would read as a move up the path); a header that is
+/// `reserved` is refused.
 pub fn request(
     op: &Operation,
     base: &str,
     args: &Map<String, Value>,
+    reserved: &Reserved,
 ) -> Result<Call, ArgumentError> {
     let mut path = format!("{}{}", base.trim_end_matches('/'), op.template);
     let mut query = Vec::new();
@@ -59,11 +118,15 @@ pub fn request(
         match p.location {
             Location::Path => {
                 let text = joined(p, value, ",")?;
+                path_segment(p, &text)?;
                 let encoded = utf8_percent_encode(&text, VALUE).to_string();
                 path = path.replace(&format!("{{{}}}", p.name), &encoded);
             }
             Location::Query => query_pairs(p, value, &mut query)?,
             Location::Header => {
+                if let Some(why) = reserved.why(&p.name) {
+                    return Err(ArgumentError::Reserved(p.name.clone(), why));
+                }
                 let text = joined(p, value, ",")?;
                 if http::HeaderValue::from_str(&text).is_err() {
                     let why = "a header value cannot hold line breaks or control characters";
@@ -85,6 +148,22 @@ pub fn request(
         headers,
         body,
     })
+}
+
+/// A path value as the API will read it: one segment, of its declared type (read as the audit
+/// reads a path value, so `"30"` is an integer and `".."` is not).
+fn path_segment(p: &Param, text: &str) -> Result<(), ArgumentError> {
+    if matches!(text, "" | "." | "..") {
+        let why = "a path value cannot be empty, `.` or `..`: the API would read another path";
+        return Err(ArgumentError::Shape(p.name.clone(), why));
+    }
+    let scalar = !matches!(p.summary.ty, FieldType::Array(_) | FieldType::Object);
+    let valid = |v: &jsonschema::Validator| v.is_valid(&coerce::scalar(text, &p.summary.ty));
+    if scalar && !p.validator.as_deref().is_none_or(valid) {
+        let ty = p.summary.to_string();
+        return Err(ArgumentError::Type(p.name.clone(), text.to_string(), ty));
+    }
+    Ok(())
 }
 
 /// The JSON body: the `requestBody` argument when the tool nests it, else every argument that
@@ -222,6 +301,7 @@ mod tests {
             put,
             "",
             &args(json!({"id": 7, "name": "Retro TV", "graphicsElementIds": [3, 7]})),
+            &Reserved::default(),
         )
         .unwrap();
         assert_eq!(
@@ -239,6 +319,7 @@ mod tests {
             list,
             "/base/",
             &args(json!({"pageSize": 5, "query": "a b&c"})),
+            &Reserved::default(),
         )
         .unwrap();
         assert_eq!(
@@ -253,22 +334,30 @@ mod tests {
         let c = contract();
         let get = c.operation("getChannel").unwrap();
         assert_eq!(
-            request(get, "", &args(json!({}))),
+            request(get, "", &args(json!({})), &Reserved::default()),
             Err(ArgumentError::MissingPath("id".into()))
         );
         assert_eq!(
-            request(get, "", &args(json!({"id": 1, "extra": true}))),
+            request(
+                get,
+                "",
+                &args(json!({"id": 1, "extra": true})),
+                &Reserved::default()
+            ),
             Err(ArgumentError::Unknown("extra".into()))
         );
         assert_eq!(
-            request(get, "", &args(json!({"id": {"a": 1}}))),
+            request(
+                get,
+                "",
+                &args(json!({"id": {"a": 1}})),
+                &Reserved::default()
+            ),
             Err(ArgumentError::Shape(
                 "id".into(),
                 "expected a string, number or boolean"
             ))
         );
-        let path = request(get, "", &args(json!({"id": "a/b?"}))).unwrap();
-        assert_eq!(path.target, "/api/v1/channels/a%2Fb%3F");
         // A header argument cannot smuggle a header of its own.
         let put = c.operation("updateChannel").unwrap();
         let header = &put
@@ -280,10 +369,107 @@ mod tests {
         let mut sent = args(json!({"id": 7, "name": "x"}));
         sent.insert(header.clone(), json!("\"v1\"\r\nx-admin: yes"));
         assert!(
-            matches!(request(put, "", &sent), Err(ArgumentError::Shape(name, _)) if name == *header)
+            matches!(request(put, "", &sent, &Reserved::default()), Err(ArgumentError::Shape(name, _)) if name == *header)
         );
         sent.insert(header.clone(), json!("\"v1\""));
-        let call = request(put, "", &sent).unwrap();
+        let call = request(put, "", &sent, &Reserved::default()).unwrap();
         assert_eq!(call.headers, [(header.clone(), "\"v1\"".to_string())]);
+    }
+
+    /// A spec with string and integer path parameters, and header parameters a real spec may
+    /// declare (AWS declares `Content-Length`), one of them also an apiKey scheme.
+    fn repos() -> Contract {
+        let doc = json!({
+            "openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+            "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Api-Key"}}},
+            "security": [{"key": []}],
+            "paths": {
+                "/repos/{owner}/{repo}/issues": {"get": {"operationId": "listIssues",
+                    "parameters": [
+                        {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "Content-Length", "in": "header", "schema": {"type": "integer"}},
+                        {"name": "Connection", "in": "header", "schema": {"type": "string"}},
+                        {"name": "X-Api-Key", "in": "header", "schema": {"type": "string"}},
+                        {"name": "X-Trace", "in": "header", "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "ok"}}}},
+                "/items/{n}": {"get": {"operationId": "getItem",
+                    "parameters": [{"name": "n", "in": "path", "required": true, "schema": {"type": "integer"}}],
+                    "responses": {"200": {"description": "ok"}}}}
+            }
+        });
+        let spec =
+            crate::spec::Spec::from_document(std::path::Path::new("repos.json"), doc).unwrap();
+        Contract::compile(&spec, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn a_path_value_is_one_segment_of_its_type() {
+        let c = repos();
+        let list = c.operation("listIssues").unwrap();
+        let none = Reserved::default();
+        for dots in ["..", ".", ""] {
+            let sent = args(json!({"owner": dots, "repo": "r"}));
+            assert!(
+                matches!(request(list, "", &sent, &none), Err(ArgumentError::Shape(name, _)) if name == "owner"),
+                "{dots:?} was sent"
+            );
+        }
+        // Dots inside a segment, and a slash, stay in the one segment.
+        let call = request(
+            list,
+            "",
+            &args(json!({"owner": "a/b?", "repo": "..."})),
+            &none,
+        )
+        .unwrap();
+        assert_eq!(call.target, "/repos/a%2Fb%3F/.../issues");
+        let item = c.operation("getItem").unwrap();
+        assert_eq!(
+            request(item, "", &args(json!({"n": "abc"})), &none),
+            Err(ArgumentError::Type(
+                "n".into(),
+                "abc".into(),
+                "integer".into()
+            ))
+        );
+        // The text an integer is sent as is the integer.
+        for n in [json!(30), json!("30")] {
+            assert_eq!(
+                request(item, "", &args(json!({"n": n})), &none)
+                    .unwrap()
+                    .target,
+                "/items/30"
+            );
+        }
+    }
+
+    #[test]
+    fn headers_that_frame_the_request_or_carry_credentials_are_not_arguments() {
+        let c = repos();
+        let list = c.operation("listIssues").unwrap();
+        let reserved = Reserved::new(c.secrets.headers.iter().map(String::as_str));
+        for (header, value) in [
+            ("content-length", json!(3)),
+            ("connection", json!("x-api-key")),
+            ("x-api-key", json!("the model's")),
+        ] {
+            let mut sent = args(json!({"owner": "o", "repo": "r"}));
+            sent.insert(header.into(), value);
+            assert!(
+                matches!(request(list, "", &sent, &reserved), Err(ArgumentError::Reserved(name, _)) if name == header),
+                "{header} was sent"
+            );
+        }
+        let mut sent = args(json!({"owner": "o", "repo": "r", "x-trace": "t1"}));
+        let call = request(list, "", &sent, &reserved).unwrap();
+        assert_eq!(call.headers, [("x-trace".to_string(), "t1".to_string())]);
+        // The operator's own `--header` names are theirs too.
+        sent.insert("x-trace".into(), json!("t2"));
+        let operator = Reserved::new(["X-Trace"]);
+        assert!(matches!(
+            request(list, "", &sent, &operator),
+            Err(ArgumentError::Reserved(..))
+        ));
     }
 }

@@ -365,7 +365,11 @@ impl Gateway {
                 .collect::<Vec<_>>()
         });
         let catalog = crate::catalog::generate(contract, enabled.as_deref())?;
-        let tools = catalog["tools"].as_array().cloned().unwrap_or_default();
+        let mut tools = catalog["tools"].as_array().cloned().unwrap_or_default();
+        let reserved = self.reserved(contract);
+        for tool in &mut tools {
+            drop_reserved_headers(contract, tool, &reserved);
+        }
         let tools: Arc<Vec<Tool>> = Arc::new(
             tools
                 .into_iter()
@@ -375,6 +379,15 @@ impl Gateway {
         *self.shared.tools.lock().expect("tools") =
             Some((rev.spec.revision.clone(), tools.clone()));
         Ok(tools)
+    }
+
+    /// The header names no tool call may set, for `contract`: the operator's `--header`s and
+    /// the spec's apiKey headers besides the names every request reserves.
+    fn reserved(&self, contract: &crate::contract::Contract) -> crate::mcp::Reserved {
+        let operator = self.shared.credentials.iter().map(|(n, _)| n.as_str());
+        crate::mcp::Reserved::new(
+            operator.chain(contract.secrets.headers.iter().map(String::as_str)),
+        )
     }
 
     /// Every half second, compare the spec in force with the last one seen; on a change, tell
@@ -447,7 +460,8 @@ impl Gateway {
             return error_text(format!("no tool `{name}` is exposed"));
         };
         let base = rev.contract.base_paths().first().map_or("", String::as_str);
-        let call = match crate::mcp::request(op, base, args) {
+        let reserved = self.reserved(&rev.contract);
+        let call = match crate::mcp::request(op, base, args, &reserved) {
             Ok(call) => call,
             Err(e) => return error_text(e.to_string()),
         };
@@ -496,6 +510,39 @@ impl Gateway {
             .map_err(|e| anyhow::anyhow!("the API's answer: {e}"))?
             .to_bytes();
         Ok((status, content_type, body))
+    }
+}
+
+/// A header parameter that is `reserved` leaves the tool's arguments, with a warning naming
+/// its operation (once per revision: the tools are made once per revision).
+fn drop_reserved_headers(
+    contract: &crate::contract::Contract,
+    tool: &mut Value,
+    reserved: &crate::mcp::Reserved,
+) {
+    let reference = tool
+        .pointer("/_meta/operation")
+        .or_else(|| tool.pointer("/_meta/operationId"))
+        .and_then(Value::as_str);
+    let Some(op) = reference.and_then(|r| crate::catalog::find_operation(contract, r)) else {
+        return;
+    };
+    let headers = op
+        .params
+        .iter()
+        .filter(|p| p.location == crate::finding::Location::Header);
+    for p in headers {
+        let Some(why) = reserved.why(&p.name) else {
+            continue;
+        };
+        tracing::warn!(operation = %op.label(), header = %p.name, "header parameter not offered to tool calls: {why}");
+        let schema = &mut tool["inputSchema"];
+        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            props.remove(&p.name);
+        }
+        if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
+            required.retain(|r| r.as_str() != Some(p.name.as_str()));
+        }
     }
 }
 
