@@ -41,8 +41,13 @@ fn millis(at: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn time(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+/// The last millisecond of year 9999: RFC 3339, which findings and events write times in,
+/// has no later one (humantime panics past it).
+const LAST_MS: u64 = 253_402_300_799_999;
+
+/// A time read back from the store, or `None` past what a finding can say.
+fn time(ms: u64) -> Option<SystemTime> {
+    (ms <= LAST_MS).then(|| SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 impl Snapshot {
@@ -80,7 +85,7 @@ impl Snapshot {
         }
         Some(Snapshot {
             request_id: wire.r.into_owned(),
-            at: time(wire.t),
+            at: time(wire.t)?,
             names,
             fields,
         })
@@ -116,13 +121,13 @@ impl Pending {
             .map(|(read, write, read_request_id, at, value_hash)| {
                 let evidence = Evidence {
                     read_request_id,
-                    read_at: time(at),
+                    read_at: time(at)?,
                     value_hash,
                     write_request_id: None,
                 };
-                (read, write, evidence)
+                Some((read, write, evidence))
             })
-            .collect();
+            .collect::<Option<_>>()?;
         Some(Pending {
             operation: wire.o.into_owned(),
             write_request_id: wire.w.into_owned(),
@@ -136,6 +141,26 @@ mod tests {
     use super::super::{HashKey, Key, Memory};
     use super::*;
     use serde_json::json;
+
+    /// A store is another process: a time past year 9999 (which RFC 3339 cannot write, and
+    /// which made every PUT to the resource panic) is refused like any entry that does not
+    /// hold together.
+    #[test]
+    fn a_time_past_what_a_finding_can_say_is_refused() {
+        let snapshot =
+            |t: u64| format!(r#"{{"r":"g1","t":{t},"n":"ab","f":[[1,false,7],[2,true,0]]}}"#);
+        let pending = |t: u64| format!(r#"{{"o":"op","w":"w1","f":[["a","a","g1",{t},"00ff"]]}}"#);
+        for t in [LAST_MS + 1, u64::MAX] {
+            assert!(Snapshot::decode(snapshot(t).as_bytes()).is_none(), "{t}");
+            assert!(Pending::decode(pending(t).as_bytes()).is_none(), "{t}");
+        }
+        let last = Snapshot::decode(snapshot(LAST_MS).as_bytes()).unwrap();
+        assert_eq!(
+            humantime::format_rfc3339_millis(last.at).to_string(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert!(Pending::decode(pending(LAST_MS).as_bytes()).is_some());
+    }
 
     #[test]
     fn a_snapshot_and_a_pending_clear_come_back_as_they_went_and_never_carry_a_value() {

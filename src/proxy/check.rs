@@ -109,7 +109,16 @@ pub(super) async fn compare_with_last_get(
         memory: &s.memory,
         field_maps: &s.settings.memory.field_map,
     };
-    pending.at_risk = tracker.before_write(op, key, SystemTime::now(), &mut ledger.findings);
+    // The memory's entries may come from another process: a panic here is a counted audit
+    // error, and the write is still forwarded (observe) or decided on what is known.
+    let findings = &mut ledger.findings;
+    let compared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tracker.before_write(op, key, SystemTime::now(), findings)
+    }));
+    match compared {
+        Ok(at_risk) => pending.at_risk = at_risk,
+        Err(_) => s.metrics.audit_error(),
+    }
 }
 
 /// The operation, findings, memory key, and whether findings were left out.

@@ -93,6 +93,10 @@ struct Op {
     op: &'static str,
 }
 
+/// Why an entry read back was not used.
+const REFUSED: &str =
+    "an entry read back did not hold together (or held a time past year 9999) and was refused";
+
 /// `driftwatch_memory_store_fallbacks_total{op}`, shared by the request path and the writer.
 #[derive(Clone, Default)]
 struct Fallbacks(Family<Op, Counter>);
@@ -108,20 +112,63 @@ pub struct Health {
     up: AtomicBool,
     /// Where the store is, and why it was last found down.
     detail: Mutex<String>,
+    /// The last operation that fell back while the store answered (a wrong key type, out of
+    /// memory under `noeviction`, an entry refused), and when.
+    degraded: Mutex<Option<(Instant, String)>>,
     shown: String,
     up_gauge: Gauge,
 }
+
+/// How long after its last fallback a store that answers is said to be degraded.
+const DEGRADED_FOR: Duration = Duration::from_secs(60);
 
 impl Health {
     /// One line for `/readyz`: still ready either way, observe mode never stops traffic.
     pub fn line(&self) -> String {
         let detail = self.detail.lock().unwrap_or_else(|e| e.into_inner());
-        match self.up.load(Ordering::Relaxed) {
-            true => format!("memory store: up ({})", self.shown),
-            false => format!(
+        let degraded = self.degraded.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = degraded
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < DEGRADED_FOR);
+        match (self.up.load(Ordering::Relaxed), recent) {
+            (true, None) => format!("memory store: up ({})", self.shown),
+            (true, Some((_, why))) => format!(
+                "memory store: degraded ({}), it answers but operations fell back in the last minute: {why}",
+                self.shown
+            ),
+            (false, _) => format!(
                 "memory store: down ({}), using this replica's memory: {detail}",
                 self.shown
             ),
+        }
+    }
+
+    /// An operation failed on a store that answered: the store stays up (a PING would find
+    /// it so at once), and `/readyz` says degraded for a minute.
+    fn degrade(&self, why: &str) {
+        let mut degraded = self.degraded.lock().unwrap_or_else(|e| e.into_inner());
+        let first = degraded
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= DEGRADED_FOR);
+        if first {
+            tracing::warn!(
+                store = self.shown,
+                error = why,
+                "memory store answers, but an operation fell back"
+            );
+        }
+        *degraded = Some((Instant::now(), why.to_string()));
+    }
+
+    /// Down when the store cannot be reached; degraded when it answers with an error.
+    fn failed(&self, error: &redis::RedisError) {
+        let unreachable = error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+            || error.is_timeout();
+        match unreachable {
+            true => self.set(false, &error.to_string()),
+            false => self.degrade(&error.to_string()),
         }
     }
 
@@ -198,10 +245,12 @@ impl Store {
             fallbacks,
             entries,
             recall_seconds,
+            restarts,
         } = Metrics::register(registry);
         let health = Arc::new(Health {
             up: AtomicBool::new(true),
             detail: Mutex::default(),
+            degraded: Mutex::default(),
             shown: shared.shown.clone(),
             up_gauge,
         });
@@ -224,10 +273,11 @@ impl Store {
                 .max(1),
             capacity: memory.max_entries.max(1),
             trim: redis::Script::new(TRIM),
+            restarts,
         };
         std::thread::Builder::new()
             .name("driftwatch-store".into())
-            .spawn(move || runtime.block_on(writer.run(queue)))?;
+            .spawn(move || writer.run_restarting(&runtime, queue))?;
         Ok(Store {
             conn,
             jobs,
@@ -266,9 +316,17 @@ impl Store {
         let answer = tokio::time::timeout(self.deadline, read).await;
         self.recall_seconds.observe(started.elapsed().as_secs_f64());
         match answer {
-            Ok(Ok(bytes)) => bytes.and_then(|b| Snapshot::decode(&b)),
+            Ok(Ok(None)) => None,
+            Ok(Ok(Some(bytes))) => {
+                let snapshot = Snapshot::decode(&bytes);
+                if snapshot.is_none() {
+                    self.health.degrade(REFUSED);
+                    self.fallbacks.count("recall");
+                }
+                snapshot
+            }
             Ok(Err(e)) => {
-                self.health.set(false, &e.to_string());
+                self.health.failed(&e);
                 self.fallbacks.count("recall");
                 None
             }
@@ -405,6 +463,7 @@ struct Metrics {
     fallbacks: Fallbacks,
     entries: Gauge,
     recall_seconds: Histogram,
+    restarts: Counter,
 }
 
 impl Metrics {
@@ -414,6 +473,7 @@ impl Metrics {
             fallbacks: Fallbacks::default(),
             entries: Gauge::default(),
             recall_seconds: Histogram::new(exponential_buckets(5e-5, 2.0, 10)),
+            restarts: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("driftwatch");
         r.register(
@@ -430,6 +490,11 @@ impl Metrics {
             let _ = m.fallbacks.0.get_or_create(&Op { op });
         }
         r.register(
+            "memory_store_writer_restarts",
+            "Times the store's writer panicked and was started again (a bug; the batch it held fell back)",
+            m.restarts.clone(),
+        );
+        r.register(
             "memory_store_entries",
             "Entries in the shared store's index (resources and pending clears), as of the last write",
             m.entries.clone(),
@@ -443,7 +508,17 @@ impl Metrics {
     }
 }
 
+/// Jobs taken off the queue, counted out of `queued` when dropped.
+struct Written(Arc<AtomicUsize>, usize);
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        self.0.fetch_sub(self.1, Ordering::SeqCst);
+    }
+}
+
 /// The one task that writes to the store, in the order jobs were queued.
+#[derive(Clone)]
 struct Writer {
     conn: ConnectionManager,
     queued: Arc<AtomicUsize>,
@@ -454,10 +529,29 @@ struct Writer {
     ttl_ms: u64,
     capacity: usize,
     trim: redis::Script,
+    restarts: Counter,
 }
 
 impl Writer {
-    async fn run(mut self, mut queue: mpsc::Receiver<Job>) {
+    /// Run until the queue closes. A panic (a bug: what the store sends is checked, never
+    /// trusted) ends only the batch it was in: the writer starts again, counted in
+    /// `driftwatch_memory_store_writer_restarts_total`, instead of leaving every later GET
+    /// unremembered for the life of the process.
+    fn run_restarting(self, runtime: &tokio::runtime::Runtime, mut queue: mpsc::Receiver<Job>) {
+        loop {
+            let writer = self.clone();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                runtime.block_on(writer.run(&mut queue));
+            }));
+            if ran.is_ok() {
+                return;
+            }
+            self.restarts.inc();
+            tracing::error!("the memory store's writer panicked; started again");
+        }
+    }
+
+    async fn run(mut self, queue: &mut mpsc::Receiver<Job>) {
         let mut batch = Vec::with_capacity(BATCH);
         let mut last_probe = Instant::now();
         loop {
@@ -483,8 +577,9 @@ impl Writer {
             }
             let jobs = std::mem::take(&mut batch);
             let written = jobs.len();
+            // Given back however the write ends, a panic included: the drain waits on it.
+            let _done = Written(self.queued.clone(), written);
             self.write(jobs).await;
-            self.queued.fetch_sub(written, Ordering::SeqCst);
             // Let the next batch gather: a wake-up per GET cost more than the write itself.
             if written < BATCH {
                 tokio::time::sleep(GATHER).await;
@@ -518,7 +613,7 @@ impl Writer {
         let taken = match answer {
             Ok(answers) => self.hand_out(jobs, answers),
             Err(e) => {
-                self.health.set(false, &e.to_string());
+                self.health.failed(&e);
                 for job in &jobs {
                     self.fallbacks.count(job.op());
                 }
@@ -533,7 +628,7 @@ impl Writer {
                 .arg(&taken)
                 .ignore();
             if let Err(e) = self.send_ignored(&pipe).await {
-                self.health.set(false, &e.to_string());
+                self.health.failed(&e);
             }
         }
     }
@@ -590,6 +685,10 @@ impl Writer {
                     };
                     taken.push(self.names.pending(id));
                     let pending = Pending::decode(&bytes);
+                    if pending.is_none() {
+                        self.health.degrade(REFUSED);
+                        self.fallbacks.count("remember");
+                    }
                     if let Some(pending) = pending
                         && !took.contains(&pending.write_request_id)
                     {

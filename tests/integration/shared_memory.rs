@@ -518,3 +518,94 @@ async fn a_tls_store_is_reached_through_rediss_with_its_ca_file_and_refused_with
     .await;
     store_up(&unknown_ca, 0.0).await;
 }
+
+/// Every key of the store named like `pattern`, with its value.
+async fn entries(conn: &redis::aio::MultiplexedConnection, pattern: &str) -> Vec<(String, String)> {
+    let mut conn = conn.clone();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for key in keys {
+        let value: String = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        out.push((key, value));
+    }
+    out
+}
+
+/// Issue 34, defect 5: what a store sends back is data, not trust. A snapshot whose time is
+/// past year 9999 made every PUT to its resource an empty reply (a panic writing the finding's
+/// time), and a pending clear with one killed the writer for the life of the process. Both are
+/// now refused and counted as fallbacks, the PUT is forwarded, the writer goes on, and
+/// `/readyz` says the store is degraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_read_back_with_a_time_past_year_9999_is_refused_and_counted() {
+    let (redis, a, b) = two_replicas(demo_api().await, "far-future", Mode::Enforce).await;
+    let conn = redis.client().await;
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
+        .await
+        .json();
+    stored(&a, 1.0).await;
+    let far = 253_402_300_800_000u64 + 1;
+    let mut conn_w = conn.clone();
+    let [(snapshot_key, snapshot)] = entries(&conn, "driftwatch:s:*").await.try_into().unwrap();
+    let mut doctored: Value = serde_json::from_str(&snapshot).unwrap();
+    doctored["t"] = json!(far);
+    let () = redis::cmd("SET")
+        .arg(&snapshot_key)
+        .arg(doctored.to_string())
+        .query_async(&mut conn_w)
+        .await
+        .unwrap();
+
+    let status = stale_put(&b, "Bearer alice", "p1", &read).await;
+    assert_eq!(status, 200, "forwarded and answered, not an empty reply");
+    assert_eq!(
+        metric(&b, "driftwatch_memory_store_fallbacks_total{op=\"recall\"}").await,
+        1.0
+    );
+    assert!(
+        ready_line(&b).await.contains("memory store: degraded"),
+        "{}",
+        ready_line(&b).await
+    );
+
+    // A pending clear for the same resource, with such a time: the next GET through A finds it.
+    let pending_key = snapshot_key.replace(":s:", ":p:");
+    let pending = json!({"o": "updateChannel", "w": "p0",
+                         "f": [["graphicsElementIds", "graphicsElementIds", "g1", far, "00ff"]]});
+    let () = redis::cmd("SET")
+        .arg(&pending_key)
+        .arg(pending.to_string())
+        .query_async(&mut conn_w)
+        .await
+        .unwrap();
+    raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2")).await;
+    eventually("the pending clear refused", || async {
+        (metric(
+            &a,
+            "driftwatch_memory_store_fallbacks_total{op=\"remember\"}",
+        )
+        .await
+            == 1.0)
+            .then_some(())
+    })
+    .await;
+    // The writer is alive: another resource's GET still reaches the store.
+    raw(a.addr, &get("/api/v1/channels/7", "Bearer bob", "g3")).await;
+    eventually("the next GET stored", || async {
+        (entries(&conn, "driftwatch:s:*").await.len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        metric(&a, "driftwatch_memory_store_writer_restarts_total").await,
+        0.0
+    );
+    assert_eq!(metric(&a, "driftwatch_memory_store_up").await, 1.0);
+}
