@@ -243,3 +243,88 @@ fn percent_decode(s: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// A tool call against GitHub's contract (the first two bytes pick the operation; the rest is
+/// the arguments, as JSON when it parses as an object, else as `name=value` lines): the
+/// arguments make only a request the spec describes. Deterministic; the target is the
+/// template's own segments with each path value in exactly one segment that is neither empty,
+/// `.` nor `..` (so no server reads another path) and decodes back to the value; no header is
+/// one `Reserved` refuses, and each is a valid header value; a body is JSON.
+pub fn mcp_request(contract: &Contract, data: &[u8]) {
+    use driftwatch::mcp::{Reserved, request};
+    let ops = contract.operations();
+    if data.len() < 2 || ops.is_empty() {
+        return;
+    }
+    let op = &ops[usize::from(u16::from_le_bytes([data[0], data[1]])) % ops.len()];
+    let rest = &data[2..];
+    let args = match serde_json::from_slice::<Value>(rest) {
+        Ok(Value::Object(map)) => map,
+        _ => String::from_utf8_lossy(rest)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| {
+                let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.into()));
+                (k.to_string(), value)
+            })
+            .collect(),
+    };
+    let reserved = Reserved::new(contract.secrets.headers.iter().map(String::as_str));
+    let made = request(op, "/base", &args, &reserved);
+    assert_eq!(made, request(op, "/base", &args, &reserved), "deterministic");
+    let Ok(call) = made else {
+        return;
+    };
+    assert_eq!(call.method, op.method);
+    let path = call.target.split('?').next().unwrap();
+    let sent: Vec<&str> = path.split('/').collect();
+    let template: Vec<&str> = format!("/base{}", op.template).leak().split('/').collect();
+    assert_eq!(sent.len(), template.len(), "{} for {}", call.target, op.template);
+    for (segment, shape) in sent.iter().zip(&template) {
+        let Some(name) = shape.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+            assert_eq!(segment, shape, "a literal segment stays: {}", call.target);
+            continue;
+        };
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8().unwrap();
+        assert!(!matches!(&*decoded, "" | "." | ".."), "{name}: {:?} in {}", decoded, call.target);
+        assert!(!segment.contains(['?', '#']), "{segment}");
+    }
+    for (name, value) in &call.headers {
+        assert!(reserved.why(name).is_none(), "{name} went out");
+        assert!(http::HeaderValue::from_str(value).is_ok(), "{name}: {value:?}");
+    }
+    if let Some((_, body)) = &call.body {
+        serde_json::from_slice::<Value>(body).expect("a JSON body");
+    }
+}
+
+/// Bytes read back from the memory store, as a snapshot and as a pending clear: decoding
+/// never panics; what decodes encodes to bytes that decode to the same; and a snapshot that
+/// decodes, offered to the memory and compared with a replace write of the Channels contract
+/// that omits every field, makes findings (with their times) without a panic.
+pub fn store_entry(contract: &Contract, data: &[u8]) {
+    use driftwatch::memory::{HashKey, Key, Memory, Pending, Snapshot};
+    if let Some(pending) = Pending::decode(data) {
+        let again = Pending::decode(&pending.encode()).expect("a pending clear encodes");
+        assert_eq!(again.encode(), pending.encode());
+        for (_, _, evidence) in &pending.fields {
+            let _ = humantime::format_rfc3339_millis(evidence.read_at).to_string();
+        }
+    }
+    let Some(snapshot) = Snapshot::decode(data) else {
+        return;
+    };
+    let again = Snapshot::decode(&snapshot.encode()).expect("a snapshot encodes");
+    assert_eq!(again.encode(), snapshot.encode());
+    let op = contract.operation("updateChannel").unwrap();
+    let memory = Memory::new(4, std::time::Duration::from_secs(60), HashKey::random());
+    let key = Key { path: "getChannel:7".into(), scope: 0 };
+    memory.offer(key.clone(), snapshot);
+    let body = br#"{}"#;
+    let headers = vec![("content-type".to_string(), "application/json".to_string())];
+    let view = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body));
+    let mut findings = audit(contract, &view).findings;
+    let tracker = driftwatch::silent::Tracker { memory: &memory, field_maps: &Default::default() };
+    let _ = tracker.before_write(op, &key, std::time::SystemTime::now(), &mut findings);
+    let _ = serde_json::to_string(&findings).unwrap();
+}
