@@ -271,7 +271,11 @@ pub fn mcp_request(contract: &Contract, data: &[u8]) {
     };
     let reserved = Reserved::new(contract.secrets.headers.iter().map(String::as_str));
     let made = request(op, "/base", &args, &reserved);
-    assert_eq!(made, request(op, "/base", &args, &reserved), "deterministic");
+    assert_eq!(
+        made,
+        request(op, "/base", &args, &reserved),
+        "deterministic"
+    );
     let Ok(call) = made else {
         return;
     };
@@ -279,19 +283,35 @@ pub fn mcp_request(contract: &Contract, data: &[u8]) {
     let path = call.target.split('?').next().unwrap();
     let sent: Vec<&str> = path.split('/').collect();
     let template: Vec<&str> = format!("/base{}", op.template).leak().split('/').collect();
-    assert_eq!(sent.len(), template.len(), "{} for {}", call.target, op.template);
+    assert_eq!(
+        sent.len(),
+        template.len(),
+        "{} for {}",
+        call.target,
+        op.template
+    );
     for (segment, shape) in sent.iter().zip(&template) {
         let Some(name) = shape.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
             assert_eq!(segment, shape, "a literal segment stays: {}", call.target);
             continue;
         };
-        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8().unwrap();
-        assert!(!matches!(&*decoded, "" | "." | ".."), "{name}: {:?} in {}", decoded, call.target);
+        let decoded = percent_encoding::percent_decode_str(segment)
+            .decode_utf8()
+            .unwrap();
+        assert!(
+            !matches!(&*decoded, "" | "." | ".."),
+            "{name}: {:?} in {}",
+            decoded,
+            call.target
+        );
         assert!(!segment.contains(['?', '#']), "{segment}");
     }
     for (name, value) in &call.headers {
         assert!(reserved.why(name).is_none(), "{name} went out");
-        assert!(http::HeaderValue::from_str(value).is_ok(), "{name}: {value:?}");
+        assert!(
+            http::HeaderValue::from_str(value).is_ok(),
+            "{name}: {value:?}"
+        );
     }
     if let Some((_, body)) = &call.body {
         serde_json::from_slice::<Value>(body).expect("a JSON body");
@@ -318,13 +338,19 @@ pub fn store_entry(contract: &Contract, data: &[u8]) {
     assert_eq!(again.encode(), snapshot.encode());
     let op = contract.operation("updateChannel").unwrap();
     let memory = Memory::new(4, std::time::Duration::from_secs(60), HashKey::random());
-    let key = Key { path: "getChannel:7".into(), scope: 0 };
+    let key = Key {
+        path: "getChannel:7".into(),
+        scope: 0,
+    };
     memory.offer(key.clone(), snapshot);
     let body = br#"{}"#;
     let headers = vec![("content-type".to_string(), "application/json".to_string())];
     let view = RequestView::new("PUT", "/api/v1/channels/7", &headers, Some(body));
     let mut findings = audit(contract, &view).findings;
-    let tracker = driftwatch::silent::Tracker { memory: &memory, field_maps: &Default::default() };
+    let tracker = driftwatch::silent::Tracker {
+        memory: &memory,
+        field_maps: &Default::default(),
+    };
     let _ = tracker.before_write(op, &key, std::time::SystemTime::now(), &mut findings);
     let _ = serde_json::to_string(&findings).unwrap();
 }

@@ -15,11 +15,8 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 use sha2::Digest;
-use tokio::net::TcpListener;
 
 use crate::policy::Mode;
 use crate::revision::Revisions;
@@ -67,21 +64,10 @@ impl std::fmt::Debug for Token {
 /// Routes that show traffic or the spec, or change what the proxy does.
 const GUARDED: [&str; 4] = ["/findings", "/spec", "/spec/diff", "/spec/reload"];
 
-pub async fn serve(listener: TcpListener, s: Arc<Admin>) {
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let state = s.clone();
-        let builder = builder.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| answer(state.clone(), req));
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+/// Serve the admin routes on every connection `listener` admits, under its bounds
+/// (`admin.max_connections`, `admin.header_read_timeout_ms`, `admin.idle_timeout_ms`).
+pub async fn serve(listener: crate::listener::Listener, s: Arc<Admin>) {
+    crate::listener::serve(listener, move |req| answer(s.clone(), req)).await;
 }
 
 async fn answer(

@@ -28,6 +28,7 @@ pub struct Config {
     pub enforce: EnforceConfig,
     pub events: EventsConfig,
     pub memory: MemoryConfig,
+    pub mcp: McpConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -139,6 +140,36 @@ pub struct AdminConfig {
     /// A file holding a bearer token (a mounted Secret): when set, `/findings`, `/spec`,
     /// `/spec/diff` and `POST /spec/reload` need `Authorization: Bearer <token>`.
     pub token_file: Option<PathBuf>,
+    /// Connections at most; past it a new one is closed at once (counted).
+    pub max_connections: usize,
+    /// A whole request head within this (0: off), as `proxy.header_read_timeout_ms`.
+    pub header_read_timeout_ms: u64,
+    /// A connection with no request in flight and no byte moved is closed after this (0: off).
+    pub idle_timeout_ms: u64,
+}
+
+/// `driftwatch mcp`'s own listener and what an MCP message may hold before it is parsed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// Connections to the MCP listener at most; past it a new one is closed at once.
+    pub max_connections: usize,
+    /// A whole request head within this (0: off).
+    pub header_read_timeout_ms: u64,
+    /// A connection with no request in flight (an open SSE stream is one) and no byte moved
+    /// is closed after this (0: off).
+    pub idle_timeout_ms: u64,
+    /// Sessions open at once at most; an `initialize` past it is refused (503, JSON-RPC).
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed and freed.
+    pub session_idle_timeout_ms: u64,
+    /// Nesting of a JSON-RPC message at most, counted before it is parsed into values.
+    pub max_message_depth: usize,
+    /// JSON values (each object, array, string, number, ...) in one message at most: a 4 MiB
+    /// body of empty arrays parsed into about 270 times its size before this bound.
+    pub max_message_values: usize,
+    /// Bytes of one message at most (HTTP body or stdio line).
+    pub max_message_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -286,6 +317,24 @@ impl Default for AdminConfig {
             recent_findings: 1_000,
             recent_bytes: 16 << 20,
             token_file: None,
+            max_connections: 64,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 120_000,
+        }
+    }
+}
+
+impl Default for McpConfig {
+    fn default() -> McpConfig {
+        McpConfig {
+            max_connections: 1_000,
+            header_read_timeout_ms: 30_000,
+            idle_timeout_ms: 600_000,
+            max_sessions: 1_000,
+            session_idle_timeout_ms: 600_000,
+            max_message_depth: 64,
+            max_message_values: 100_000,
+            max_message_bytes: 4 << 20,
         }
     }
 }
@@ -317,7 +366,7 @@ impl Default for EventsConfig {
 }
 
 /// Sections of the file, for mapping `DRIFTWATCH_SECTION_KEY` to `[section] key`.
-pub(crate) const SECTIONS: [&str; 8] = [
+pub(crate) const SECTIONS: [&str; 9] = [
     "upstream_tls",
     "spec",
     "proxy",
@@ -326,4 +375,5 @@ pub(crate) const SECTIONS: [&str; 8] = [
     "enforce",
     "events",
     "memory",
+    "mcp",
 ];

@@ -33,6 +33,7 @@ pub mod diff;
 pub mod encoding;
 pub mod finding;
 pub mod json;
+pub mod listener;
 pub mod mcp;
 pub mod memory;
 pub mod policy;

@@ -5,6 +5,8 @@
 //! pipeline, so a call is audited, remembered and refused exactly as a request from any other
 //! client would be.
 
+pub mod message;
+
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 

@@ -5,7 +5,6 @@
 
 mod body;
 mod check;
-mod conn_bounds;
 mod error;
 mod forward;
 mod headers;
@@ -68,6 +67,11 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
+    /// The listeners' handle on `driftwatch_limit_hits_total`.
+    pub fn limit_hits(&self) -> crate::sink::LimitHits {
+        self.metrics.limit_hits()
+    }
+
     /// Assemble the sidecar from validated settings and a compiled contract. The registry is
     /// the caller's (tests pass a fresh one); metrics are registered in it here.
     pub fn new(

@@ -21,6 +21,7 @@ use crate::config::{
 };
 use crate::contract::{ContractOptions, WriteSemantics};
 use crate::finding::Blame;
+use crate::listener::Bounds;
 use crate::memory::HashKey;
 use crate::policy::{Action, Policy};
 use crate::sink::EventOutput;
@@ -41,9 +42,43 @@ pub struct Settings {
     pub service_links: Vec<String>,
     /// The token `admin.token_file` holds, if set.
     pub admin_token: Option<crate::admin::Token>,
+    /// The admin listener's bounds.
+    pub admin_bounds: Bounds,
+    pub mcp: McpSettings,
+}
+
+/// `driftwatch mcp`'s listener and the bounds on a message before it is parsed.
+#[derive(Debug, Clone)]
+pub struct McpSettings {
+    pub bounds: Bounds,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
+    pub max_message_depth: usize,
+    pub max_message_values: usize,
+    pub max_message_bytes: usize,
+}
+
+impl McpSettings {
+    pub fn message_limits(&self) -> crate::mcp::message::Limits {
+        crate::mcp::message::Limits {
+            depth: self.max_message_depth,
+            values: self.max_message_values,
+            bytes: self.max_message_bytes,
+        }
+    }
 }
 
 impl ProxySettings {
+    /// The proxy listener's bounds.
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            listener: "proxy",
+            max_connections: self.max_connections,
+            header_read: self.header_read_timeout,
+            idle: self.idle_timeout,
+        }
+    }
+
     /// How many serving threads `proxy.workers` asks for: 0 is one per core.
     pub fn serving_threads(&self) -> usize {
         match self.workers {
@@ -236,8 +271,23 @@ impl Settings {
                 ));
             }
         }
-        if c.proxy.max_connections == 0 {
-            return Err(fail("proxy.max_connections", "must be positive".into()));
+        let positive = [
+            ("proxy.max_connections", c.proxy.max_connections),
+            ("admin.max_connections", c.admin.max_connections),
+            ("mcp.max_connections", c.mcp.max_connections),
+            ("mcp.max_sessions", c.mcp.max_sessions),
+            ("mcp.max_message_depth", c.mcp.max_message_depth),
+            ("mcp.max_message_values", c.mcp.max_message_values),
+            ("mcp.max_message_bytes", c.mcp.max_message_bytes),
+            (
+                "mcp.session_idle_timeout_ms",
+                usize::try_from(c.mcp.session_idle_timeout_ms).unwrap_or(usize::MAX),
+            ),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(fail(key, "must be positive".into()));
+            }
         }
         if c.audit.max_body == 0 {
             return Err(fail("audit.max_body", "must be positive".into()));
@@ -293,6 +343,25 @@ impl Settings {
             memory,
             service_links: origins.service_links().to_vec(),
             admin_token: admin_token(c, &fail)?,
+            admin_bounds: Bounds {
+                listener: "admin",
+                max_connections: c.admin.max_connections,
+                header_read: millis(c.admin.header_read_timeout_ms),
+                idle: millis(c.admin.idle_timeout_ms),
+            },
+            mcp: McpSettings {
+                bounds: Bounds {
+                    listener: "mcp",
+                    max_connections: c.mcp.max_connections,
+                    header_read: millis(c.mcp.header_read_timeout_ms),
+                    idle: millis(c.mcp.idle_timeout_ms),
+                },
+                max_sessions: c.mcp.max_sessions,
+                session_idle_timeout: Duration::from_millis(c.mcp.session_idle_timeout_ms),
+                max_message_depth: c.mcp.max_message_depth,
+                max_message_values: c.mcp.max_message_values,
+                max_message_bytes: c.mcp.max_message_bytes,
+            },
         })
     }
 }

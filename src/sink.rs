@@ -8,5 +8,5 @@ mod process;
 mod recent;
 
 pub use events::{Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS};
-pub use metrics::{Metrics, NO_OPERATION, Outcome, encode};
+pub use metrics::{LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};

@@ -18,8 +18,7 @@ use clap::Args;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
+use hyper_util::rt::TokioExecutor;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
@@ -33,6 +32,10 @@ use rmcp::transport::streamable_http_server::{
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value};
 use tokio::net::TcpListener;
+
+use crate::listener::Listener;
+
+mod stdio;
 
 use super::serve::{ModeArg, ServeArgs, build, serve, shutdown_signal};
 use crate::proxy::Sidecar;
@@ -247,7 +250,8 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         let (mode, upstream) = (sidecar.settings.policy.mode.as_str(), sidecar.settings.upstream()?.authority.clone());
         if args.stdio {
             tracing::info!(admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving on stdio");
-            let session = rmcp::ServiceExt::serve(gateway, rmcp::transport::stdio()).await?;
+            let stdio = stdio::bounded(sidecar.settings.mcp.message_limits());
+            let session = rmcp::ServiceExt::serve(gateway, stdio).await?;
             let ended = async move {
                 let _ = session.waiting().await;
                 tracing::info!("stdin closed: draining");
@@ -255,7 +259,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
             serve(proxy, admin, sidecar, ended).await?;
             return anyhow::Ok(());
         }
-        let mcp = bind(args.listen).await?;
+        let mcp = Listener::new(bind(args.listen).await?, sidecar.settings.mcp.bounds.clone(), sidecar.limit_hits());
         tracing::info!(listen = %mcp.local_addr()?, admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving at /mcp");
         tokio::spawn(accept(mcp, gateway, args.allowed_hosts.clone()));
         serve(proxy, admin, sidecar, shutdown_signal()).await?;
@@ -264,28 +268,99 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Serve MCP's streamable HTTP on every connection to `listener`, for requests whose `Host`
-/// is loopback's or one of `allowed_hosts`.
-async fn accept(listener: TcpListener, gateway: Gateway, allowed_hosts: Vec<String>) {
+/// Serve MCP's streamable HTTP on every connection `listener` admits (under its bounds), for
+/// requests whose `Host` is loopback's or one of `allowed_hosts`.
+async fn accept(listener: Listener, gateway: Gateway, allowed_hosts: Vec<String>) {
+    let limits = gateway.shared.sidecar.settings.mcp.clone();
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.extend(allowed_hosts);
-    let service = TowerToHyperService::new(StreamableHttpService::new(
-        move || Ok(gateway.clone()),
-        LocalSessionManager::default().into(),
-        config,
-    ));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
+    let config = config.with_max_request_body_bytes(limits.max_message_bytes);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(limits.session_idle_timeout);
+    let sessions = Arc::new(sessions);
+    let front = Front {
+        service: StreamableHttpService::new(move || Ok(gateway.clone()), sessions.clone(), config),
+        sessions,
+        limits,
+    };
+    crate::listener::serve(listener, move |req| front.clone().answer(req)).await;
+}
+
+type McpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+/// What stands before rmcp on the MCP listener: a message is read and held to its bounds
+/// before rmcp parses it, and a new session past `mcp.max_sessions` is refused; each refusal
+/// is a JSON-RPC error.
+#[derive(Clone)]
+struct Front {
+    service: StreamableHttpService<Gateway, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
+    limits: crate::settings::McpSettings,
+}
+
+impl Front {
+    async fn answer(
+        self,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<McpBody>, std::convert::Infallible> {
+        if req.method() != http::Method::POST {
+            return Ok(self.service.handle(req).await);
+        }
+        let limits = self.limits.message_limits();
+        let (parts, body) = req.into_parts();
+        let bytes = match Limited::new(body, limits.bytes).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Ok(refusal(&crate::mcp::message::Refused::Bytes(limits.bytes)));
+            }
+            Err(e) => {
+                let syntax = crate::mcp::message::Refused::Syntax(format!("the body: {e}"));
+                return Ok(refusal(&syntax));
+            }
         };
-        let service = service.clone();
-        tokio::spawn(async move {
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+        if let Err(refused) = crate::mcp::message::check(&bytes, limits) {
+            return Ok(refusal(&refused));
+        }
+        let new_session = !parts.headers.contains_key("mcp-session-id");
+        if new_session && self.sessions.sessions.read().await.len() >= self.limits.max_sessions {
+            return Ok(json_rpc_error(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                &format!(
+                    "driftwatch has {} MCP sessions open (mcp.max_sessions): end one (DELETE) or retry later",
+                    self.limits.max_sessions
+                ),
+            ));
+        }
+        let req = hyper::Request::from_parts(parts, Full::new(bytes));
+        Ok(self.service.handle(req).await)
     }
+}
+
+/// A message refused before parsing: 400 for what is not JSON, 413 for what is too large.
+fn refusal(refused: &crate::mcp::message::Refused) -> hyper::Response<McpBody> {
+    let status = match refused {
+        crate::mcp::message::Refused::Syntax(_) => http::StatusCode::BAD_REQUEST,
+        _ => http::StatusCode::PAYLOAD_TOO_LARGE,
+    };
+    let mut response = hyper::Response::new(Full::new(Bytes::from(refused.json_rpc())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn json_rpc_error(status: http::StatusCode, code: i32, message: &str) -> hyper::Response<McpBody> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// One gateway for every MCP session: the sidecar, and who to tell when the tools change.
@@ -592,7 +667,11 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.shared.peers.lock().expect("peers").push(context.peer);
+        let mut peers = self.shared.peers.lock().expect("peers");
+        // A session that ended (DELETE, idle, its client gone) is forgotten here, not only
+        // when the spec next changes: each one held about 12 KB until then.
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer);
     }
 
     fn accepted_subscription_filter(

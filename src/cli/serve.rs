@@ -11,6 +11,8 @@ use clap::{Args, ValueEnum};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::listener::Listener;
+
 use crate::admin::Admin;
 use crate::config::{ConfigError, Flag, Layers};
 use crate::proxy::{Sidecar, Source, StartError};
@@ -213,6 +215,11 @@ pub async fn serve(
             .store_health()
             .map(|health| Arc::new(move || health.line()) as Arc<dyn Fn() -> String + Send + Sync>),
     };
+    let admin = Listener::new(
+        admin,
+        sidecar.settings.admin_bounds.clone(),
+        sidecar.limit_hits(),
+    );
     let admin_task = tokio::spawn(crate::admin::serve(admin, Arc::new(handle)));
     let served = crate::proxy::run(proxy, sidecar, shutdown).await;
     admin_task.abort();

@@ -6,24 +6,22 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use super::Sidecar;
-use super::conn_bounds::{Activity, Counted};
 use super::error::StartError;
 use super::forward::handle;
 use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
 use super::pool::Pool;
 use super::upstream::{read_certs, read_key};
+use crate::listener::{Accepted, Activity, Counted, Listener, watched};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
 /// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
@@ -46,38 +44,22 @@ pub async fn run(
     let pool = Arc::new(Pool::new(&s.settings, &s.upstream)?);
     let mut lanes = Lanes::start(&s, &accepting)?;
     let graceful = GracefulShutdown::new();
-    let places = Arc::new(Semaphore::new(s.settings.proxy.max_connections));
+    let mut listener = Listener::new(proxy, s.settings.proxy.bounds(), s.limit_hits());
     s.ready.store(true, Ordering::SeqCst);
-    // Out of file descriptors, or shedding: said once when it starts and once when it ends.
-    let mut exhausted = false;
-    let mut shedding = false;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = proxy.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    if std::mem::take(&mut exhausted) {
-                        tracing::info!("accepting connections again");
-                    }
-                    let Some(place) = admit(&s, &places, &mut shedding) else {
-                        continue; // the stream is dropped: closed at once
-                    };
-                    let Some(here) = lanes.hand(Handed { stream, peer, place }) else {
-                        continue; // another serving thread has it
-                    };
-                    spawn_connection(&s, &pool, here, &accepting, &graceful);
-                }
-                Err(e) => {
-                    if let Some(pause) = accept_failed(&s, &e, &mut exhausted) {
-                        tokio::time::sleep(pause).await;
-                    }
-                }
+            Accepted { stream, peer, place } = listener.accept() => {
+                let Some(here) = lanes.hand(Handed { stream, peer, place }) else {
+                    continue; // another serving thread has it
+                };
+                spawn_connection(&s, &pool, here, &accepting, &graceful);
             },
             () = &mut shutdown => break,
         }
     }
     s.ready.store(false, Ordering::SeqCst);
-    drop(proxy);
+    drop(listener);
     tokio::join!(drain(&s, graceful), lanes.stop());
     watch_task.abort();
     hup_task.abort();
@@ -147,58 +129,6 @@ pub(super) async fn drain(s: &Sidecar, graceful: GracefulShutdown) {
     }
 }
 
-/// How long to wait after a failed accept. Out of file descriptors (EMFILE, ENFILE) or memory,
-/// the listener stays readable and a retry fails at once: without a pause the loop spins a
-/// core and floods the log. Other errors concern one connection and are retried at once.
-fn accept_failed(s: &Sidecar, error: &std::io::Error, exhausted: &mut bool) -> Option<Duration> {
-    const EMFILE: i32 = 24;
-    const ENFILE: i32 = 23;
-    const ENOBUFS: i32 = 105;
-    const ENOMEM: i32 = 12;
-    let limit = match error.raw_os_error() {
-        Some(EMFILE | ENFILE) => "open_files",
-        Some(ENOBUFS | ENOMEM) => "memory",
-        _ => {
-            tracing::debug!("accept failed: {error}");
-            return None;
-        }
-    };
-    s.metrics.limit_hit(limit);
-    if !std::mem::replace(exhausted, true) {
-        tracing::warn!(
-            "accept failed: {error}; pausing accepts 100 ms at a time until descriptors free up"
-        );
-    }
-    Some(Duration::from_millis(100))
-}
-
-/// A place for one more connection, or `None` at `proxy.max_connections` (counted, and logged
-/// once when shedding starts and once when it ends).
-fn admit(
-    s: &Sidecar,
-    places: &Arc<Semaphore>,
-    shedding: &mut bool,
-) -> Option<OwnedSemaphorePermit> {
-    match places.clone().try_acquire_owned() {
-        Ok(place) => {
-            if std::mem::take(shedding) {
-                tracing::info!("below proxy.max_connections again: accepting connections");
-            }
-            Some(place)
-        }
-        Err(_) => {
-            s.metrics.limit_hit("connections");
-            if !std::mem::replace(shedding, true) {
-                tracing::warn!(
-                    max = s.settings.proxy.max_connections,
-                    "at proxy.max_connections: closing new connections until some end"
-                );
-            }
-            None
-        }
-    }
-}
-
 /// TLS on the listener when `proxy.tls_cert` and `tls_key` are set, offering h2 and http/1.1.
 fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
     let Some((cert, key)) = &s.settings.proxy.tls else {
@@ -214,7 +144,7 @@ fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
 }
 
 /// One client connection, HTTP/1.1 or HTTP/2, watched by the graceful drain and by its
-/// time bounds (`conn_bounds`).
+/// time bounds (`listener`).
 async fn connection(
     s: Arc<Sidecar>,
     pool: Arc<Pool>,
@@ -225,16 +155,17 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let activity = Arc::new(Activity::default());
-    let proxy = &s.settings.proxy;
-    let lapsed = activity.clone();
-    let bounds = lapsed.lapsed(proxy.header_read_timeout, proxy.idle_timeout);
-    tokio::select! {
-        () = serve(s.clone(), pool, Counted::new(stream, activity), peer, accepting, watcher) => {}
-        limit = bounds => {
-            tracing::debug!(%peer, "connection closed: {limit} timeout");
-            s.metrics.limit_hit(limit);
-        }
-    }
+    let bounds = s.settings.proxy.bounds();
+    let hits = s.limit_hits();
+    let served = serve(
+        s,
+        pool,
+        Counted::new(stream, activity.clone()),
+        peer,
+        accepting,
+        watcher,
+    );
+    watched(&bounds, &hits, activity, peer, served).await;
 }
 
 async fn serve(
@@ -279,7 +210,7 @@ async fn serve(
             .downcast_ref::<hyper::Error>()
             .is_some_and(hyper::Error::is_timeout);
         if timed_out {
-            metrics.metrics.limit_hit("header_read");
+            metrics.limit_hits().hit("header_read", "proxy");
         }
         tracing::debug!(%peer, "connection ended with an error: {e}");
     }

@@ -124,22 +124,63 @@ const UNAUDITED: [&str; 7] = [
     "response_queue_full",
 ];
 
-/// The `limit` label's values.
-const LIMITS: [&str; 9] = [
-    "open_files",
-    "memory",
-    "connections",
-    "header_read",
-    "idle",
+/// The `limit` label's values of bounds that are not a listener's.
+const LIMITS: [&str; 4] = [
     "body_stall",
     "findings_per_request",
     "event_bytes",
     "spec_bytes",
 ];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// The `limit` label's values of a listener's bounds (`crate::listener`), each with the
+/// `listener` label too.
+const LISTENER_LIMITS: [&str; 5] = ["open_files", "memory", "connections", "header_read", "idle"];
+
+/// A bound's series: `{limit}`, and `{limit, listener}` for a listener's.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct Limit {
     limit: String,
+    listener: Option<&'static str>,
+}
+
+impl EncodeLabelSet for Limit {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        ("limit", self.limit.as_str()).encode(encoder.encode_label())?;
+        if let Some(listener) = self.listener {
+            ("listener", listener).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts the hits of a listener's bounds: a handle on `driftwatch_limit_hits_total` that the
+/// listeners share (`Metrics::limit_hits`).
+#[derive(Clone)]
+pub struct LimitHits(Family<Limit, Counter>);
+
+impl LimitHits {
+    pub fn hit(&self, limit: &str, listener: &'static str) {
+        let series = Limit {
+            limit: limit.into(),
+            listener: Some(listener),
+        };
+        self.0.get_or_create(&series).inc();
+    }
+
+    /// Make `listener`'s series, at zero: an alert sees its first hit.
+    pub fn register(&self, listener: &'static str) {
+        for limit in LISTENER_LIMITS {
+            let series = Limit {
+                limit: limit.into(),
+                listener: Some(listener),
+            };
+            let _ = self.0.get_or_create(&series);
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -288,10 +329,12 @@ impl Metrics {
         for limit in LIMITS {
             let _ = m.limit_hits.get_or_create(&Limit {
                 limit: limit.into(),
+                listener: None,
             });
         }
         let body_stalls = Limit {
             limit: "body_stall".into(),
+            listener: None,
         };
         m.body_stalls = m.limit_hits.get_or_create(&body_stalls).clone();
         r.register(
@@ -448,12 +491,19 @@ impl Metrics {
         self.body_stalls.clone()
     }
 
+    /// A bound that is not a listener's was reached (`LIMITS`).
     pub fn limit_hit(&self, limit: &str) {
         self.limit_hits
             .get_or_create(&Limit {
                 limit: limit.into(),
+                listener: None,
             })
             .inc();
+    }
+
+    /// The listeners' handle on the same counter.
+    pub fn limit_hits(&self) -> LimitHits {
+        LimitHits(self.limit_hits.clone())
     }
 
     pub fn audit_error(&self) {

@@ -73,7 +73,11 @@ fn mcp_request() {
         checks::mcp_request(&contract, &input);
     }
     // listIssues's path values as dot-segments (issue 34, defect 4): refused, never sent.
-    let list = contract.operations().iter().position(|op| op.template == "/repos/{owner}/{repo}/issues" && op.method == "GET").unwrap();
+    let list = contract
+        .operations()
+        .iter()
+        .position(|op| op.template == "/repos/{owner}/{repo}/issues" && op.method == "GET")
+        .unwrap();
     let mut input = u16::try_from(list).unwrap().to_le_bytes().to_vec();
     input.extend_from_slice(br#"{"owner": "..", "repo": ".."}"#);
     checks::mcp_request(&contract, &input);
@@ -89,6 +93,12 @@ fn store_entry() {
         checks::store_entry(&contract, &input);
     }
     checks::store_entry(&contract, br#"{"r":"g1","t":1764000000123,"n":"namegraphicsElementIds","f":[[4,false,7],[22,false,9]]}"#);
-    checks::store_entry(&contract, br#"{"r":"g1","t":253402300800000,"n":"name","f":[[4,false,7]]}"#);
-    checks::store_entry(&contract, br#"{"o":"updateChannel","w":"p0","f":[["name","name","g1",18446744073709551615,"00ff"]]}"#);
+    checks::store_entry(
+        &contract,
+        br#"{"r":"g1","t":253402300800000,"n":"name","f":[[4,false,7]]}"#,
+    );
+    checks::store_entry(
+        &contract,
+        br#"{"o":"updateChannel","w":"p0","f":[["name","name","g1",18446744073709551615,"00ff"]]}"#,
+    );
 }

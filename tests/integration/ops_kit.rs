@@ -98,7 +98,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     dw.stop().await;
     assert_eq!(
         families.len(),
-        34,
+        35,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -169,6 +169,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         "driftwatch_audit_errors_total",
         "driftwatch_memory_store_up",
         "driftwatch_memory_store_fallbacks_total",
+        "driftwatch_memory_store_writer_restarts_total",
     ];
     let in_rules: BTreeSet<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert_eq!(
@@ -287,7 +288,7 @@ async fn paging_and_fixed_vocabulary_series_exist_at_zero_before_the_first_event
         "driftwatch_unaudited_total{reason=\"response_queue_full\"} 0",
         "driftwatch_unaudited_total{reason=\"spec_ref_depth\"} 0",
         "driftwatch_client_errors_total{reason=\"host\"} 0",
-        "driftwatch_limit_hits_total{limit=\"open_files\"} 0",
+        "driftwatch_limit_hits_total{limit=\"open_files\",listener=\"proxy\"} 0",
         "driftwatch_requests_in_flight 0",
         "driftwatch_memory_evictions_total 0",
         &format!(

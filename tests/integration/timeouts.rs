@@ -58,7 +58,10 @@ async fn a_client_that_trickles_its_head_says_nothing_or_idles_is_closed() {
     assert!(ended - started < Duration::from_secs(3));
     let m = scrape(dw.admin).await;
     assert_eq!(
-        sample(&m, "driftwatch_limit_hits_total{limit=\"header_read\"}"),
+        sample(
+            &m,
+            "driftwatch_limit_hits_total{limit=\"header_read\",listener=\"proxy\"}"
+        ),
         1.0
     );
 
@@ -77,12 +80,18 @@ async fn a_client_that_trickles_its_head_says_nothing_or_idles_is_closed() {
 
     let m = scrape(dw.admin).await;
     assert_eq!(
-        sample(&m, "driftwatch_limit_hits_total{limit=\"header_read\"}"),
+        sample(
+            &m,
+            "driftwatch_limit_hits_total{limit=\"header_read\",listener=\"proxy\"}"
+        ),
         2.0,
         "the trickle and the silent one"
     );
     assert_eq!(
-        sample(&m, "driftwatch_limit_hits_total{limit=\"idle\"}"),
+        sample(
+            &m,
+            "driftwatch_limit_hits_total{limit=\"idle\",listener=\"proxy\"}"
+        ),
         1.0
     );
     dw.stop().await;
@@ -195,7 +204,12 @@ async fn connections_past_the_limit_are_shed_and_service_resumes() {
     let mut shed = TcpStream::connect(dw.addr).await.unwrap();
     assert!(closed_after(&mut shed).await < Duration::from_secs(1));
     let m = scrape(dw.admin).await;
-    assert!(sample(&m, "driftwatch_limit_hits_total{limit=\"connections\"}") >= 1.0);
+    assert!(
+        sample(
+            &m,
+            "driftwatch_limit_hits_total{limit=\"connections\",listener=\"proxy\"}"
+        ) >= 1.0
+    );
     drop(held);
     let answer = super::util::eventually("service resumes", || async {
         let mut stream = TcpStream::connect(dw.addr).await.ok()?;

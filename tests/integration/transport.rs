@@ -385,7 +385,7 @@ async fn out_of_file_descriptors_the_accept_loop_backs_off_and_recovers() {
     assert_eq!(resp.status, 200);
     let failures = sample(
         &scrape(admin).await,
-        "driftwatch_limit_hits_total{limit=\"open_files\"}",
+        "driftwatch_limit_hits_total{limit=\"open_files\",listener=\"proxy\"}",
     );
     let _ = child.kill().await;
     let log = log.await.unwrap();

@@ -1,8 +1,7 @@
-//! What one client connection may hold: a place among `proxy.max_connections`, and time. A
-//! connection that has not started a request within `proxy.header_read_timeout_ms` of its
-//! start (a silent peer, or one trickling the HTTP/2 preface, which hyper's own header timer
-//! does not see), or that has no request in flight and moved no byte for
-//! `proxy.idle_timeout_ms`, is closed. Activity is counted in the socket wrapper (one relaxed
+//! What one client connection may hold in time. A connection that has not started a request
+//! within its listener's header-read bound of its start (a silent peer, or one trickling the
+//! HTTP/2 preface, which hyper's own header timer does not see), or that has no request in
+//! flight and moved no byte for its idle bound, is closed. Activity is counted in the socket wrapper (one relaxed
 //! add per read or write) and looked at by a timer a few times per bound: the request path
 //! never reads the clock for it.
 
