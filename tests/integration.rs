@@ -23,6 +23,7 @@ mod integration {
     pub mod hostile_specs;
     pub mod kinds;
     pub mod layout;
+    pub mod listeners;
     pub mod live_responses;
     pub mod mcp;
     pub mod operations;

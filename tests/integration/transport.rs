@@ -319,7 +319,7 @@ fn an_invalid_header_name_in_the_config_stops_the_start_naming_the_key() {
 }
 
 /// CPU time (user + system, in clock ticks) a process has used so far.
-fn cpu_ticks(pid: u32) -> u64 {
+pub fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after_name = &stat[stat.rfind(')').unwrap() + 2..];
     let fields: Vec<&str> = after_name.split(' ').collect();
