@@ -112,11 +112,15 @@ impl Stream {
 
     /// Read `source` on a thread, in `format` or the one its first line tells.
     pub fn from_reader(mut source: Source, format: Option<Format>) -> std::io::Result<Stream> {
-        let mut first = Vec::new();
-        source.read_until(b'\n', &mut first)?;
+        let head = head(&mut source)?;
         let (tx, chunks) = sync_channel(CHUNKS_AHEAD);
-        let format = format.unwrap_or_else(|| detect(&first));
-        let rest: Source = Box::new(BufReader::new(Cursor::new(first).chain(source)));
+        let format = format.unwrap_or_else(|| {
+            let first = first_line(&head);
+            // Cut short by the head's bound, not by its end or the end of the source.
+            let cut = head.len() == HEAD && !head.ends_with(b"\n") && head.ends_with(first);
+            detect(first, cut)
+        });
+        let rest: Source = Box::new(BufReader::new(Cursor::new(head).chain(source)));
         let spawned = std::thread::Builder::new()
             .name("driftwatch-traffic".into())
             .spawn(move || {
@@ -140,15 +144,65 @@ impl Stream {
     }
 }
 
-/// The format a first line tells.
-fn detect(first: &[u8]) -> Format {
+/// Bytes read to tell the format, at most: the start of the first line that is not blank.
+/// Reading that whole line first took 1.85 GB for a 35 KB zstd file of 1 GiB of NULs.
+const HEAD: usize = 64 << 10;
+
+/// The source's first bytes, up to the end of its first line that is not blank, and never
+/// more than [`HEAD`].
+fn head(source: &mut Source) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    loop {
+        let room = (HEAD - head.len()) as u64;
+        let n = source.by_ref().take(room).read_until(b'\n', &mut head)?;
+        if n == 0 || head.len() >= HEAD || !first_line(&head).trim_ascii().is_empty() {
+            return Ok(head);
+        }
+    }
+}
+
+/// The first line of `head` that is not blank (or its start, when `head` ends inside it).
+fn first_line(head: &[u8]) -> &[u8] {
+    head.split(|&b| b == b'\n')
+        .find(|line| !line.trim_ascii().is_empty())
+        .unwrap_or_default()
+}
+
+/// The format a first line tells: a JSON object with `log` is a HAR, a line that is the
+/// start of a JSON document (pretty-printed: `{` alone) is one too, any other JSON is a JSON
+/// Lines record. A line `cut` at [`HEAD`] bytes is told by its first key.
+fn detect(first: &[u8], cut: bool) -> Format {
     match serde_json::from_slice::<Value>(first) {
         Ok(Value::Object(doc)) if doc.contains_key("log") => Format::Har,
         Ok(_) => Format::Jsonl,
+        Err(e) if e.is_eof() && cut => match first_key(first) {
+            Some(key) if key != "log" => Format::Jsonl,
+            _ => Format::Har,
+        },
         Err(e) if e.is_eof() => Format::Har,
         Err(_) if super::access::is_combined(first) => Format::Combined,
         Err(_) => Format::Jsonl,
     }
+}
+
+/// The first key of the JSON object `text` starts, when the text reaches it.
+fn first_key(text: &[u8]) -> Option<String> {
+    /// Takes the first key, and stops there: the rest of the text may be cut short.
+    struct FirstKey<'k>(&'k std::cell::Cell<Option<String>>);
+    impl<'de> serde::de::Visitor<'de> for FirstKey<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            self.0.set(map.next_key::<String>()?);
+            Err(serde::de::Error::custom("only the first key is read"))
+        }
+    }
+    let key = std::cell::Cell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let _ = serde::Deserializer::deserialize_map(&mut de, FirstKey(&key));
+    key.take()
 }
 
 /// The bytes behind gzip's or zstd's magic number, else the bytes as they are.
@@ -408,6 +462,47 @@ mod tests {
                 "problem 1: a line longer than 64 MiB, skipped",
                 "exchange 2"
             ]
+        );
+    }
+
+    /// Issue 34, defect 6: the format is told from at most [`HEAD`] bytes, whatever the first
+    /// line's length (reading the whole first line took 1.85 GB for 1 GiB of NULs), and from
+    /// the first line that is not blank (a blank one made a JSON Lines file read as HAR).
+    #[test]
+    fn the_format_is_told_from_a_bounded_head_and_the_first_line_that_is_not_blank() {
+        let mut endless: Source = Box::new(BufReader::new(std::io::repeat(0)));
+        assert_eq!(head(&mut endless).unwrap().len(), HEAD);
+        let mut blank_then_endless: Source = Box::new(BufReader::new(
+            Cursor::new(b"\n \n\r\n".to_vec()).chain(std::io::repeat(b' ')),
+        ));
+        assert_eq!(head(&mut blank_then_endless).unwrap().len(), HEAD);
+
+        let line = br#"{"method":"GET","url":"/api/v1/channels/7"}"#;
+        let blank_first = [&b"\n  \n"[..], line, b"\n", line, b"\n"].concat();
+        let (format, read) = items(&blank_first);
+        assert_eq!(format, Format::Jsonl);
+        assert_eq!(exchanges(&read).len(), 2);
+        assert!(problems(&read).is_empty());
+
+        // A first line longer than the head is told by its first key.
+        let body = "x".repeat(2 * HEAD);
+        let long = format!(r#"{{"method":"PUT","url":"/api/v1/channels/7","body":"{body}"}}"#);
+        let (format, read) = items(format!("{long}\n").as_bytes());
+        assert_eq!((format, exchanges(&read).len()), (Format::Jsonl, 1));
+        let har = HAR.replace('\n', " ").replacen(
+            r#"{"log":{"#,
+            &format!(r#"{{"log":{{"comment":"{body}","#),
+            1,
+        );
+        let (format, read) = items(har.as_bytes());
+        assert_eq!(
+            (format, exchanges(&read).len()),
+            (Format::Har, exchanges(&items(HAR.as_bytes()).1).len())
+        );
+        assert_eq!(
+            detect(b"{", false),
+            Format::Har,
+            "a pretty-printed HAR's first line"
         );
     }
 
