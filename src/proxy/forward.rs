@@ -20,7 +20,7 @@ use super::Sidecar;
 use super::body::{Captured, UpstreamBody, capture};
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
-use super::headers::strip_hop_by_hop;
+use super::headers::{reframe_response, strip_hop_by_hop};
 use super::late::{Copied, Late, Remember};
 use super::outgoing::{Peer, outgoing, send};
 use super::pool::Pool;
@@ -154,6 +154,7 @@ fn stream_back(
     if status.is_client_error() && !ledger.findings.is_empty() {
         extra.push(rejected(status, &ledger.findings));
     }
+    reframe_response(response.headers_mut());
     strip_hop_by_hop(response.headers_mut(), None);
     if s.settings.proxy.report_header && !ledger.findings.is_empty() {
         let compacted = compact(ledger.findings.iter().chain(&extra));

@@ -7,7 +7,8 @@
 //! id: it is how a request is traced through.
 
 use http::header::{
-    CONNECTION, HeaderMap, HeaderName, HeaderValue, TE, TRANSFER_ENCODING, UPGRADE,
+    CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue, TE,
+    TRANSFER_ENCODING, UPGRADE,
 };
 
 const HOPS: usize = 5;
@@ -25,6 +26,42 @@ const HOP_BY_HOP: [HeaderName; HOPS] = [
 /// Where `Connection` and `TE` are in [`HOP_BY_HOP`]: `strip_hop_by_hop` reads them by place.
 const AT_CONNECTION: usize = 0;
 const AT_TE: usize = 2;
+
+/// An upstream answer framed as RFC 9112 §6.3 says it is read: with `Transfer-Encoding`, any
+/// `Content-Length` is not the body's length and goes (kept, the client got "hel" of "hello",
+/// or a cut connection that lost its next pipelined request). hyper takes the `chunked` off;
+/// a transfer coding under it (`gzip, chunked`) is kept as the last content coding, which the
+/// client undoes the same way and which HTTP/2, with no transfer codings, can carry.
+pub fn reframe_response(headers: &mut HeaderMap) {
+    if !headers.contains_key(TRANSFER_ENCODING) {
+        return;
+    }
+    headers.remove(CONTENT_LENGTH);
+    let transfer: Vec<String> = headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("chunked"))
+        .map(str::to_string)
+        .collect();
+    if transfer.is_empty() {
+        return;
+    }
+    let content = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .map(str::to_string);
+    let codings: Vec<String> = content.chain(transfer).collect();
+    if let Ok(value) = HeaderValue::from_str(&codings.join(", ")) {
+        headers.insert(CONTENT_ENCODING, value);
+    }
+}
 
 /// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`
 /// (the request id). A client's `TE: trailers` is passed on. One look over the names comes

@@ -172,3 +172,109 @@ async fn header_order_is_kept_except_that_repeated_names_travel_together() {
     );
     dw.stop().await;
 }
+
+/// An upstream that answers every request on every connection with `answer`.
+async fn canned_upstream(answer: Vec<u8>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let mut buf = Vec::new();
+                while super::upstream::read_request(&mut stream, &mut buf)
+                    .await
+                    .is_some()
+                {
+                    if stream.write_all(&answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A chunked body's bytes.
+fn dechunked(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&body[..line_end]).unwrap(), 16).unwrap();
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size + 2..];
+    }
+}
+
+/// Issue 34, defects 9 and 10: an upstream answer with both `Content-Length` and chunked is
+/// read by its chunks (RFC 9112 §6.3), and the stale length is not passed on (the client got
+/// "hel" of "hello", then lost its next pipelined request); a transfer coding under chunked
+/// (`gzip, chunked`) reaches the client as a content coding instead of being dropped (the
+/// client got gzip bytes it had no way to know were gzip). Both seen red first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_framed_by_its_chunks_and_keeps_its_codings() {
+    use std::io::Write;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let both = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    let up = canned_upstream(both.to_vec()).await;
+    let dw = start(config(&format!("http://{up}"), |_| {})).await;
+    let mut client = tokio::net::TcpStream::connect(dw.addr).await.unwrap();
+    client
+        .write_all(b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\nGET /api/v1/channels/8 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    assert_eq!(
+        answer.matches("http/1.1 200 ok").count(),
+        2,
+        "both answered: {answer}"
+    );
+    assert_eq!(answer.matches("hello").count(), 2, "whole: {answer}");
+    assert!(!answer.contains("content-length: 3"), "{answer}");
+    dw.stop().await;
+
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(br#"{"id":7}"#).unwrap();
+    let gz = gz.finish().unwrap();
+    let mut coded = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: gzip, chunked\r\n\r\n{:x}\r\n",
+        gz.len()
+    )
+    .into_bytes();
+    coded.extend_from_slice(&gz);
+    coded.extend_from_slice(b"\r\n0\r\n\r\n");
+    let up = canned_upstream(coded).await;
+    let dw = start(config(&format!("http://{up}"), |_| {})).await;
+    let mut client = tokio::net::TcpStream::connect(dw.addr).await.unwrap();
+    client
+        .write_all(b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    client.read_to_end(&mut answer).await.unwrap();
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&answer[..head_end]).to_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let body = if head.contains("transfer-encoding: chunked") {
+        dechunked(&answer[head_end..])
+    } else {
+        answer[head_end..].to_vec()
+    };
+    let mut plain = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut plain)
+        .unwrap();
+    assert_eq!(plain, r#"{"id":7}"#);
+    dw.stop().await;
+}
