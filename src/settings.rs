@@ -94,7 +94,16 @@ pub enum SpecSource {
     /// Given by the caller (the demo's embedded spec).
     Embedded,
     File(PathBuf),
-    Url(http::Uri),
+    /// Without its credentials, which are sent as `Authorization: Basic`.
+    Url(SpecUrl),
+}
+
+/// `spec.url`, with its `user:password@` taken out: the URL is what logs, errors, `/spec` and
+/// `serve --check` show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecUrl {
+    pub uri: http::Uri,
+    pub basic: Option<http::HeaderValue>,
 }
 
 #[derive(Debug, Clone)]
@@ -481,12 +490,18 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             ));
         }
         (Some(path), None) => SpecSource::File(path.clone()),
-        (None, Some(url)) => SpecSource::Url(
-            url.parse::<http::Uri>()
+        (None, Some(url)) => {
+            let uri = url
+                .parse::<http::Uri>()
                 .ok()
                 .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
-                .ok_or_else(|| fail("spec.url", format!("`{url}` is not an http(s) URL")))?,
-        ),
+                .ok_or_else(|| {
+                    let shown = upstream::shown(url);
+                    fail("spec.url", format!("`{shown}` is not an http(s) URL"))
+                })?;
+            let upstream::Credentialed { uri, basic } = upstream::Credentialed::split(uri);
+            SpecSource::Url(SpecUrl { uri, basic })
+        }
         (None, None) => SpecSource::Embedded,
     };
     let write: HashMap<String, WriteSemantics> = c.spec.write.clone();

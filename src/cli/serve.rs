@@ -247,12 +247,12 @@ async fn load(
         (None, SpecSource::File(path)) => {
             (Source::File(path.clone()).read(&settings.spec.load)?, None)
         }
-        (None, SpecSource::Url(url)) => {
-            let url = url.to_string();
+        (None, SpecSource::Url(spec_url)) => {
+            let url = spec_url.uri.to_string();
             let client = crate::proxy::client(settings)?;
             let timeout = settings.proxy.request_timeout;
             let max = settings.spec.load.max_bytes;
-            let (source, etag) = crate::proxy::fetch(&client, timeout, &url, None, max)
+            let (source, etag) = crate::proxy::fetch(&client, timeout, spec_url, None, max)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?;
             (source.read(&settings.spec.load)?, etag)

@@ -65,6 +65,13 @@ pub(super) fn outgoing(
     if let Some(host) = host {
         parts.headers.insert(HOST, host);
     }
+    if let Some(basic) = &s.upstream.basic
+        && !parts.headers.contains_key(http::header::AUTHORIZATION)
+    {
+        parts
+            .headers
+            .insert(http::header::AUTHORIZATION, basic.clone());
+    }
     // HTTP/1.0 goes up as HTTP/1.0 (its framing and keep-alive rules differ); HTTP/2 as 1.1.
     if parts.version != Version::HTTP_10 {
         parts.version = Version::HTTP_11;

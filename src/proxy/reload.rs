@@ -73,10 +73,9 @@ async fn read(s: &Sidecar, etag: &mut Option<String>) -> Result<Option<Source>, 
     match &s.settings.spec.source {
         SpecSource::File(path) => Ok(Some(Source::File(path.clone()))),
         SpecSource::Url(url) => {
-            let url = url.to_string();
             let timeout = s.settings.proxy.request_timeout;
             let max = s.settings.spec.load.max_bytes;
-            match super::fetch(&s.client, timeout, &url, etag.as_deref(), max).await? {
+            match super::fetch(&s.client, timeout, url, etag.as_deref(), max).await? {
                 None => Ok(None),
                 Some((source, tag)) => {
                     *etag = tag;

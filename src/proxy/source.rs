@@ -3,6 +3,7 @@
 //! Fetching is I/O on the runtime; reading the document (parse, bundle, normalize) is CPU work
 //! and is done where the caller compiles it, off the request path.
 
+use crate::settings::SpecUrl;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,11 +43,13 @@ pub type Fetched = Option<(Source, Option<String>)>;
 pub async fn fetch(
     client: &UpstreamClient,
     timeout: Duration,
-    url: &str,
+    spec_url: &SpecUrl,
     etag: Option<&str>,
     max_bytes: u64,
 ) -> Result<Fetched, FetchError> {
-    tokio::time::timeout(timeout, fetch_within(client, url, etag, max_bytes))
+    let url = &spec_url.uri.to_string();
+    let basic = spec_url.basic.as_ref();
+    tokio::time::timeout(timeout, fetch_within(client, url, basic, etag, max_bytes))
         .await
         .map_err(|_| FetchError::Timeout {
             url: url.into(),
@@ -57,10 +60,14 @@ pub async fn fetch(
 async fn fetch_within(
     client: &UpstreamClient,
     url: &str,
+    basic: Option<&http::HeaderValue>,
     etag: Option<&str>,
     max_bytes: u64,
 ) -> Result<Fetched, FetchError> {
     let mut request = Request::get(url);
+    if let Some(basic) = basic {
+        request = request.header(http::header::AUTHORIZATION, basic);
+    }
     if let Some(tag) = etag {
         request = request.header(IF_NONE_MATCH, tag);
     }

@@ -82,7 +82,7 @@ fn the_spec_source_is_one_choice_across_layers() {
     let s = load(Some(&file), image, flag).unwrap();
     assert_eq!(s.spec.source, SpecSource::File("mine.yaml".into()));
     let s = load(Some(&file), Vec::new(), Vec::new()).unwrap();
-    assert!(matches!(s.spec.source, SpecSource::Url(ref u) if u.path() == "/openapi.json"));
+    assert!(matches!(s.spec.source, SpecSource::Url(ref u) if u.uri.path() == "/openapi.json"));
     let both = write(
         "b.toml",
         "[spec]\npath = \"a.yaml\"\nurl = \"http://api/openapi.json\"\n",

@@ -7,11 +7,46 @@ use http::uri::{PathAndQuery, Scheme};
 #[derive(Debug, Clone)]
 pub struct Upstream {
     pub scheme: Scheme,
+    /// Host and port, never the URL's credentials: it is shown in logs, 502 bodies and
+    /// `serve --check`, and sent as `Host`.
     pub authority: http::uri::Authority,
     /// The authority as the `Host` header the upstream gets (unless `proxy.preserve_host`),
     /// made once rather than per request. (An authority is always header text.)
     pub host: Option<http::HeaderValue>,
     pub prefix: String,
+    /// The URL's `user:password@`, as the `Authorization: Basic` a request without one gets
+    /// (what curl and other clients do with a URL's credentials); marked sensitive.
+    pub basic: Option<http::HeaderValue>,
+}
+
+/// A URL's credentials taken out of it: what is left to show and to connect to, and the
+/// `Authorization: Basic` they make.
+pub struct Credentialed {
+    pub uri: Uri,
+    pub basic: Option<http::HeaderValue>,
+}
+
+impl Credentialed {
+    /// `uri` without its `user:password@`, if it has one.
+    pub fn split(uri: Uri) -> Credentialed {
+        let Some((userinfo, host)) = uri.authority().and_then(|a| a.as_str().rsplit_once('@'))
+        else {
+            return Credentialed { uri, basic: None };
+        };
+        use base64::Engine;
+        let decoded = percent_encoding::percent_decode_str(userinfo).decode_utf8_lossy();
+        let token = base64::engine::general_purpose::STANDARD.encode(decoded.as_bytes());
+        let basic = http::HeaderValue::from_str(&format!("Basic {token}"))
+            .ok()
+            .map(|mut v| {
+                v.set_sensitive(true);
+                v
+            });
+        let mut parts = uri.clone().into_parts();
+        parts.authority = host.parse().ok();
+        let uri = Uri::from_parts(parts).unwrap_or(uri);
+        Credentialed { uri, basic }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -24,11 +59,32 @@ pub enum UpstreamUrlError {
     NoHost(String),
 }
 
+/// `url` as it may be shown: a password in it is masked (for a URL that does not even parse).
+pub fn shown(url: &str) -> String {
+    match url.split_once("://").and_then(|(scheme, rest)| {
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (userinfo, _) = rest[..end].rsplit_once('@')?;
+        Some((scheme, userinfo))
+    }) {
+        Some((scheme, userinfo)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            url.replacen(
+                &format!("{scheme}://{userinfo}@"),
+                &format!("{scheme}://{user}:****@"),
+                1,
+            )
+        }
+        None => url.to_string(),
+    }
+}
+
 impl Upstream {
     pub fn parse(url: &str) -> Result<Upstream, UpstreamUrlError> {
         let uri: Uri = url
             .parse()
-            .map_err(|e| UpstreamUrlError::NotUrl(url.into(), e))?;
+            .map_err(|e| UpstreamUrlError::NotUrl(shown(url), e))?;
+        let Credentialed { uri, basic } = Credentialed::split(uri);
+        let url = &uri.to_string();
         let scheme = match uri.scheme() {
             Some(s) if *s == Scheme::HTTP || *s == Scheme::HTTPS => s.clone(),
             _ => return Err(UpstreamUrlError::Scheme(url.into())),
@@ -44,6 +100,7 @@ impl Upstream {
             authority,
             host,
             prefix,
+            basic,
         })
     }
 

@@ -136,6 +136,13 @@ async fn endless(head: &'static str, pace: Duration) -> std::net::SocketAddr {
     addr
 }
 
+fn spec_url(url: &str) -> driftwatch::settings::SpecUrl {
+    driftwatch::settings::SpecUrl {
+        uri: url.parse().unwrap(),
+        basic: None,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_url_that_never_ends_is_cut_off_by_size_or_time() {
     let head =
@@ -143,14 +150,14 @@ async fn a_spec_url_that_never_ends_is_cut_off_by_size_or_time() {
     let settings = Settings::default();
     let client = driftwatch::proxy::client(&settings).unwrap();
     let fast = endless(head, Duration::ZERO).await;
-    let url = format!("http://{fast}/openapi.json");
+    let url = spec_url(&format!("http://{fast}/openapi.json"));
     let e = driftwatch::proxy::fetch(&client, Duration::from_secs(10), &url, None, 1 << 20)
         .await
         .err()
         .expect("refused");
     assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
     let slow = endless(head, Duration::from_millis(50)).await;
-    let url = format!("http://{slow}/openapi.json");
+    let url = spec_url(&format!("http://{slow}/openapi.json"));
     let started = Instant::now();
     let e = driftwatch::proxy::fetch(&client, Duration::from_millis(500), &url, None, 1 << 30)
         .await

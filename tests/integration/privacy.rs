@@ -76,3 +76,129 @@ fn check_output_does_not_carry_path_values() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const PASSWORD: &str = "pw7Secret2424";
+
+/// Issue 34, defect 11: a URL's credentials are never shown and never sent as `Host`. With
+/// `--upstream http://u:PASSWORD@host` the password was in every 502 body, the log and `serve
+/// --check`, and the API received it in `Host`; a `spec.url` password was in the start log,
+/// `--check` and `/spec`. Now the API gets `Host: host` and the credentials as
+/// `Authorization: Basic` (a request with its own Authorization keeps it), the spec's server
+/// gets them the same way, and nothing shows the password. Seen red first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_a_url_are_never_shown_nor_sent_as_host() {
+    let spec = std::fs::read_to_string(example("channels.openapi.yaml")).unwrap();
+    let spec_server = upstream::start_typed(
+        std::sync::Arc::new(move |_: &upstream::Recorded| (200, "application/yaml", spec.clone())),
+        Duration::ZERO,
+        None,
+    )
+    .await;
+    let api = upstream::start(ok(), Duration::ZERO, None).await;
+    let spec_url = format!("http://reader:{PASSWORD}@{}/openapi.yaml", spec_server.addr);
+    let run = |upstream: String, args: &[&str]| {
+        let (listen, admin) = (free_port(), free_port());
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args([
+                "serve",
+                "--upstream",
+                &upstream,
+                "--listen",
+                &listen.to_string(),
+            ])
+            .args(["--admin-listen", &admin.to_string()])
+            .args(args)
+            .env("DRIFTWATCH_SPEC_URL", &spec_url)
+            .env("RUST_LOG", "debug")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        (child, listen, admin)
+    };
+    let (check, _, _) = run(format!("http://u:{PASSWORD}@{}", api.addr), &["--check"]);
+    let checked = check.wait_with_output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert_eq!(checked.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("upstream  http://{}", api.addr)),
+        "{text}"
+    );
+    assert!(!text.contains(PASSWORD), "serve --check: {text}");
+
+    let (served, listen, admin) = run(format!("http://u:{PASSWORD}@{}", api.addr), &[]);
+    ready(admin).await;
+    let answer = raw(
+        listen,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(answer.status, 200);
+    let own = raw(listen, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer mine\r\nconnection: close\r\n\r\n").await;
+    assert_eq!(own.status, 200);
+    let recorded = api.recorded();
+    assert_eq!(
+        recorded[0].header("host"),
+        Some(api.addr.to_string().as_str())
+    );
+    // base64 of "u:pw7Secret2424"
+    assert_eq!(
+        recorded[0].header("authorization"),
+        Some("Basic dTpwdzdTZWNyZXQyNDI0")
+    );
+    assert_eq!(recorded[1].header("authorization"), Some("Bearer mine"));
+    assert_eq!(
+        spec_server.recorded()[0].header("authorization"),
+        Some("Basic cmVhZGVyOnB3N1NlY3JldDI0MjQ=")
+    );
+    let shown = admin_get(admin, "/spec").await;
+    let shown = String::from_utf8_lossy(&shown.body).into_owned();
+    assert!(
+        shown.contains(&spec_server.addr.to_string()) && !shown.contains(PASSWORD),
+        "/spec: {shown}"
+    );
+
+    // The API unreachable: the 502 names the host, not the password.
+    let (unreachable, listen, admin) = run(format!("http://u:{PASSWORD}@127.0.0.1:9"), &[]);
+    ready(admin).await;
+    let bad = raw(
+        listen,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(bad.status, 502);
+    let body = String::from_utf8_lossy(&bad.body).into_owned();
+    assert!(
+        body.contains("127.0.0.1:9") && !body.contains(PASSWORD),
+        "502: {body}"
+    );
+    for mut child in [served, unreachable] {
+        let _ = child.kill().await;
+        let out = child.wait_with_output().await.unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            log.contains("127.0.0.1") && !log.contains(PASSWORD),
+            "log: {log}"
+        );
+    }
+}
+
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+async fn ready(admin: std::net::SocketAddr) {
+    super::util::eventually("the sidecar to be ready", || async {
+        tokio::net::TcpStream::connect(admin).await.ok()?;
+        (admin_get(admin, "/readyz").await.status == 200).then_some(())
+    })
+    .await;
+}
