@@ -220,10 +220,7 @@ where
                 let answered = handle(req);
                 async move {
                     let response = answered.await?;
-                    Ok::<_, Infallible>(response.map(|body| Held {
-                        body,
-                        _in_flight: in_flight,
-                    }))
+                    Ok::<_, Infallible>(response.map(|body| Held::new(body, in_flight)))
                 }
             });
             let conn = async {
@@ -246,13 +243,23 @@ where
     }
 }
 
-/// A response body that keeps its request counted in flight until it ends or is dropped.
-struct Held<B> {
+/// A response body that holds `guard` (its request counted in flight, a place) until it ends
+/// or is dropped.
+pub struct Held<B, G> {
     body: B,
-    _in_flight: InFlight,
+    _guard: G,
 }
 
-impl<B: Body + Unpin> Body for Held<B> {
+impl<B, G> Held<B, G> {
+    pub fn new(body: B, guard: G) -> Held<B, G> {
+        Held {
+            body,
+            _guard: guard,
+        }
+    }
+}
+
+impl<B: Body + Unpin, G: Unpin> Body for Held<B, G> {
     type Data = B::Data;
     type Error = B::Error;
 

@@ -64,6 +64,11 @@ pub struct Sidecar {
     late: late::LateTasks,
     /// Set once the listener is serving; `/readyz` reports it.
     pub ready: Arc<AtomicBool>,
+    /// Requests in flight, each holding one from its start to its response's last byte:
+    /// `proxy.max_connections` of them. An HTTP/1.1 connection holds at most one, so only the
+    /// streams of HTTP/2 connections ever wait here; without it, 5 connections of 200 streams
+    /// to a slow API opened 1,000 upstream sockets.
+    pub(crate) requests: Arc<tokio::sync::Semaphore>,
 }
 
 impl Sidecar {
@@ -122,6 +127,7 @@ impl Sidecar {
             client: Arc::new(client),
             registry: Arc::new(registry),
             metrics,
+            requests: Arc::new(tokio::sync::Semaphore::new(settings.proxy.max_connections)),
             events,
             settings,
             ready: Arc::new(AtomicBool::new(false)),

@@ -12,9 +12,14 @@
 //! (one is looked at from the other end each time one is kept). A request that a reused
 //! connection could not even start (the API had closed it while it sat idle) is sent again on
 //! another: nothing of it went out. One on a new connection is not sent twice.
+//!
+//! A thread's connections are at most its share of `proxy.max_connections`, each holding a
+//! place from its handshake until it is dropped: HTTP/2 clients multiplex many requests on
+//! one connection, and 5 of them with 200 streams each opened 1,000 sockets to a slow API. At
+//! the bound a request waits for one of the thread's connections to finish its response.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, Uri};
@@ -22,6 +27,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tower_service::Service;
 
 use super::body::UpstreamBody;
@@ -41,10 +47,21 @@ pub struct Pool {
     target: Uri,
     http1: Builder,
     kept: Mutex<VecDeque<Kept>>,
+    /// This thread's share of `proxy.max_connections`: one per open connection.
+    places: Arc<Semaphore>,
+    /// Told when a connection is kept: a request waiting at the bound looks again.
+    kept_one: Notify,
+}
+
+/// A connection and its place among the thread's.
+struct Connection {
+    sender: SendRequest<UpstreamBody>,
+    /// Given back when the connection is dropped.
+    _place: OwnedSemaphorePermit,
 }
 
 struct Kept {
-    sender: SendRequest<UpstreamBody>,
+    conn: Connection,
     since: Instant,
 }
 
@@ -53,7 +70,15 @@ impl Kept {
     fn stale(&self) -> bool {
         self.since.elapsed() >= IDLE_TIMEOUT
     }
+
+    fn sender(&self) -> &SendRequest<UpstreamBody> {
+        &self.conn.sender
+    }
 }
+
+/// How long a request at the bound waits to be told of a kept connection before it looks
+/// again (a connection becomes ready when its response is read, which nobody announces).
+const LOOK_AGAIN: Duration = Duration::from_millis(5);
 
 /// Why no response came back.
 #[derive(Debug, thiserror::Error)]
@@ -76,27 +101,46 @@ impl Pool {
             .expect("a scheme and an authority make a URI");
         let mut http1 = Builder::new();
         http1.preserve_header_case(settings.proxy.preserve_header_case);
+        let threads = settings.proxy.serving_threads();
+        let share = settings.proxy.max_connections.div_ceil(threads).max(1);
         Ok(Pool {
             connector: super::upstream::connector(settings)?,
             target,
             http1,
             kept: Mutex::new(VecDeque::new()),
+            places: Arc::new(Semaphore::new(share)),
+            kept_one: Notify::new(),
         })
     }
 
-    /// Send `request` (origin-form target, `Host` set) on a kept connection, or a new one.
+    /// Send `request` (origin-form target, `Host` set) on a kept connection, or a new one;
+    /// at the bound, on the first of the thread's connections to finish its response.
     pub async fn request(
         &self,
         mut request: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, PoolError> {
         loop {
-            let (mut sender, reused) = match self.take() {
-                Some(sender) => (sender, true),
-                None => (self.connect().await?, false),
+            let (mut conn, reused) = match self.take() {
+                Some(conn) => (conn, true),
+                None => match self.places.clone().try_acquire_owned() {
+                    Ok(place) => (self.connect(place).await?, false),
+                    Err(_) => match self.busy() {
+                        // Ready once its response has been read; closed if it failed.
+                        Some(mut conn) => match conn.sender.ready().await {
+                            Ok(()) => (conn, true),
+                            Err(_) => continue,
+                        },
+                        None => {
+                            let _ =
+                                tokio::time::timeout(LOOK_AGAIN, self.kept_one.notified()).await;
+                            continue;
+                        }
+                    },
+                },
             };
-            match sender.try_send_request(request).await {
+            match conn.sender.try_send_request(request).await {
                 Ok(response) => {
-                    self.keep(sender);
+                    self.keep(conn);
                     return Ok(response);
                 }
                 Err(mut failed) => match failed.take_message() {
@@ -110,43 +154,51 @@ impl Pool {
 
     /// The most recently kept connection that is ready for a request; closed and long-idle
     /// ones are dropped on the way.
-    fn take(&self) -> Option<SendRequest<UpstreamBody>> {
+    fn take(&self) -> Option<Connection> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let mut i = kept.len();
         while i > 0 {
             i -= 1;
             let k = &kept[i];
-            if k.sender.is_closed() {
+            if k.sender().is_closed() {
                 kept.remove(i);
-            } else if k.sender.is_ready() {
+            } else if k.sender().is_ready() {
                 let k = kept.remove(i).expect("i is in the list");
                 if !k.stale() {
-                    return Some(k.sender);
+                    return Some(k.conn);
                 }
             } // else: still reading its response
         }
         None
     }
 
-    /// Keep `sender` for a later request; the oldest kept one goes if it is closed or stale.
-    fn keep(&self, sender: SendRequest<UpstreamBody>) {
+    /// The oldest kept connection still reading its response, to wait on at the bound.
+    fn busy(&self) -> Option<Connection> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|k| !k.sender().is_closed());
+        kept.pop_front().map(|k| k.conn)
+    }
+
+    /// Keep `conn` for a later request; the oldest kept one goes if it is closed or stale.
+    fn keep(&self, conn: Connection) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if kept
             .front()
-            .is_some_and(|k| k.sender.is_closed() || (k.sender.is_ready() && k.stale()))
+            .is_some_and(|k| k.sender().is_closed() || (k.sender().is_ready() && k.stale()))
         {
             kept.pop_front();
         }
-        if kept.len() < MAX_KEPT && !sender.is_closed() {
+        if kept.len() < MAX_KEPT && !conn.sender.is_closed() {
             kept.push_back(Kept {
-                sender,
+                conn,
                 since: Instant::now(),
             });
+            self.kept_one.notify_one();
         }
     }
 
     /// A new connection, driven by a task on this thread's runtime until it closes.
-    async fn connect(&self) -> Result<SendRequest<UpstreamBody>, PoolError> {
+    async fn connect(&self, place: OwnedSemaphorePermit) -> Result<Connection, PoolError> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -165,6 +217,9 @@ impl Pool {
                 tracing::debug!("upstream connection ended: {e}");
             }
         });
-        Ok(sender)
+        Ok(Connection {
+            sender,
+            _place: place,
+        })
     }
 }

@@ -21,7 +21,7 @@ use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
 use super::pool::Pool;
 use super::upstream::{read_certs, read_key};
-use crate::listener::{Accepted, Activity, Counted, Listener, watched};
+use crate::listener::{Accepted, Activity, Counted, Held, Listener, watched};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
 /// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
@@ -182,11 +182,16 @@ async fn serve(
     let metrics = s.clone();
     let service = service_fn(move |req| {
         let in_flight = activity.begin();
-        let handled = handle(s.clone(), pool.clone(), req, from.clone());
+        let (s, pool, from) = (s.clone(), pool.clone(), from.clone());
         async move {
-            let response = handled.await;
+            // A place among the requests in flight, held to the response's last byte: only
+            // an HTTP/2 connection's extra streams ever wait for one.
+            let Ok(place) = s.requests.clone().acquire_owned().await else {
+                unreachable!("the requests' semaphore is never closed");
+            };
+            let response = handle(s, pool, req, from).await;
             drop(in_flight);
-            response
+            response.map(|r| r.map(|body| Held::new(body, place)))
         }
     });
     let served = match tls {

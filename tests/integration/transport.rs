@@ -476,3 +476,82 @@ async fn upstream_connections_are_reused_and_one_the_api_closed_loses_no_request
     assert_eq!(up.accepted.load(Ordering::SeqCst), 6, "no new connection");
     dw.stop().await;
 }
+
+/// An API that answers each request after `delay`, keeping connections alive, and counts the
+/// connections open at once: (now, most).
+async fn counting_api(
+    delay: Duration,
+) -> (
+    std::net::SocketAddr,
+    Arc<(
+        std::sync::atomic::AtomicUsize,
+        std::sync::atomic::AtomicUsize,
+    )>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let open = Arc::new((
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    ));
+    let counts = open.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counts = counts.clone();
+            let now = counts.0.fetch_add(1, Ordering::SeqCst) + 1;
+            counts.1.fetch_max(now, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                while upstream::read_request(&mut stream, &mut buf)
+                    .await
+                    .is_some()
+                {
+                    tokio::time::sleep(delay).await;
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    if stream.write_all(answer).await.is_err() {
+                        break;
+                    }
+                }
+                counts.0.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, open)
+}
+
+/// Issue 34, defect 12: HTTP/2 streams count against the bounds. 5 connections of 200
+/// streams each to a slow API opened a socket upstream per stream, past
+/// `proxy.max_connections`; now at most that many are open at once (the other streams wait
+/// their turn) and every stream is answered. Seen red first (1,000 open at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_count_against_the_bound_on_upstream_connections() {
+    let (api, open) = counting_api(Duration::from_millis(100)).await;
+    let dw = start(config(&format!("http://{api}"), |c| {
+        c.proxy.max_connections = 20;
+    }))
+    .await;
+    let mut sent = Vec::new();
+    for _ in 0..5 {
+        // A client of its own: one HTTP/2 connection each.
+        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build_http();
+        for _ in 0..200 {
+            let req = http::Request::get(format!("http://{}/api/v1/channels/7", dw.addr))
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            let client = client.clone();
+            sent.push(tokio::spawn(async move {
+                client.request(req).await.map(|r| r.status())
+            }));
+        }
+    }
+    for answer in sent {
+        assert_eq!(answer.await.unwrap().unwrap(), 200);
+    }
+    let most = open.1.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most <= 20, "{most} connections open upstream at once");
+    dw.stop().await;
+}
