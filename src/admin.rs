@@ -46,13 +46,22 @@ impl Token {
         Token(sha2::Sha256::digest(secret).into())
     }
 
-    /// Whether the request's `Authorization: Bearer …` carries this token.
+    /// Whether the request's `Authorization: Bearer …` carries this token (the scheme's name
+    /// in any case, as RFC 9110 section 11.1 has it).
     fn admits(&self, req: &Request<Incoming>) -> bool {
         req.headers()
             .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-            .is_some_and(|given| Token::new(given.trim_ascii()).0 == self.0)
+            .and_then(|v| bearer(v.as_bytes()))
+            .is_some_and(|given| Token::new(given).0 == self.0)
     }
+}
+
+/// The credentials of a `Bearer` authorization, whatever the scheme's case.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, credentials) = value.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| credentials.trim_ascii())
 }
 
 impl std::fmt::Debug for Token {

@@ -208,10 +208,23 @@ fn declares(media: &crate::contract::MediaBody, name: &str) -> bool {
     matches!(&*media.shape, crate::contract::BodyShape::Object { properties, .. } if properties.iter().any(|p| p.name == name))
 }
 
-/// A scalar as text: strings as they are, numbers and booleans as JSON writes them.
+/// A scalar as text: strings as they are, numbers and booleans as JSON writes them. A whole
+/// number past 64 bits was parsed as a float (`1.2345678901234568e+22`) and would go out as
+/// another number: it is refused.
 fn scalar(p: &Param, value: &Value) -> Result<String, ArgumentError> {
     match value {
         Value::String(s) => Ok(s.clone()),
+        Value::Number(n)
+            if n.as_f64()
+                .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 2f64.powi(63))
+                && !n.is_i64()
+                && !n.is_u64() =>
+        {
+            Err(ArgumentError::Shape(
+                p.name.clone(),
+                "a whole number past 64 bits cannot be sent exactly: send it as a string",
+            ))
+        }
         Value::Number(n) => Ok(n.to_string()),
         Value::Bool(b) => Ok(b.to_string()),
         _ => Err(ArgumentError::Shape(
@@ -435,14 +448,22 @@ mod tests {
                 "integer".into()
             ))
         );
+        // A whole number past 64 bits is no longer the number the model sent.
+        let big: Value = serde_json::from_str("12345678901234567890123").unwrap();
+        assert!(matches!(
+            request(item, "", &args(json!({"n": big})), &none),
+            Err(ArgumentError::Shape(..))
+        ));
         // The text an integer is sent as is the integer.
-        for n in [json!(30), json!("30")] {
-            assert_eq!(
-                request(item, "", &args(json!({"n": n})), &none)
-                    .unwrap()
-                    .target,
-                "/items/30"
-            );
+        for (n, sent) in [
+            (json!(30), "30"),
+            (json!("30"), "30"),
+            (json!(u64::MAX), "18446744073709551615"),
+        ] {
+            let target = request(item, "", &args(json!({"n": n})), &none)
+                .unwrap()
+                .target;
+            assert_eq!(target, format!("/items/{sent}"));
         }
     }
 

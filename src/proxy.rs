@@ -59,7 +59,9 @@ pub struct Sidecar {
     /// `replace_will_drop_field` reported so far: each write and field once.
     reported: crate::audit::ReportedOnce,
     /// Held while a reload runs, so that two never race; holds the spec URL's last `ETag`.
-    reloading: tokio::sync::Mutex<Option<String>>,
+    reloading: tokio::sync::Mutex<reload::Reloading>,
+    /// `Reloading::started`, readable without the lock: a reload asked for notes it first.
+    reloads_started: std::sync::atomic::AtomicU64,
     /// Response work (audit, memory) done off the async workers after the response went out.
     late: late::LateTasks,
     /// Set once the listener is serving; `/readyz` reports it.
@@ -122,6 +124,7 @@ impl Sidecar {
             reported: Default::default(),
             late: late::LateTasks::new(),
             reloading: Default::default(),
+            reloads_started: Default::default(),
             current: arc_swap::ArcSwap::from_pointee(revision),
             upstream,
             client: Arc::new(client),
@@ -137,7 +140,7 @@ impl Sidecar {
     /// The `ETag` of the spec fetched from `spec.url` at start, so that the first poll is
     /// already conditional.
     pub fn with_etag(mut self, tag: Option<String>) -> Sidecar {
-        self.reloading = tokio::sync::Mutex::new(tag);
+        self.reloading = tokio::sync::Mutex::new(reload::Reloading::new(tag));
         self
     }
 

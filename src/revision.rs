@@ -78,6 +78,9 @@ pub enum ReloadError {
     Load(#[from] SpecError),
     #[error("the reload task failed: {0}")]
     Task(String),
+    /// A reload asked for while another ran took the outcome of the next one, which failed.
+    #[error("{0}")]
+    Shared(String),
 }
 
 /// Why the spec URL gave no document.

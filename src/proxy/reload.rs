@@ -28,12 +28,61 @@ impl Revisions for Sidecar {
     }
 }
 
+/// What reloads share: one runs at a time, and those asked for while it ran take the outcome
+/// of the next one to start, instead of each compiling the spec again.
+#[derive(Default)]
+pub struct Reloading {
+    /// The spec URL's last `ETag`.
+    etag: Option<String>,
+    /// Reloads started so far.
+    started: u64,
+    /// The outcome of the last one: the revision in force, or why it failed.
+    last: Option<Result<Arc<Revision>, String>>,
+}
+
+impl Reloading {
+    pub fn new(etag: Option<String>) -> Reloading {
+        Reloading {
+            etag,
+            ..Reloading::default()
+        }
+    }
+}
+
 /// Load the spec again and put it in force if it changed. Returns the revision in force.
+/// Reloads asked for while one runs are coalesced: each waits for the running one (which may
+/// have read the spec before it changed), then all take the outcome of the next, which one
+/// of them runs. Fifty `POST /spec/reload` at once compile the spec twice, not fifty times.
 pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadError> {
+    let asked = s.reloads_started.load(std::sync::atomic::Ordering::SeqCst);
     // One reload at a time: two triggers at once must not race each other's swap.
-    let mut etag = s.reloading.lock().await;
+    let mut state = s.reloading.lock().await;
+    if state.started > asked {
+        // One started after this was asked for, and has ended: its outcome is this one's.
+        return match &state.last {
+            Some(Ok(rev)) => Ok(rev.clone()),
+            Some(Err(why)) => Err(ReloadError::Shared(why.clone())),
+            None => Ok(s.revision()),
+        };
+    }
+    state.started += 1;
+    s.reloads_started
+        .store(state.started, std::sync::atomic::Ordering::SeqCst);
+    let outcome = reload_now(s, trigger, &mut state.etag).await;
+    state.last = Some(match &outcome {
+        Ok(rev) => Ok(rev.clone()),
+        Err(e) => Err(e.to_string()),
+    });
+    outcome
+}
+
+async fn reload_now(
+    s: &Sidecar,
+    trigger: &str,
+    etag: &mut Option<String>,
+) -> Result<Arc<Revision>, ReloadError> {
     let old = s.revision();
-    let loaded = match read(s, &mut etag).await {
+    let loaded = match read(s, etag).await {
         Ok(None) => return Ok(old), // 304: the spec in force is the current one
         Ok(Some(source)) => compile(s, source).await,
         Err(e) => Err(e),

@@ -219,6 +219,12 @@ async fn the_admin_token_guards_findings_spec_and_reload_and_leaves_metrics_open
         .await;
         assert_eq!(r.status, 200, "{method} {path} with the token");
     }
+    // The scheme's name is case-insensitive (RFC 9110 section 11.1); a lowercase one was refused.
+    let lower = ask("GET", "/spec", None).replace(
+        "content-length",
+        "authorization: bearer s3cret-admin-token-0123\r\ncontent-length",
+    );
+    assert_eq!(raw(dw.admin, lower.as_bytes()).await.status, 200);
     for path in ["/metrics", "/healthz", "/readyz"] {
         assert_eq!(
             admin_get(dw.admin, path).await.status,

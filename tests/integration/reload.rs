@@ -306,3 +306,41 @@ async fn a_spec_url_is_polled_with_if_none_match_and_reloaded_when_it_changes() 
     );
     dw.stop().await;
 }
+
+/// Reloads asked for at once are coalesced: 30 `POST /spec/reload` of GitHub's spec (about
+/// 200 ms to compile) each waited for the one before and compiled it again, 30 times over.
+/// Now those asked for while one runs take the outcome of the next: every one is answered
+/// with the revision in force, and the spec is compiled a few times at most.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_asked_for_at_once_are_coalesced() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let spec = std::env::temp_dir().join(format!(
+        "driftwatch-coalesce-{}.json.gz",
+        std::process::id()
+    ));
+    std::fs::copy(
+        super::util::shared_spec("github/api.github.com.json.gz"),
+        &spec,
+    )
+    .unwrap();
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(spec.clone());
+        c.spec.watch_interval_ms = 0;
+    }))
+    .await;
+    let loads = "driftwatch_spec_reloads_total{result=\"success\"}";
+    let before = sample(&scrape(dw.admin).await, loads);
+    let asked: Vec<_> = (0..30)
+        .map(|_| tokio::spawn(post_reload(dw.admin)))
+        .collect();
+    let mut revisions = std::collections::BTreeSet::new();
+    for answer in asked {
+        let (status, body) = answer.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        revisions.insert(body["revision"].to_string());
+    }
+    assert_eq!(revisions.len(), 1, "{revisions:?}");
+    let ran = sample(&scrape(dw.admin).await, loads) - before;
+    assert!((1.0..=3.0).contains(&ran), "{ran} reloads ran for 30 asked");
+    dw.stop().await;
+}
