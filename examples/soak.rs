@@ -11,8 +11,16 @@
 //! A request that failed while an upstream fault was open counts as `during_upstream_fault`,
 //! not lost: the sidecar answered 502 for an upstream that was not there, as it must.
 //!
-//! Usage: cargo run --release --example soak -- SECONDS [path/to/driftwatch]
-//! Exit 0 when lost and altered are 0 and the end RSS is within 20 MiB of the RSS after warm-up.
+//! With `--mcp-redis` the sidecar shares its memory through a `redis-server` of its own (killed
+//! and started again as a fifth fault), and `driftwatch mcp` runs beside it on the same store:
+//! two MCP clients open a session, call two tools, and delete it, over and over, and every
+//! 50th round one also sends a 3.6 MB message of empty arrays, which must be refused (413).
+//! Each process's RSS, descriptors and threads are sampled at every fault and their slopes
+//! printed.
+//!
+//! Usage: cargo run --release --example soak -- SECONDS [path/to/driftwatch] [--mcp-redis]
+//! Exit 0 when lost and altered are 0 (and, with `--mcp-redis`, no MCP round failed outside a
+//! store fault) and each process's end RSS is within 20 MiB of its RSS after warm-up.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -90,6 +98,13 @@ async fn upstream(listener: TcpListener, seen: Seen, reset: Arc<AtomicBool>, up:
                             .to_string()
                     };
                     let id = header("x-request-id");
+                    // Only the soak's own clients' requests are compared (the MCP gateway's
+                    // ids are its own).
+                    let id = if id.starts_with("soak-") {
+                        id
+                    } else {
+                        String::new()
+                    };
                     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
                     let d = digest(parts.method.as_str(), target, &header("x-mcp-tool"), &body);
                     seen.lock().unwrap().insert(id, d);
@@ -126,6 +141,168 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Open descriptors and threads of `pid`.
+fn fds_threads(pid: u32) -> (u64, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    (fds, threads)
+}
+
+/// Samples of one process: (seconds since start, RSS KiB, descriptors, threads).
+#[derive(Default)]
+struct Samples(Vec<(f64, u64, u64, u64)>);
+
+impl Samples {
+    fn take(&mut self, pid: u32, at: f64) {
+        let (fds, threads) = fds_threads(pid);
+        self.0.push((at, rss_kib(pid), fds, threads));
+    }
+
+    /// Least-squares slope of `value` per hour.
+    fn slope(&self, value: impl Fn(&(f64, u64, u64, u64)) -> f64) -> f64 {
+        let n = self.0.len() as f64;
+        if n < 2.0 {
+            return 0.0;
+        }
+        let (mx, my) = self
+            .0
+            .iter()
+            .fold((0.0, 0.0), |(x, y), s| (x + s.0 / n, y + value(s) / n));
+        let (num, den) = self.0.iter().fold((0.0, 0.0), |(a, b), s| {
+            (a + (s.0 - mx) * (value(s) - my), b + (s.0 - mx).powi(2))
+        });
+        if den == 0.0 { 0.0 } else { num / den * 3600.0 }
+    }
+
+    fn report(&self, name: &str) -> bool {
+        let (Some(first), Some(last)) = (self.0.first(), self.0.last()) else {
+            return true;
+        };
+        let max = self.0.iter().map(|s| s.1).max().unwrap_or(0);
+        println!(
+            "{name}: rss after warm-up {} MiB, max {} MiB, end {} MiB, slope {:.1} MiB/h; fds {} -> {} (slope {:.1}/h); threads {} -> {} (slope {:.1}/h)",
+            first.1 / 1024,
+            max / 1024,
+            last.1 / 1024,
+            self.slope(|s| s.1 as f64) / 1024.0,
+            first.2,
+            last.2,
+            self.slope(|s| s.2 as f64),
+            first.3,
+            last.3,
+            self.slope(|s| s.3 as f64),
+        );
+        last.1 <= first.1 + 20 * 1024
+    }
+}
+
+/// A `redis-server` on `port`, no persistence.
+fn redis_server(port: u16) -> std::process::Child {
+    std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server")
+}
+
+/// One MCP round: a session, two tool calls, its end. `Ok(())` when each answered as it must.
+async fn mcp_round(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    url: &str,
+    hostile: bool,
+) -> Result<(), String> {
+    let post = |body: String, session: Option<String>| {
+        let mut r = Request::post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.body(Full::new(Bytes::from(body))).unwrap()
+    };
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"soak","version":"1"}}}"#;
+    let answer = client
+        .request(post(init.into(), None))
+        .await
+        .map_err(|e| e.to_string())?;
+    let session = answer
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+        .ok_or_else(|| format!("initialize: {}", answer.status()))?;
+    let _ = answer.into_body().collect().await;
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let answer = client
+        .request(post(initialized.into(), Some(session.clone())))
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = answer.into_body().collect().await;
+    let calls = [
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"getChannel","arguments":{"id":7}}}"#,
+            "Retro",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"listPlayouts","arguments":{"pageSize":10}}}"#,
+            "pageSize",
+        ),
+    ];
+    for (call, expect) in calls {
+        let answer = client
+            .request(post(call.into(), Some(session.clone())))
+            .await
+            .map_err(|e| e.to_string())?;
+        let body = answer
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        let text = String::from_utf8_lossy(&body);
+        if !text.contains(expect) || text.contains("\"isError\":true") {
+            return Err(format!("tools/call: {}", &text[..text.len().min(300)]));
+        }
+    }
+    if hostile {
+        let arrays = vec!["[]"; 1_200_000].join(",");
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"getChannel","arguments":{{"id":[{arrays}]}}}}}}"#
+        );
+        let answer = client
+            .request(post(body, Some(session.clone())))
+            .await
+            .map_err(|e| e.to_string())?;
+        if answer.status() != 413 {
+            return Err(format!(
+                "a 3.6 MB message of empty arrays: {}",
+                answer.status()
+            ));
+        }
+    }
+    let delete = Request::delete(url)
+        .header("mcp-session-id", session)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = client.request(delete).await.map_err(|e| e.to_string())?;
+    let _ = answer.into_body().collect().await;
+    Ok(())
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -138,8 +315,10 @@ fn free_port() -> u16 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let seconds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(60);
+    let with_mcp = args.iter().any(|a| a == "--mcp-redis");
     let binary = args
         .get(2)
+        .filter(|a| !a.starts_with("--"))
         .cloned()
         .unwrap_or("target/release/driftwatch".into());
     let dir = std::env::temp_dir().join(format!("driftwatch-soak-{}", std::process::id()));
@@ -165,8 +344,23 @@ async fn main() {
         up_flag.clone(),
     ));
 
+    let redis_port = free_port();
+    let mut redis = with_mcp.then(|| redis_server(redis_port));
+    let key = dir.join("hash.key");
+    std::fs::write(&key, "a secret the soak's processes share").unwrap();
+    let with_store = |c: &mut std::process::Command| {
+        if with_mcp {
+            c.env("DRIFTWATCH_MEMORY_BACKEND", "redis")
+                .env(
+                    "DRIFTWATCH_MEMORY_REDIS_URL",
+                    format!("redis://127.0.0.1:{redis_port}"),
+                )
+                .env("DRIFTWATCH_MEMORY_HASH_KEY_FILE", &key);
+        }
+    };
     let (port, admin) = (free_port(), free_port());
-    let mut child = std::process::Command::new(&binary)
+    let mut command = std::process::Command::new(&binary);
+    command
         .args(["serve", "--spec"])
         .arg(&spec)
         .args(["--upstream", &format!("http://{up_addr}")])
@@ -174,21 +368,68 @@ async fn main() {
         .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
         .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
         .env("DRIFTWATCH_SPEC_WATCH_INTERVAL_MS", "500")
-        .env("RUST_LOG", "error")
-        .spawn()
-        .expect("start driftwatch");
+        .env("RUST_LOG", "error");
+    with_store(&mut command);
+    let mut child = command.spawn().expect("start driftwatch");
     let pid = child.id();
+    let (mcp_port, mcp_admin) = (free_port(), free_port());
+    let mut mcp_child = with_mcp.then(|| {
+        let mut command = std::process::Command::new(&binary);
+        command
+            .args(["mcp", "--all", "--spec"])
+            .arg(&spec)
+            .args(["--upstream", &format!("http://{up_addr}")])
+            .args(["--listen", &format!("127.0.0.1:{mcp_port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{mcp_admin}")])
+            .env("DRIFTWATCH_EVENTS_OUTPUT", "none")
+            .env("DRIFTWATCH_SPEC_WATCH_INTERVAL_MS", "500")
+            .env("RUST_LOG", "error");
+        with_store(&mut command);
+        command.spawn().expect("start driftwatch mcp")
+    });
     let base = format!("http://127.0.0.1:{port}");
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    for _ in 0..100 {
-        if client
-            .get(format!("http://127.0.0.1:{admin}/readyz").parse().unwrap())
-            .await
-            .is_ok()
-        {
+    for admin in [admin, mcp_admin] {
+        for _ in 0..100 {
+            if client
+                .get(format!("http://127.0.0.1:{admin}/readyz").parse().unwrap())
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if !with_mcp {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let store_fault = Arc::new(AtomicBool::new(false));
+    let mcp_counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
+    let mut mcp_workers = Vec::new();
+    for _ in 0..(if with_mcp { 2 } else { 0 }) {
+        let (client, counts, store_fault) =
+            (client.clone(), mcp_counts.clone(), store_fault.clone());
+        let url = format!("http://127.0.0.1:{mcp_port}/mcp");
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        mcp_workers.push(tokio::spawn(async move {
+            let mut round = 0u64;
+            while Instant::now() < deadline {
+                round += 1;
+                let during = store_fault.load(Ordering::SeqCst);
+                match mcp_round(&client, &url, round.is_multiple_of(50)).await {
+                    Ok(()) => counts.0.fetch_add(1, Ordering::Relaxed),
+                    Err(_) if during || store_fault.load(Ordering::SeqCst) => {
+                        counts.2.fetch_add(1, Ordering::Relaxed)
+                    }
+                    Err(e) => {
+                        eprintln!("mcp round {round}: {e}");
+                        counts.1.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }));
     }
 
     let counts = Arc::new(Counts::default());
@@ -263,18 +504,40 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(10.min(seconds / 4))).await;
     let rss_start = rss_kib(pid);
     let mut rss_max = rss_start;
+    let (mut serve_samples, mut mcp_samples) = (Samples::default(), Samples::default());
+    let sample_all =
+        |serve: &mut Samples, mcp: &mut Samples, mcp_child: &Option<std::process::Child>| {
+            let at = started.elapsed().as_secs_f64();
+            serve.take(pid, at);
+            if let Some(child) = mcp_child {
+                mcp.take(child.id(), at);
+            }
+        };
+    sample_all(&mut serve_samples, &mut mcp_samples, &mcp_child);
     let mut faults: HashMap<&str, u64> = HashMap::new();
     let mut turn = 0u64;
     while Instant::now() + FAULT_EVERY < deadline {
         tokio::time::sleep(FAULT_EVERY).await;
         rss_max = rss_max.max(rss_kib(pid));
+        sample_all(&mut serve_samples, &mut mcp_samples, &mcp_child);
         turn += 1;
-        let kind = [
-            "upstream_restart",
-            "upstream_reset",
-            "spec_reload",
-            "slowloris",
-        ][(turn % 4) as usize];
+        let kinds: &[&str] = if with_mcp {
+            &[
+                "upstream_restart",
+                "upstream_reset",
+                "spec_reload",
+                "slowloris",
+                "store_restart",
+            ]
+        } else {
+            &[
+                "upstream_restart",
+                "upstream_reset",
+                "spec_reload",
+                "slowloris",
+            ]
+        };
+        let kind = kinds[(turn % kinds.len() as u64) as usize];
         match kind {
             "upstream_restart" => {
                 fault_open.store(true, Ordering::SeqCst);
@@ -312,6 +575,17 @@ async fn main() {
                 };
                 std::fs::write(&spec, next).unwrap();
             }
+            "store_restart" => {
+                store_fault.store(true, Ordering::SeqCst);
+                if let Some(mut r) = redis.take() {
+                    let _ = r.kill();
+                    let _ = r.wait();
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                redis = Some(redis_server(redis_port));
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                store_fault.store(false, Ordering::SeqCst);
+            }
             _ => {
                 let mut held = Vec::new();
                 for _ in 0..50 {
@@ -330,9 +604,10 @@ async fn main() {
         }
         *faults.entry(kind).or_default() += 1;
     }
-    for w in workers {
+    for w in workers.into_iter().chain(mcp_workers) {
         let _ = w.await;
     }
+    sample_all(&mut serve_samples, &mut mcp_samples, &mcp_child);
     let rss_end = rss_kib(pid);
     let c = &counts;
     println!(
@@ -357,9 +632,27 @@ async fn main() {
         rss_max.max(rss_end) / 1024,
         rss_end / 1024
     );
+    let mut flat = serve_samples.report("serve");
+    let mut mcp_clean = true;
+    if let Some(mut mcp) = mcp_child.take() {
+        let (ok, failed, during) = (&mcp_counts.0, &mcp_counts.1, &mcp_counts.2);
+        println!(
+            "mcp rounds (a session, two tool calls, its end): ok {}, failed {}, failed during store faults {}",
+            ok.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed),
+            during.load(Ordering::Relaxed)
+        );
+        flat &= mcp_samples.report("mcp");
+        mcp_clean = failed.load(Ordering::Relaxed) == 0;
+        let _ = mcp.kill();
+    }
+    if let Some(mut r) = redis.take() {
+        let _ = r.kill();
+    }
     let _ = child.kill();
     let _ = std::fs::remove_dir_all(&dir);
-    let flat = rss_end <= rss_start + 20 * 1024;
-    let clean = c.lost.load(Ordering::Relaxed) == 0 && c.altered.load(Ordering::Relaxed) == 0;
+    let flat = flat && rss_end <= rss_start + 20 * 1024;
+    let clean =
+        c.lost.load(Ordering::Relaxed) == 0 && c.altered.load(Ordering::Relaxed) == 0 && mcp_clean;
     std::process::exit(if clean && flat { 0 } else { 1 });
 }

@@ -84,7 +84,7 @@ impl Upstream {
             .parse()
             .map_err(|e| UpstreamUrlError::NotUrl(shown(url), e))?;
         let Credentialed { uri, basic } = Credentialed::split(uri);
-        let url = &uri.to_string();
+        let url = &shown(url);
         let scheme = match uri.scheme() {
             Some(s) if *s == Scheme::HTTP || *s == Scheme::HTTPS => s.clone(),
             _ => return Err(UpstreamUrlError::Scheme(url.into())),
@@ -146,5 +146,25 @@ mod tests {
             Upstream::parse("ftp://api.test"),
             Err(UpstreamUrlError::Scheme(_))
         ));
+    }
+
+    #[test]
+    fn a_urls_credentials_are_taken_out_and_masked_where_shown() {
+        let up = Upstream::parse("https://u%40x:p%3Aw@api.test:8443/v1").unwrap();
+        assert_eq!(up.authority.as_str(), "api.test:8443");
+        assert_eq!(up.host.unwrap(), "api.test:8443");
+        let basic = up.basic.unwrap();
+        assert!(basic.is_sensitive());
+        // base64 of "u@x:p:w"
+        assert_eq!(basic, "Basic dUB4OnA6dw==");
+        assert!(Upstream::parse("http://api.test").unwrap().basic.is_none());
+        assert_eq!(shown("ftp://u:secret@h/x"), "ftp://u:****@h/x");
+        assert_eq!(
+            shown("http://h/a@b"),
+            "http://h/a@b",
+            "an @ in the path is no userinfo"
+        );
+        let e = Upstream::parse("ftp://u:secret@h").unwrap_err().to_string();
+        assert!(!e.contains("secret"), "{e}");
     }
 }
