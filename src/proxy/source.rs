@@ -57,13 +57,12 @@ pub async fn fetch(
         })?
 }
 
-async fn fetch_within(
-    client: &UpstreamClient,
+/// A GET of `url`, with the URL's credentials and, when known, its last `ETag`.
+fn conditional_get(
     url: &str,
     basic: Option<&http::HeaderValue>,
     etag: Option<&str>,
-    max_bytes: u64,
-) -> Result<Fetched, FetchError> {
+) -> Result<Request<UpstreamBody>, FetchError> {
     let mut request = Request::get(url);
     if let Some(basic) = basic {
         request = request.header(http::header::AUTHORIZATION, basic);
@@ -71,7 +70,7 @@ async fn fetch_within(
     if let Some(tag) = etag {
         request = request.header(IF_NONE_MATCH, tag);
     }
-    let request = request
+    request
         .body(UpstreamBody::Buffered {
             data: None,
             trailers: None,
@@ -80,7 +79,17 @@ async fn fetch_within(
         .map_err(|e| FetchError::Url {
             url: url.into(),
             reason: e.to_string(),
-        })?;
+        })
+}
+
+async fn fetch_within(
+    client: &UpstreamClient,
+    url: &str,
+    basic: Option<&http::HeaderValue>,
+    etag: Option<&str>,
+    max_bytes: u64,
+) -> Result<Fetched, FetchError> {
+    let request = conditional_get(url, basic, etag)?;
     let response = client
         .request(request)
         .await
