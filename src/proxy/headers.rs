@@ -37,30 +37,30 @@ pub fn reframe_response(headers: &mut HeaderMap) {
         return;
     }
     headers.remove(CONTENT_LENGTH);
-    let transfer: Vec<String> = headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("chunked"))
-        .map(str::to_string)
+    let transfer: Vec<String> = codings(headers, &TRANSFER_ENCODING)
+        .filter(|c| !c.eq_ignore_ascii_case("chunked"))
         .collect();
     if transfer.is_empty() {
         return;
     }
-    let content = headers
-        .get_all(CONTENT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
-        .map(str::to_string);
+    let content =
+        codings(headers, &CONTENT_ENCODING).filter(|c| !c.eq_ignore_ascii_case("identity"));
     let codings: Vec<String> = content.chain(transfer).collect();
     if let Ok(value) = HeaderValue::from_str(&codings.join(", ")) {
         headers.insert(CONTENT_ENCODING, value);
     }
+}
+
+/// The codings a `Transfer-Encoding` or `Content-Encoding` lists, in order, over all its fields.
+fn codings<'h>(headers: &'h HeaderMap, name: &HeaderName) -> impl Iterator<Item = String> + 'h {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
 }
 
 /// Remove hop-by-hop headers, including those the `Connection` header names, except `keep`

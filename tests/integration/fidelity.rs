@@ -127,16 +127,11 @@ async fn response_trailers_reach_a_client_that_accepts_them() {
         let _ = stream.read(&mut buf).await;
     });
     let dw = start(config(&format!("http://{addr}"), |_| {})).await;
-    let mut client = tokio::net::TcpStream::connect(dw.addr).await.unwrap();
-    client
-        .write_all(b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nte: trailers\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
+    let answer = exchanged(
+        dw.addr,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nte: trailers\r\nconnection: close\r\n\r\n",
+    )
+    .await;
     let answer = String::from_utf8_lossy(&answer);
     // hyper writes trailer names in lowercase (the README says so).
     assert!(answer.ends_with("0\r\nx-sum: 9\r\n\r\n"), "{answer}");
@@ -171,6 +166,19 @@ async fn header_order_is_kept_except_that_repeated_names_travel_together() {
         ]
     );
     dw.stop().await;
+}
+
+/// What the sidecar at `addr` sends back to `request`, to the end of the connection (5 s at most).
+async fn exchanged(addr: std::net::SocketAddr, request: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    client.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    answer
 }
 
 /// An upstream that answers every request on every connection with `answer`.
@@ -221,21 +229,11 @@ fn dechunked(mut body: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_is_framed_by_its_chunks_and_keeps_its_codings() {
     use std::io::Write;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let both = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
     let up = canned_upstream(both.to_vec()).await;
     let dw = start(config(&format!("http://{up}"), |_| {})).await;
-    let mut client = tokio::net::TcpStream::connect(dw.addr).await.unwrap();
-    client
-        .write_all(b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\nGET /api/v1/channels/8 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    let pipelined = b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\nGET /api/v1/channels/8 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let answer = String::from_utf8_lossy(&exchanged(dw.addr, pipelined).await).to_lowercase();
     assert_eq!(
         answer.matches("http/1.1 200 ok").count(),
         2,
@@ -257,13 +255,11 @@ async fn a_response_is_framed_by_its_chunks_and_keeps_its_codings() {
     coded.extend_from_slice(b"\r\n0\r\n\r\n");
     let up = canned_upstream(coded).await;
     let dw = start(config(&format!("http://{up}"), |_| {})).await;
-    let mut client = tokio::net::TcpStream::connect(dw.addr).await.unwrap();
-    client
-        .write_all(b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    client.read_to_end(&mut answer).await.unwrap();
+    let answer = exchanged(
+        dw.addr,
+        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
     let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let head = String::from_utf8_lossy(&answer[..head_end]).to_lowercase();
     assert!(head.contains("content-encoding: gzip"), "{head}");

@@ -14,15 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::sidecar::{sample, scrape};
+use super::timeouts::closed_after;
 use super::upstream::{self, ok};
-use super::util::{eventually, example};
-
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
+use super::util::{eventually, example, free_addr};
 
 /// `driftwatch mcp` in a process of its own, under `ulimit -n files`, with `config` added to
 /// the config file.
@@ -40,7 +34,7 @@ impl Mcp {
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let (mcp, admin) = (free_port(), free_port());
+        let (mcp, admin) = (free_addr(), free_addr());
         let file = dir.join("driftwatch.toml");
         std::fs::write(&file, config).unwrap();
         let command = format!(
@@ -119,19 +113,6 @@ fn post(body: &str, session: Option<&str>) -> Vec<u8> {
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-
-/// How long until the peer closes `stream`, at most 5 s.
-async fn closed_after(stream: &mut TcpStream) -> Duration {
-    let start = Instant::now();
-    let mut buf = [0u8; 4096];
-    loop {
-        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
-            Ok(Ok(0) | Err(_)) => return start.elapsed(),
-            Ok(Ok(_)) => {}
-            Err(_) => panic!("still open after 5 s"),
-        }
-    }
-}
 
 const BOUNDED: &str = "
 [admin]

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::util::example;
+use super::util::{example, free_addr};
 
 /// A client nobody here wrote: its venv under target/tools/, its package, the module that
 /// says it is installed, and our script that drives it step by step.
@@ -63,13 +63,6 @@ fn python(sdk: Sdk) -> PathBuf {
     python
 }
 
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 struct Gateway {
     child: Child,
     url: String,
@@ -113,7 +106,7 @@ fn gateway_with(
     };
     let config = dir.join("driftwatch.toml");
     std::fs::write(&config, "[spec]\nwatch_interval_ms = 200\n").unwrap();
-    let (listen, admin) = (free_port(), free_port());
+    let (listen, admin) = (free_addr(), free_addr());
     let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
         .arg("mcp")
         .args(["--spec", spec.to_str().unwrap()])
@@ -362,7 +355,7 @@ fn every_real_spec_served_whole_lists_tools_that_check_clean() {
 fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let api = runtime.block_on(super::silent_clears::demo_api());
-    let admin = free_port();
+    let admin = free_addr();
     let command = json!([
         env!("CARGO_BIN_EXE_driftwatch"),
         "mcp",
@@ -409,7 +402,7 @@ fn over_stdio_a_client_that_starts_driftwatch_lists_and_calls() {
 /// SDK starts it here and lists the tools); Cursor's and VS Code's point at `--listen`.
 #[test]
 fn the_client_config_snippets_reach_the_gateway_they_describe() {
-    let admin = free_port().to_string();
+    let admin = free_addr().to_string();
     let snippet = |kind: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
             .current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -79,6 +79,8 @@ fn check_output_does_not_carry_path_values() {
 
 const PASSWORD: &str = "pw7Secret2424";
 
+const GET: &[u8] = b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+
 /// Issue 34, defect 11: a URL's credentials are never shown and never sent as `Host`. With
 /// `--upstream http://u:PASSWORD@host` the password was in every 502 body, the log and `serve
 /// --check`, and the API received it in `Host`; a `spec.url` password was in the start log,
@@ -97,7 +99,7 @@ async fn credentials_in_a_url_are_never_shown_nor_sent_as_host() {
     let api = upstream::start(ok(), Duration::ZERO, None).await;
     let spec_url = format!("http://reader:{PASSWORD}@{}/openapi.yaml", spec_server.addr);
     let run = |upstream: String, args: &[&str]| {
-        let (listen, admin) = (free_port(), free_port());
+        let (listen, admin) = (super::util::free_addr(), super::util::free_addr());
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
             .args([
                 "serve",
@@ -133,12 +135,7 @@ async fn credentials_in_a_url_are_never_shown_nor_sent_as_host() {
 
     let (served, listen, admin) = run(format!("http://u:{PASSWORD}@{}", api.addr), &[]);
     ready(admin).await;
-    let answer = raw(
-        listen,
-        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-    )
-    .await;
-    assert_eq!(answer.status, 200);
+    assert_eq!(raw(listen, GET).await.status, 200);
     let own = raw(listen, b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer mine\r\nconnection: close\r\n\r\n").await;
     assert_eq!(own.status, 200);
     let recorded = api.recorded();
@@ -166,11 +163,7 @@ async fn credentials_in_a_url_are_never_shown_nor_sent_as_host() {
     // The API unreachable: the 502 names the host, not the password.
     let (unreachable, listen, admin) = run(format!("http://u:{PASSWORD}@127.0.0.1:9"), &[]);
     ready(admin).await;
-    let bad = raw(
-        listen,
-        b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-    )
-    .await;
+    let bad = raw(listen, GET).await;
     assert_eq!(bad.status, 502);
     let body = String::from_utf8_lossy(&bad.body).into_owned();
     assert!(
@@ -186,13 +179,6 @@ async fn credentials_in_a_url_are_never_shown_nor_sent_as_host() {
             "log: {log}"
         );
     }
-}
-
-fn free_port() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 async fn ready(admin: std::net::SocketAddr) {

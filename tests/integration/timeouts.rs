@@ -22,7 +22,7 @@ fn bounded(c: &mut driftwatch::config::Config) {
 }
 
 /// How long until the sidecar closes `stream` (reads until end of stream), at most 5 s.
-async fn closed_after(stream: &mut TcpStream) -> Duration {
+pub async fn closed_after(stream: &mut TcpStream) -> Duration {
     let start = Instant::now();
     let mut buf = [0u8; 4096];
     loop {

@@ -67,3 +67,11 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// A loopback address no one listens on (yet).
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
