@@ -199,10 +199,11 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
-    if let Some(head) = listener.bounds().header_read {
-        builder.http1().header_read_timeout(head);
-    }
+    // `None` turns hyper's own default (30 s once a timer is set) off as well.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(listener.bounds().header_read);
     loop {
         let Accepted {
             stream,
