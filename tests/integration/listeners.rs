@@ -334,3 +334,61 @@ async fn an_mcp_message_is_bounded_before_it_is_parsed_and_sessions_are_capped()
     .await;
     assert!(answer.contains("mcp-session-id"));
 }
+
+/// Over `--stdio` a line past `mcp.max_message_bytes` is skipped as it arrives and answered
+/// with a JSON-RPC error, and the next line is served (a 14.5 MB line took 3.86 GB before).
+#[test]
+fn over_stdio_a_line_past_the_bound_is_answered_and_the_next_is_served() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir =
+        std::env::temp_dir().join(format!("driftwatch-listeners-stdio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("driftwatch.toml");
+    std::fs::write(&config, "[mcp]\nmax_message_bytes = 65536\n").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["mcp", "--stdio", "--all", "--spec"])
+        .arg(example("channels.openapi.yaml"))
+        .args([
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--admin-listen",
+            &free_addr().to_string(),
+        ])
+        .arg("--config")
+        .arg(&config)
+        .env("DRIFTWATCH_PROXY_LISTEN", free_addr().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    writeln!(stdin, "{INITIALIZE}").unwrap();
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("\"id\":1") && line.contains("result"),
+        "{line}"
+    );
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(10 << 20)
+    );
+    writeln!(stdin, "{long}").unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"ping"}}"#).unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("-32600") && line.contains("mcp.max_message_bytes"),
+        "{line}"
+    );
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("\"id\":3") && line.contains("result"),
+        "{line}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
