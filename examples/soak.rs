@@ -197,6 +197,14 @@ impl Samples {
             last.3,
             self.slope(|s| s.3 as f64),
         );
+        let step = (self.0.len() / 12).max(1);
+        let trace: Vec<String> = self
+            .0
+            .iter()
+            .step_by(step)
+            .map(|s| format!("{:.0}s:{}", s.0, s.1 / 1024))
+            .collect();
+        println!("{name}: rss MiB over time {}", trace.join(" "));
         last.1 <= first.1 + 20 * 1024
     }
 }
