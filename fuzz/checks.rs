@@ -282,7 +282,8 @@ pub fn mcp_request(contract: &Contract, data: &[u8]) {
     assert_eq!(call.method, op.method);
     let path = call.target.split('?').next().unwrap();
     let sent: Vec<&str> = path.split('/').collect();
-    let template: Vec<&str> = format!("/base{}", op.template).leak().split('/').collect();
+    let full = format!("/base{}", op.template);
+    let template: Vec<&str> = full.split('/').collect();
     assert_eq!(
         sent.len(),
         template.len(),
