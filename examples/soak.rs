@@ -413,23 +413,26 @@ async fn main() {
         }
     }
     let store_fault = Arc::new(AtomicBool::new(false));
+    let fault_open = Arc::new(AtomicBool::new(false));
     let mcp_counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
     let mut mcp_workers = Vec::new();
     for _ in 0..(if with_mcp { 2 } else { 0 }) {
-        let (client, counts, store_fault) =
-            (client.clone(), mcp_counts.clone(), store_fault.clone());
+        let (client, counts) = (client.clone(), mcp_counts.clone());
+        let (store_fault, fault_open) = (store_fault.clone(), fault_open.clone());
         let url = format!("http://127.0.0.1:{mcp_port}/mcp");
         let deadline = Instant::now() + Duration::from_secs(seconds);
         mcp_workers.push(tokio::spawn(async move {
             let mut round = 0u64;
             while Instant::now() < deadline {
                 round += 1;
-                let during = store_fault.load(Ordering::SeqCst);
+                // The upstream's injected reset closes whichever request comes next, the
+                // gateway's own among them.
+                let faulty =
+                    || store_fault.load(Ordering::SeqCst) || fault_open.load(Ordering::SeqCst);
+                let during = faulty();
                 match mcp_round(&client, &url, round.is_multiple_of(50)).await {
                     Ok(()) => counts.0.fetch_add(1, Ordering::Relaxed),
-                    Err(_) if during || store_fault.load(Ordering::SeqCst) => {
-                        counts.2.fetch_add(1, Ordering::Relaxed)
-                    }
+                    Err(_) if during || faulty() => counts.2.fetch_add(1, Ordering::Relaxed),
                     Err(e) => {
                         eprintln!("mcp round {round}: {e}");
                         counts.1.fetch_add(1, Ordering::Relaxed)
@@ -441,7 +444,6 @@ async fn main() {
     }
 
     let counts = Arc::new(Counts::default());
-    let fault_open = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let put_body = channel();
     let mut workers = Vec::new();
@@ -645,7 +647,7 @@ async fn main() {
     if let Some(mut mcp) = mcp_child.take() {
         let (ok, failed, during) = (&mcp_counts.0, &mcp_counts.1, &mcp_counts.2);
         println!(
-            "mcp rounds (a session, two tool calls, its end): ok {}, failed {}, failed during store faults {}",
+            "mcp rounds (a session, two tool calls, its end): ok {}, failed {}, failed during store or upstream faults {}",
             ok.load(Ordering::Relaxed),
             failed.load(Ordering::Relaxed),
             during.load(Ordering::Relaxed)
