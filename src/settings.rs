@@ -16,7 +16,7 @@ use http::HeaderName;
 pub use upstream::Upstream;
 
 use crate::config::{
-    AdminConfig, AuditConfig, Config, ConfigError, Layers, MemoryBackend, Origin, Origins,
+    AdminConfig, AuditConfig, Config, ConfigError, Layers, MemoryBackend, Origins,
     UpstreamTlsConfig,
 };
 use crate::contract::{ContractOptions, WriteSemantics};
@@ -211,11 +211,9 @@ impl Settings {
         self.proxy
             .upstream
             .as_ref()
-            .ok_or_else(|| ConfigError::Invalid {
+            .ok_or_else(|| ConfigError::Missing {
                 key: "proxy.upstream".into(),
-                origin: Origin::Default,
-                reason: "not set: pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM"
-                    .into(),
+                how: "pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM".into(),
             })
     }
 

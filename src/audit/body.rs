@@ -340,14 +340,15 @@ fn schema_finding(
                     .expected(expected.clone())
                     .observed(observed)
                     .message(format!(
-                        "body field `{path}` is {observed}, the spec says {expected}"
+                        "{} is {observed}, the spec says {expected}",
+                        field("body", path)
                     )),
             )
         }
         _ => Some(
             Finding::new(Kind::BodySchemaViolation, Location::Body, path)
                 .expected(error.kind().keyword())
-                .message(format!("body field `{path}`: {}", masked(error))),
+                .message(format!("{}: {}", field("body", path), masked(error))),
         ),
     }
 }
@@ -356,6 +357,15 @@ fn schema_finding(
 /// instance is built by parsing the body again.
 pub(super) fn type_at(body: Node, pointer: &str) -> &'static str {
     body.pointer(pointer).map_or("unknown", Node::type_name)
+}
+
+/// How a message names the field at `path` of a body (`"body"`) or a response
+/// (`"response"`): the body's root is "the body" or "the response", not "field ``".
+pub(super) fn field(whose: &str, path: &str) -> String {
+    match path {
+        "" => format!("the {whose}"),
+        _ => format!("{whose} field `{path}`"),
+    }
 }
 
 /// An error's message with values masked, without its instance (`additionalItems` is the one

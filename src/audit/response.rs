@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 
-use super::body::{chosen_shape, masked, match_media, not_json_at, type_at, type_names};
+use super::body::{chosen_shape, field, masked, match_media, not_json_at, type_at, type_names};
 use crate::contract::{Additional, BodyShape, Contract, Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::json::Node;
@@ -170,14 +170,15 @@ fn schema_findings(error: &ValidationError, shape: &BodyShape, value: Node) -> V
                     .expected(expected.clone())
                     .observed(observed)
                     .message(format!(
-                        "response field `{path}` is {observed}, the spec says {expected}"
+                        "{} is {observed}, the spec says {expected}",
+                        field("response", &path)
                     )),
             ]
         }
         kind => vec![
             Finding::new(Kind::ResponseSchemaViolation, Location::Response, &path)
                 .expected(kind.keyword())
-                .message(format!("response field `{path}`: {}", masked(error))),
+                .message(format!("{}: {}", field("response", &path), masked(error))),
         ],
     }
 }

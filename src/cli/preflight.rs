@@ -69,6 +69,13 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         "  spec      {}: OpenAPI {}, revision {}, {} operations",
         spec.source, spec.openapi, spec.revision, spec.operations
     )?;
+    let bases = revision.contract.base_paths();
+    let base = match (&settings.spec.contract.base_path, bases.is_empty()) {
+        (Some(base), _) => format!("{base} (spec.base_path)"),
+        (None, true) => "none: request paths are routed as sent".to_string(),
+        (None, false) => format!("{} (the spec's servers)", bases.join(", ")),
+    };
+    writeln!(out, "  base path {base}")?;
     writeln!(
         out,
         "  skipped   {} parts of the spec at load",

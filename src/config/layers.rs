@@ -72,6 +72,9 @@ pub enum ConfigError {
         origin: Origin,
         reason: String,
     },
+    /// A value this command needs was set nowhere; `how` says where it can be.
+    #[error("{key} is not set: {how}")]
+    Missing { key: String, how: String },
 }
 
 /// A flag's override: the key it sets, the flag's own spelling, the value.

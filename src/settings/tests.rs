@@ -135,7 +135,7 @@ fn an_invalid_value_is_refused_naming_its_key_and_source() {
     );
     let e = Settings::default().upstream().unwrap_err().to_string();
     assert!(
-        e.starts_with("proxy.upstream (set by the default): not set"),
+        e.starts_with("proxy.upstream is not set: pass --upstream"),
         "{e}"
     );
 }

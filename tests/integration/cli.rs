@@ -374,3 +374,35 @@ paths:
         [t(1, "silent_clear_risk", "/graphicsElementIds")]
     );
 }
+
+/// A finding about a body's root names "the body" or "the response", not "field ``" (issue 35's
+/// "response field `` is array").
+#[test]
+fn a_finding_about_the_root_of_a_body_names_the_body() {
+    let traffic = temp(
+        "root.jsonl",
+        r#"{"method":"GET","url":"/api/v1/channels/7","response":{"status":200,"headers":{"content-type":"application/json"},"body":[]}}
+{"method":"PUT","url":"/api/v1/channels/7","headers":{"content-type":"application/json"},"body":[]}
+"#,
+    );
+    let (_, doc) = check_json(&super::util::example("channels.openapi.yaml"), &traffic);
+    let messages: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["field"] == "")
+        .filter_map(|f| f["message"].as_str())
+        .collect();
+    assert!(
+        messages.contains(&"the response is array, the spec says object"),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(&"the body is array, the spec says object"),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().all(|m| !m.contains("field ``")),
+        "{messages:?}"
+    );
+}

@@ -113,6 +113,7 @@ fn serve_check_prints_what_would_run_and_binds_nothing() {
         "upstream  http://api.internal:8080".into(),
         "mode      observe, audit on".into(),
         "operations".into(),
+        "base path none: request paths are routed as sent".into(),
         "skipped   0 parts of the spec at load".into(),
         "ignored   DRIFTWATCH_SERVICE_HOST".into(),
     ] {
