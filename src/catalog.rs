@@ -163,18 +163,22 @@ pub fn read_tools(doc: &Value) -> Result<Vec<Tool>, CatalogError> {
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| CatalogError::NotAToolsList(format!("tool {i} has no `name`")))?;
-            let meta = t.get("_meta");
+            let meta = t.get("_meta").and_then(Value::as_object);
             Ok(Tool {
                 name: name.to_string(),
                 input_schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
-                // `operation` (an id or `METHOD /path`) first: it is exact where ids repeat.
-                meta_operation: meta
-                    .and_then(|m| m.get("operation").or_else(|| m.get("operationId")))
-                    .and_then(Value::as_str)
-                    .map(String::from),
+                meta_operation: meta.and_then(meta_operation).map(String::from),
             })
         })
         .collect()
+}
+
+/// The operation a tool's `_meta` names: `operation` (an id or `METHOD /path`) first, which is
+/// exact where ids repeat, then `operationId`.
+pub fn meta_operation(meta: &serde_json::Map<String, Value>) -> Option<&str> {
+    meta.get("operation")
+        .or_else(|| meta.get("operationId"))
+        .and_then(Value::as_str)
 }
 
 /// The operation `reference` names: an operationId, or `"METHOD /path/{template}"`.

@@ -187,6 +187,23 @@ pub async fn watched(
     }
 }
 
+/// A served connection that ended with `error`: a head not read in time (hyper's own header
+/// timer) is counted as `header_read`; every error is said at debug level.
+pub fn ended(
+    error: &(dyn std::error::Error + 'static),
+    listener: &'static str,
+    hits: &LimitHits,
+    peer: SocketAddr,
+) {
+    let timed_out = error
+        .downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_timeout);
+    if timed_out {
+        hits.hit("header_read", listener);
+    }
+    tracing::debug!(%peer, listener, "connection ended with an error: {error}");
+}
+
 /// Serve HTTP/1.1 and HTTP/2 with `handle` on every connection `listener` admits, each under
 /// the listener's bounds, for as long as the task runs. A response's body holds its request
 /// in flight until it ends, so a long stream (MCP's SSE) is never idle while it is open.
@@ -229,13 +246,7 @@ where
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
                 if let Err(e) = served {
-                    let timed_out = e
-                        .downcast_ref::<hyper::Error>()
-                        .is_some_and(hyper::Error::is_timeout);
-                    if timed_out {
-                        hits.hit("header_read", bounds.listener);
-                    }
-                    tracing::debug!(%peer, listener = bounds.listener, "connection ended with an error: {e}");
+                    ended(&*e, bounds.listener, &hits, peer);
                 }
             };
             watched(&bounds, &hits, activity, peer, conn).await;

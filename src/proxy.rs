@@ -60,7 +60,8 @@ pub struct Sidecar {
     reported: crate::audit::ReportedOnce,
     /// Held while a reload runs, so that two never race; holds the spec URL's last `ETag`.
     reloading: tokio::sync::Mutex<reload::Reloading>,
-    /// `Reloading::started`, readable without the lock: a reload asked for notes it first.
+    /// Reloads started so far, counted under `reloading`'s lock and read before it: a reload
+    /// asked for notes it first, to know whether one started after it asked.
     reloads_started: std::sync::atomic::AtomicU64,
     /// Response work (audit, memory) done off the async workers after the response went out.
     late: late::LateTasks,

@@ -53,19 +53,8 @@ pub struct McpSettings {
     pub bounds: Bounds,
     pub max_sessions: usize,
     pub session_idle_timeout: Duration,
-    pub max_message_depth: usize,
-    pub max_message_values: usize,
-    pub max_message_bytes: usize,
-}
-
-impl McpSettings {
-    pub fn message_limits(&self) -> crate::mcp::message::Limits {
-        crate::mcp::message::Limits {
-            depth: self.max_message_depth,
-            values: self.max_message_values,
-            bytes: self.max_message_bytes,
-        }
-    }
+    /// `max_message_depth`, `max_message_values` and `max_message_bytes`.
+    pub messages: crate::mcp::message::Limits,
 }
 
 impl ProxySettings {
@@ -350,24 +339,26 @@ impl Settings {
             memory,
             service_links: origins.service_links().to_vec(),
             admin_token: admin_token(c, &fail)?,
-            admin_bounds: Bounds {
-                listener: "admin",
-                max_connections: c.admin.max_connections,
-                header_read: millis(c.admin.header_read_timeout_ms),
-                idle: millis(c.admin.idle_timeout_ms),
-            },
+            admin_bounds: bounds(
+                "admin",
+                c.admin.max_connections,
+                c.admin.header_read_timeout_ms,
+                c.admin.idle_timeout_ms,
+            ),
             mcp: McpSettings {
-                bounds: Bounds {
-                    listener: "mcp",
-                    max_connections: c.mcp.max_connections,
-                    header_read: millis(c.mcp.header_read_timeout_ms),
-                    idle: millis(c.mcp.idle_timeout_ms),
-                },
+                bounds: bounds(
+                    "mcp",
+                    c.mcp.max_connections,
+                    c.mcp.header_read_timeout_ms,
+                    c.mcp.idle_timeout_ms,
+                ),
                 max_sessions: c.mcp.max_sessions,
                 session_idle_timeout: Duration::from_millis(c.mcp.session_idle_timeout_ms),
-                max_message_depth: c.mcp.max_message_depth,
-                max_message_values: c.mcp.max_message_values,
-                max_message_bytes: c.mcp.max_message_bytes,
+                messages: crate::mcp::message::Limits {
+                    depth: c.mcp.max_message_depth,
+                    values: c.mcp.max_message_values,
+                    bytes: c.mcp.max_message_bytes,
+                },
             },
         })
     }
@@ -472,6 +463,16 @@ fn secret_file(key: &str, path: &Path, fail: &Fail<'_>) -> Result<Vec<u8>, Confi
 /// A bound in milliseconds, 0 for none.
 fn millis(ms: u64) -> Option<Duration> {
     (ms > 0).then(|| Duration::from_millis(ms))
+}
+
+/// A listener's bounds from its section's three keys (a timeout of 0 is off).
+fn bounds(listener: &'static str, max_connections: usize, header_ms: u64, idle_ms: u64) -> Bounds {
+    Bounds {
+        listener,
+        max_connections,
+        header_read: millis(header_ms),
+        idle: millis(idle_ms),
+    }
 }
 
 /// An event's head (path, headers, error) fits in this, its peer text being cut.

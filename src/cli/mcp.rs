@@ -250,7 +250,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         let (mode, upstream) = (sidecar.settings.policy.mode.as_str(), sidecar.settings.upstream()?.authority.clone());
         if args.stdio {
             tracing::info!(admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving on stdio");
-            let stdio = stdio::bounded(sidecar.settings.mcp.message_limits());
+            let stdio = stdio::bounded(sidecar.settings.mcp.messages);
             let session = rmcp::ServiceExt::serve(gateway, stdio).await?;
             let ended = async move {
                 let _ = session.waiting().await;
@@ -274,7 +274,7 @@ async fn accept(listener: Listener, gateway: Gateway, allowed_hosts: Vec<String>
     let limits = gateway.shared.sidecar.settings.mcp.clone();
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.extend(allowed_hosts);
-    let config = config.with_max_request_body_bytes(limits.max_message_bytes);
+    let config = config.with_max_request_body_bytes(limits.messages.bytes);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(limits.session_idle_timeout);
     let sessions = Arc::new(sessions);
@@ -306,7 +306,7 @@ impl Front {
         if req.method() != http::Method::POST {
             return Ok(self.service.handle(req).await);
         }
-        let limits = self.limits.message_limits();
+        let limits = self.limits.messages;
         let (parts, body) = req.into_parts();
         let bytes = match Limited::new(body, limits.bytes).collect().await {
             Ok(collected) => collected.to_bytes(),
@@ -323,14 +323,12 @@ impl Front {
         }
         let new_session = !parts.headers.contains_key("mcp-session-id");
         if new_session && self.sessions.sessions.read().await.len() >= self.limits.max_sessions {
-            return Ok(json_rpc_error(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                -32000,
-                &format!(
-                    "driftwatch has {} MCP sessions open (mcp.max_sessions): end one (DELETE) or retry later",
-                    self.limits.max_sessions
-                ),
-            ));
+            let message = format!(
+                "driftwatch has {} MCP sessions open (mcp.max_sessions): end one (DELETE) or retry later",
+                self.limits.max_sessions
+            );
+            let error = crate::mcp::message::json_rpc_error(-32000, &message);
+            return Ok(json_rpc(http::StatusCode::SERVICE_UNAVAILABLE, error));
         }
         let req = hyper::Request::from_parts(parts, Full::new(bytes));
         Ok(self.service.handle(req).await)
@@ -343,18 +341,12 @@ fn refusal(refused: &crate::mcp::message::Refused) -> hyper::Response<McpBody> {
         crate::mcp::message::Refused::Syntax(_) => http::StatusCode::BAD_REQUEST,
         _ => http::StatusCode::PAYLOAD_TOO_LARGE,
     };
-    let mut response = hyper::Response::new(Full::new(Bytes::from(refused.json_rpc())).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
+    json_rpc(status, refused.json_rpc())
 }
 
-fn json_rpc_error(status: http::StatusCode, code: i32, message: &str) -> hyper::Response<McpBody> {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
-    let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+/// A JSON-RPC error as the answer to an HTTP request, with `status`.
+fn json_rpc(status: http::StatusCode, error: String) -> hyper::Response<McpBody> {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(error)).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -527,9 +519,8 @@ impl Gateway {
             .and_then(|tools| tools.iter().find(|t| t.name == name));
         // `_meta.operation` (method and template) where the spec repeats the operationId.
         let op = tool
-            .and_then(|t| t.meta.as_ref())
-            .and_then(|m| m.get("operation").or_else(|| m.get("operationId")))
-            .and_then(Value::as_str)
+            .and_then(|t| t.meta.as_deref())
+            .and_then(crate::catalog::meta_operation)
             .and_then(|reference| crate::catalog::find_operation(&rev.contract, reference));
         let Some(op) = op else {
             return error_text(format!("no tool `{name}` is exposed"));
@@ -596,9 +587,9 @@ fn drop_reserved_headers(
     reserved: &crate::mcp::Reserved,
 ) {
     let reference = tool
-        .pointer("/_meta/operation")
-        .or_else(|| tool.pointer("/_meta/operationId"))
-        .and_then(Value::as_str);
+        .get("_meta")
+        .and_then(Value::as_object)
+        .and_then(crate::catalog::meta_operation);
     let Some(op) = reference.and_then(|r| crate::catalog::find_operation(contract, r)) else {
         return;
     };

@@ -35,11 +35,17 @@ impl Refused {
 
     /// The JSON-RPC error object, with a null id (the message was never read for one).
     pub fn json_rpc(&self) -> String {
-        let message = format!("driftwatch refused the message: {self}");
-        serde_json::json!({"jsonrpc": "2.0", "id": null,
-                           "error": {"code": self.code(), "message": message}})
-        .to_string()
+        json_rpc_error(
+            self.code(),
+            &format!("driftwatch refused the message: {self}"),
+        )
     }
+}
+
+/// A JSON-RPC error answering a message whose id is not known (`"id": null`).
+pub fn json_rpc_error(code: i32, message: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
+        .to_string()
 }
 
 /// The bounds a message is held to.

@@ -34,8 +34,6 @@ impl Revisions for Sidecar {
 pub struct Reloading {
     /// The spec URL's last `ETag`.
     etag: Option<String>,
-    /// Reloads started so far.
-    started: u64,
     /// The outcome of the last one: the revision in force, or why it failed.
     last: Option<Result<Arc<Revision>, String>>,
 }
@@ -54,10 +52,11 @@ impl Reloading {
 /// have read the spec before it changed), then all take the outcome of the next, which one
 /// of them runs. Fifty `POST /spec/reload` at once compile the spec twice, not fifty times.
 pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadError> {
-    let asked = s.reloads_started.load(std::sync::atomic::Ordering::SeqCst);
+    use std::sync::atomic::Ordering::SeqCst;
+    let asked = s.reloads_started.load(SeqCst);
     // One reload at a time: two triggers at once must not race each other's swap.
     let mut state = s.reloading.lock().await;
-    if state.started > asked {
+    if s.reloads_started.load(SeqCst) > asked {
         // One started after this was asked for, and has ended: its outcome is this one's.
         return match &state.last {
             Some(Ok(rev)) => Ok(rev.clone()),
@@ -65,9 +64,8 @@ pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadE
             None => Ok(s.revision()),
         };
     }
-    state.started += 1;
-    s.reloads_started
-        .store(state.started, std::sync::atomic::Ordering::SeqCst);
+    // Counted under the lock, and read before it by those who ask.
+    s.reloads_started.fetch_add(1, SeqCst);
     let outcome = reload_now(s, trigger, &mut state.etag).await;
     state.last = Some(match &outcome {
         Ok(rev) => Ok(rev.clone()),

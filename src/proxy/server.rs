@@ -21,7 +21,7 @@ use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
 use super::pool::Pool;
 use super::upstream::{read_certs, read_key};
-use crate::listener::{Accepted, Activity, Counted, Held, Listener, watched};
+use crate::listener::{Accepted, Activity, Counted, Held, Listener, ended, watched};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
 /// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
@@ -211,12 +211,6 @@ async fn serve(
         }
     };
     if let Err(e) = served {
-        let timed_out = e
-            .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_timeout);
-        if timed_out {
-            metrics.limit_hits().hit("header_read", "proxy");
-        }
-        tracing::debug!(%peer, "connection ended with an error: {e}");
+        ended(&*e, "proxy", &metrics.limit_hits(), peer);
     }
 }
