@@ -85,13 +85,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             }
         }
         Route::NotFound => {
-            let method = request.method.to_ascii_uppercase();
-            let path = contract.path_shape(request.path);
-            findings.push(bounded::cut_text(
-                Finding::new(Kind::UnknownOperation, Location::Path, &path)
-                    .observed(format!("{method} {path}"))
-                    .message(format!("no operation in the spec matches {method} {path}")),
-            ));
+            findings.push(bounded::cut_text(unrouted(contract, request)));
             Audit {
                 operation: None,
                 path_values: Vec::new(),
@@ -99,6 +93,30 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
                 truncated: false,
             }
         }
+    }
+}
+
+/// The finding for a request no template fits: `slash_in_path_value` where one would if a
+/// value could hold the `/` it sends, else `unknown_operation`.
+fn unrouted(contract: &Contract, request: &RequestView) -> Finding {
+    let method = request.method.to_ascii_uppercase();
+    let path = contract.path_shape(request.path);
+    match contract.fits_with_slash(&method, request.path) {
+        Some((op, param)) => {
+            let mut finding = Finding::new(Kind::SlashInPathValue, Location::Path, param)
+                .expected(format!("{method} {}", op.template))
+                .observed(format!("{method} {path}"))
+                .message(format!(
+                    "{method} {path} fits {method} {} only if `{param}` holds a `/`, which the \
+                     spec does not allow there: send it escaped as %2F",
+                    op.template
+                ));
+            finding.operation = Some(op.id.as_str().into());
+            finding
+        }
+        None => Finding::new(Kind::UnknownOperation, Location::Path, &path)
+            .observed(format!("{method} {path}"))
+            .message(format!("no operation in the spec matches {method} {path}")),
     }
 }
 

@@ -27,6 +27,7 @@ pub use security::{Credential, Secrets};
 pub use types::{FieldType, TypeSummary, summarize};
 pub use warning::{LoadWarning, Skipped, count_by_reason};
 
+use crate::finding::Location;
 use crate::spec::{Spec, SpecError};
 
 /// Findings listed per request at most unless set otherwise (`audit.max_findings`).
@@ -244,6 +245,30 @@ impl Contract {
             }
         }
         result
+    }
+
+    /// For a request no template fits: the operation it would fit if a path value could hold
+    /// `/`, and the name of that parameter (which the spec does not let span segments). Only a
+    /// value its schema accepts can: `7/settings` is no integer, but an endpoint the spec lacks.
+    pub fn fits_with_slash(&self, method: &str, path: &str) -> Option<(&Operation, &str)> {
+        let method = method.to_ascii_uppercase();
+        let stripped = self.without_base_path(path);
+        stripped
+            .into_iter()
+            .chain(std::iter::once(path))
+            .find_map(|candidate| self.router.fits_with_slash(&method, candidate))
+            .and_then(|(index, param, value)| {
+                let op = self.operations.get(index)?;
+                let name = op.path_params.get(param)?.as_str();
+                let declared = op.param(Location::Path, name);
+                let ty = declared.map(|p| &p.summary.ty);
+                let text = serde_json::Value::String(value.to_string());
+                let valid = declared
+                    .and_then(|p| p.validator.as_ref())
+                    .is_none_or(|v| v.is_valid(&text));
+                (valid && matches!(ty, None | Some(FieldType::String | FieldType::Any)))
+                    .then_some((op, name))
+            })
     }
 
     /// `path` with every segment that is not literal somewhere in the spec written as `*`

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 pub enum Kind {
     UnknownOperation,
     MethodNotAllowed,
+    /// No template fits the path, but one would if a path value could hold the `/` it sends
+    /// unescaped, and the spec does not let that parameter span segments.
+    SlashInPathValue,
     UnknownQueryParam,
     MissingRequiredParam,
     ParamTypeMismatch,
@@ -44,9 +47,10 @@ pub enum Kind {
 
 impl Kind {
     /// All kinds, so that tests and docs can pin the set by name.
-    pub const ALL: [Kind; 20] = [
+    pub const ALL: [Kind; 21] = [
         Kind::UnknownOperation,
         Kind::MethodNotAllowed,
+        Kind::SlashInPathValue,
         Kind::UnknownQueryParam,
         Kind::MissingRequiredParam,
         Kind::ParamTypeMismatch,
@@ -72,6 +76,7 @@ impl Kind {
         match self {
             Kind::UnknownOperation => "unknown_operation",
             Kind::MethodNotAllowed => "method_not_allowed",
+            Kind::SlashInPathValue => "slash_in_path_value",
             Kind::UnknownQueryParam => "unknown_query_param",
             Kind::MissingRequiredParam => "missing_required_param",
             Kind::ParamTypeMismatch => "param_type_mismatch",

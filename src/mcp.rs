@@ -121,7 +121,15 @@ pub fn request(
             Location::Path => {
                 let text = joined(p, value, ",")?;
                 path_segment(p, &text)?;
-                let encoded = utf8_percent_encode(&text, VALUE).to_string();
+                // A value that may span segments (`x-multi-segment`) keeps its `/`.
+                let encoded = match p.spans_segments {
+                    true => text
+                        .split('/')
+                        .map(|s| utf8_percent_encode(s, VALUE).to_string())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                    false => utf8_percent_encode(&text, VALUE).to_string(),
+                };
                 path = path.replace(&format!("{{{}}}", p.name), &encoded);
             }
             Location::Query => query_pairs(p, value, &mut query)?,
@@ -152,10 +160,12 @@ pub fn request(
     })
 }
 
-/// A path value as the API will read it: one segment, of its declared type (read as the audit
-/// reads a path value, so `"30"` is an integer and `".."` is not).
+/// A path value as the API will read it: one segment (or whole segments where it may span
+/// them), of its declared type (read as the audit reads a path value, so `"30"` is an integer
+/// and `".."` is not).
 fn path_segment(p: &Param, text: &str) -> Result<(), ArgumentError> {
-    if matches!(text, "" | "." | "..") {
+    let dots = |s: &str| matches!(s, "" | "." | "..");
+    if dots(text) || (p.spans_segments && text.split('/').any(dots)) {
         let why = "a path value cannot be empty, `.` or `..`: the API would read another path";
         return Err(ArgumentError::Shape(p.name.clone(), why));
     }
@@ -399,6 +409,12 @@ mod tests {
             "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Api-Key"}}},
             "security": [{"key": []}],
             "paths": {
+                "/repos/{owner}/{repo}/contents/{path}": {"get": {"operationId": "getContent",
+                    "parameters": [
+                        {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "path", "in": "path", "required": true, "x-multi-segment": true, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "ok"}}}},
                 "/repos/{owner}/{repo}/issues": {"get": {"operationId": "listIssues",
                     "parameters": [
                         {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
@@ -439,6 +455,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.target, "/repos/a%2Fb%3F/.../issues");
+        // A multi-segment value keeps its `/`, each segment encoded, none of them dots.
+        let content = c.operation("getContent").unwrap();
+        let sent = args(json!({"owner": "o", "repo": "r", "path": "docs/a b.md"}));
+        let call = request(content, "", &sent, &none).unwrap();
+        assert_eq!(call.target, "/repos/o/r/contents/docs/a%20b.md");
+        for bad in ["docs/../secrets", "docs//a", "a/"] {
+            let sent = args(json!({"owner": "o", "repo": "r", "path": bad}));
+            assert!(
+                matches!(request(content, "", &sent, &none), Err(ArgumentError::Shape(name, _)) if name == "path"),
+                "{bad:?} was sent"
+            );
+        }
         let item = c.operation("getItem").unwrap();
         assert_eq!(
             request(item, "", &args(json!({"n": "abc"})), &none),

@@ -65,7 +65,12 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
             // A template with a query or fragment part (`/a?x={x}`, `/#X-Amz-Target=...`) is
             // routed by its path alone; its keys tell apart the operations sharing the path.
             let (route, _) = split_route(template);
-            let inserted = router.insert(&operation.method, route, index, |i| {
+            let spanning: Vec<String> = operation
+                .params_in(Location::Path)
+                .filter(|p| p.spans_segments)
+                .map(|p| p.name.clone())
+                .collect();
+            let inserted = router.insert(&operation.method, route, index, &spanning, |i| {
                 operations_id(&operations, i)
             });
             if let Err(e @ RouteError::Duplicate { first_index, .. }) = &inserted {
@@ -223,6 +228,15 @@ fn compile_operation(
         route_keys,
         skipped: std::mem::take(&mut warnings.skipped_here),
     }
+}
+
+/// A path parameter whose value may hold `/` unescaped, by the markers real specs use: GitHub's
+/// `x-multi-segment`, Azure's `x-ms-skip-url-encoding`, and `allowReserved` (OpenAPI defines it
+/// for the query only; OPA's spec puts it on its `/v1/data/{path}`).
+fn spans_segments(param: &Value) -> bool {
+    ["x-multi-segment", "x-ms-skip-url-encoding", "allowReserved"]
+        .iter()
+        .any(|marker| param.get(*marker) == Some(&Value::Bool(true)))
 }
 
 /// Mark each operation whose id another one has too.
@@ -412,6 +426,7 @@ fn compile_param(
         free_form,
         json_content,
         allow_empty: param.get("allowEmptyValue") == Some(&Value::Bool(true)),
+        spans_segments: location == Location::Path && spans_segments(param),
         enum_values: schema.and_then(|s| super::types::enum_values(doc, s)),
         description: param
             .get("description")

@@ -105,6 +105,8 @@ pub struct Param {
     pub json_content: bool,
     /// `allowEmptyValue: true`: the name alone (`?pretty=`) is a valid value.
     pub allow_empty: bool,
+    /// A path parameter whose value may hold `/` (`x-multi-segment: true` and its likes).
+    pub spans_segments: bool,
     /// The allowed values, where the schema is an enum (for spec diffs).
     pub enum_values: Option<Vec<serde_json::Value>>,
     /// As the spec describes it (generated tool catalogs carry it).

@@ -35,6 +35,9 @@ struct Table {
     index: std::collections::HashMap<String, usize>,
     /// Templates matchit refused, matched segment by segment (empty for most specs).
     fallback: Vec<Fallback>,
+    /// Templates with a parameter whose value may hold `/` (`x-multi-segment`), matched
+    /// segment by segment when nothing else fits (matchit routes their one-segment values).
+    spanning: Vec<Fallback>,
     /// Entries by the number of `/` in their template: a path can only fit those of its own
     /// depth, so the scan of [`Router::matching`] reads no other.
     by_depth: Vec<Vec<usize>>,
@@ -74,13 +77,14 @@ pub enum RouteError {
 }
 
 impl Router {
-    /// Add operation `index` under `method` and `template`; `describe` names an operation
-    /// index for the duplicate error.
+    /// Add operation `index` under `method` and `template`; the parameters named in `spanning`
+    /// may hold `/`; `describe` names an operation index for the duplicate error.
     pub fn insert(
         &mut self,
         method: &str,
         template: &str,
         index: usize,
+        spanning: &[String],
         describe: impl Fn(usize) -> String,
     ) -> Result<(), RouteError> {
         let position = self.by_method.iter().position(|(m, _)| m == method);
@@ -91,8 +95,9 @@ impl Router {
                 &mut self.by_method.last_mut().expect("just pushed").1
             }
         };
-        table.insert(method, template, index, &describe)?;
-        self.any.insert(method, template, index, &describe)
+        let spans = span_positions(template, spanning);
+        table.insert(method, template, index, &spans, &describe)?;
+        self.any.insert(method, template, index, &spans, &describe)
     }
 
     /// Route a raw request path (no query string, base path already stripped).
@@ -130,10 +135,21 @@ impl Router {
             .by_depth
             .get(slashes(path))
             .map_or(&[][..], Vec::as_slice);
-        for &entry in same_depth {
-            let Some(values) = fallback::match_template(&table.templates[entry], path) else {
-                continue;
-            };
+        let one_segment = same_depth.iter().filter_map(|&entry| {
+            Some((
+                entry,
+                fallback::match_template(&table.templates[entry], path)?,
+            ))
+        });
+        // A spanning template whose values cross a `/`: the one-segment case is above.
+        let spanning = table.spanning.iter().filter_map(|f| {
+            let values = f.matches(path)?;
+            values
+                .iter()
+                .any(|v| v.contains('/'))
+                .then_some((f.entry, values))
+        });
+        for (entry, values) in one_segment.chain(spanning) {
             for slot in &table.entries[entry] {
                 if slot.method == method && !slot.compound {
                     out.push((slot.index, values.clone()));
@@ -142,6 +158,56 @@ impl Router {
         }
         out
     }
+
+    /// For a path no template of `method` fits: the operation it would fit if a parameter the
+    /// spec does not let span segments took several, and that parameter's place among the
+    /// template's, with its value. A scan of the method's templates, so only run on an unrouted
+    /// request.
+    pub fn fits_with_slash<'p>(
+        &self,
+        method: &str,
+        path: &'p str,
+    ) -> Option<(usize, usize, &'p str)> {
+        let path = trim_trailing_slash(path);
+        let (_, table) = self.by_method.iter().find(|(m, _)| m == method)?;
+        let depth = slashes(path);
+        let mut best: Option<(Specificity, usize, Vec<&'p str>)> = None;
+        for (entry, template) in table.templates.iter().enumerate() {
+            if slashes(template) >= depth || !fallback::literal_start_fits(template, path) {
+                continue;
+            }
+            let all: Vec<usize> = (0..=slashes(template)).collect();
+            let Some(values) = Fallback::spanning(template, &all, entry).matches(path) else {
+                continue;
+            };
+            let rank = Specificity::of(template);
+            if best.as_ref().is_none_or(|(r, ..)| rank > *r) {
+                best = Some((rank, entry, values));
+            }
+        }
+        let (_, entry, values) = best?;
+        let slot = table.entries[entry].iter().find(|s| s.method == method)?;
+        let param = values.iter().position(|v| v.contains('/'))?;
+        Some((slot.index, param, values[param]))
+    }
+}
+
+/// The segment positions of the whole-segment parameters of `template` named in `spanning`.
+fn span_positions(template: &str, spanning: &[String]) -> Vec<usize> {
+    if spanning.is_empty() {
+        return Vec::new();
+    }
+    trim_trailing_slash(template)
+        .split('/')
+        .enumerate()
+        .filter(|(_, segment)| {
+            segment
+                .strip_prefix('{')
+                .and_then(|s| s.strip_suffix('}'))
+                .is_some_and(|name| spanning.iter().any(|s| s == name))
+        })
+        .map(|(n, _)| n)
+        .collect()
 }
 
 /// How many `/` a template or a path holds.
@@ -175,6 +241,7 @@ impl Table {
         method: &str,
         template: &str,
         index: usize,
+        spans: &[usize],
         describe: &impl Fn(usize) -> String,
     ) -> Result<(), RouteError> {
         let normalized = normalize_template(template);
@@ -206,6 +273,10 @@ impl Table {
                 entry
             }
         };
+        if !spans.is_empty() && !self.spanning.iter().any(|f| f.entry == entry) {
+            self.spanning
+                .push(Fallback::spanning(&self.templates[entry], spans, entry));
+        }
         let compound = template.split('/').any(|s| s.matches('{').count() > 1);
         let slots = &mut self.entries[entry];
         if let Some(first) = slots
@@ -231,7 +302,7 @@ impl Table {
     /// The slots of the most concrete template matching `path`, with its parameter values.
     fn lookup<'p>(&self, path: &'p str) -> Option<(&[Slot], Vec<&'p str>)> {
         let matched = self.matcher.at(path).ok();
-        if self.fallback.is_empty() {
+        if self.fallback.is_empty() && (matched.is_some() || self.spanning.is_empty()) {
             let matched = matched?;
             let values = matched.params.iter().map(|(_, v)| v).collect();
             return Some((&self.entries[*matched.value], values));
@@ -250,6 +321,19 @@ impl Table {
                 .is_none_or(|(rank, ..)| candidate.rank > *rank)
             {
                 best = Some((candidate.rank.clone(), candidate.entry, values));
+            }
+        }
+        if best.is_none() {
+            for candidate in &self.spanning {
+                let Some(values) = candidate.matches(path) else {
+                    continue;
+                };
+                if best
+                    .as_ref()
+                    .is_none_or(|(rank, ..)| candidate.rank > *rank)
+                {
+                    best = Some((candidate.rank.clone(), candidate.entry, values));
+                }
             }
         }
         best.map(|(_, entry, values)| (self.entries[entry].as_slice(), values))
@@ -397,7 +481,7 @@ mod tests {
     fn router(routes: &[(&str, &str)]) -> Router {
         let mut r = Router::default();
         for (i, (m, t)) in routes.iter().enumerate() {
-            r.insert(m, t, i, |i| i.to_string()).unwrap();
+            r.insert(m, t, i, &[], |i| i.to_string()).unwrap();
         }
         r
     }
@@ -484,10 +568,57 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_segment_parameter_routes_values_holding_slashes() {
+        let mut r = Router::default();
+        let branch = ["branch".to_string()];
+        let path = ["path".to_string()];
+        for (i, (m, t, spans)) in [
+            ("GET", "/r/{o}/branches/{branch}", &branch[..]),
+            ("GET", "/r/{o}/branches/{branch}/protection", &branch[..]),
+            ("PUT", "/r/{o}/contents/{path}", &path[..]),
+            ("GET", "/r/{o}/labels/{name}", &[][..]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            r.insert(m, t, i, spans, |i| i.to_string()).unwrap();
+        }
+        assert!(
+            matches!(r.route("GET", "/r/o/branches/main"), Routed::Found(0, v) if v == ["o", "main"])
+        );
+        assert!(
+            matches!(r.route("GET", "/r/o/branches/feat/x"), Routed::Found(0, v) if v == ["o", "feat/x"])
+        );
+        assert!(matches!(
+            r.route("GET", "/r/o/branches/feat/x/protection"),
+            Routed::Found(1, v) if v == ["o", "feat/x"]
+        ));
+        assert!(matches!(
+            r.route("PUT", "/r/o/contents/docs/README.md"),
+            Routed::Found(2, v) if v == ["o", "docs/README.md"]
+        ));
+        assert!(
+            matches!(r.route("GET", "/r/o/contents/docs/README.md"), Routed::MethodNotAllowed(m) if m == ["PUT"])
+        );
+        // The near twin: a parameter the spec does not let span is still a single segment,
+        // and the router says which template the path would fit.
+        assert!(matches!(
+            r.route("GET", "/r/o/labels/a/b"),
+            Routed::NotFound
+        ));
+        assert_eq!(
+            r.fits_with_slash("GET", "/r/o/labels/a/b"),
+            Some((3, 1, "a/b"))
+        );
+        assert_eq!(r.fits_with_slash("GET", "/x/o/labels/a/b"), None);
+        assert_eq!(r.matching("GET", "/r/o/branches/feat/x").len(), 1);
+    }
+
+    #[test]
     fn duplicates_are_refused() {
         let mut r = router(&[("GET", "/a/{id}")]);
         let e = r
-            .insert("GET", "/a/{other}", 1, |i| format!("op{i}"))
+            .insert("GET", "/a/{other}", 1, &[], |i| format!("op{i}"))
             .unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -521,7 +652,7 @@ mod tests {
         .iter()
         .enumerate()
         {
-            router.insert("POST", t, i, |_| String::new()).unwrap();
+            router.insert("POST", t, i, &[], |_| String::new()).unwrap();
         }
         assert!(matches!(
             router.route("POST", "/x.vtex.com.br/api/fulfil"),

@@ -101,6 +101,14 @@ fn twins() -> Vec<Twin> {
             field: "/api/v1/channels/*",
         },
         Twin {
+            kind: Kind::SlashInPathValue,
+            spec: "billing",
+            // A customer id holding a `/` unescaped: `/customers/{customerId}` would fit.
+            bad: req("PUT", "/v2/customers/acme/eu").json(&customer),
+            good: req("PUT", "/v2/customers/acme%2Feu").json(&customer),
+            field: "customerId",
+        },
+        Twin {
             kind: Kind::UnknownQueryParam,
             spec: "billing",
             bad: req("GET", "/v2/invoices?customerId=c1&customer_id=c1"),

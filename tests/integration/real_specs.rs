@@ -75,3 +75,96 @@ fn every_operation_of_every_real_spec_is_routed_to_itself() {
         problems.join("\n")
     );
 }
+
+static NO_HEADERS: Vec<(String, String)> = Vec::new();
+
+/// GitHub's `x-multi-segment` parameters take a value holding `/`: every such operation is
+/// routed to itself with `x1/y1/z1` there, as the GitHub MCP server's nested file paths and
+/// branch refs are; a plain parameter holding `/` is `slash_in_path_value` naming its template.
+#[test]
+fn github_multi_segment_values_are_routed_and_a_plain_one_is_named() {
+    let contract = contract(&shared_spec("github/api.github.com.json.gz"));
+    let mut spanning = 0;
+    let mut problems = Vec::new();
+    for op in contract.operations() {
+        let Some(param) = op
+            .params
+            .iter()
+            .find(|p| p.spans_segments && op.template.contains(&format!("/{{{}}}", p.name)))
+        else {
+            continue;
+        };
+        spanning += 1;
+        let template = op
+            .template
+            .replace(&format!("{{{}}}", param.name), "x1/y1/z1");
+        let path = concrete(&template);
+        match contract.route(&op.method, &path) {
+            Route::Found {
+                operation,
+                path_values,
+            } if std::ptr::eq(operation, op) => {
+                let at = op
+                    .path_params
+                    .iter()
+                    .position(|p| *p == param.name)
+                    .unwrap();
+                if path_values[at] != "x1/y1/z1" {
+                    problems.push(format!("{path}: {} = {}", param.name, path_values[at]));
+                }
+            }
+            other => problems.push(format!("{} {path}: {other:?}", op.method)),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // 68 operations carry the marker; on two it is a query parameter (`rule-suites?ref=`).
+    assert_eq!(
+        spanning, 66,
+        "operations with a multi-segment path parameter"
+    );
+    let routed = |method, path| match contract.route(method, path) {
+        Route::Found { operation, .. } => operation.id.clone(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(
+        routed("GET", "/repos/o/r/contents/docs/README.md"),
+        "repos/get-content"
+    );
+    assert_eq!(
+        routed("PUT", "/repos/o/r/contents/docs/README.md"),
+        "repos/create-or-update-file-contents"
+    );
+    assert_eq!(
+        routed("GET", "/repos/o/r/git/ref/heads/main"),
+        "git/get-ref"
+    );
+    // GitHub documents `git/ref/{ref}` for a GET; `git/refs/{ref}` has only PATCH and DELETE.
+    assert!(routed("GET", "/repos/o/r/git/refs/heads/main").starts_with("MethodNotAllowed"));
+    // A label name is a plain parameter: a `/` in it routes nowhere, and is said so.
+    let label =
+        driftwatch::request::RequestView::new("GET", "/repos/o/r/labels/a/b", &NO_HEADERS, None);
+    let findings = driftwatch::audit::audit_request(&contract, &label);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0].kind.as_str(), "slash_in_path_value");
+    assert_eq!(findings[0].field, "name");
+    assert_eq!(
+        findings[0].expected.as_deref(),
+        Some("GET /repos/{owner}/{repo}/labels/{name}")
+    );
+}
+
+/// The near twin: an integer path value cannot hold `/`, so a deeper path under it is an
+/// endpoint the spec lacks, still `unknown_operation`.
+#[test]
+fn an_integer_path_value_with_a_slash_is_an_unknown_operation() {
+    let contract = contract(&super::util::example("channels.openapi.yaml"));
+    let view = driftwatch::request::RequestView::new(
+        "GET",
+        "/api/v1/schedules/7/settings",
+        &NO_HEADERS,
+        None,
+    );
+    let findings = driftwatch::audit::audit_request(&contract, &view);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0].kind.as_str(), "unknown_operation");
+}
