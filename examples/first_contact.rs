@@ -8,6 +8,7 @@
 //! reason.
 //!
 //! Usage: cargo run --release --example first_contact -- DIR [--strict] [--no-generate]
+//! (FIRST_CONTACT_WRITES=1 lists every PUT with its write semantics and the reason for them)
 //! Exit 0 when every document loaded (or, with --strict, was refused naming its pointer) in
 //! under 20 s, none panicked, and no generated request raised a false alarm.
 
@@ -196,6 +197,8 @@ struct Tally {
     not_generated: Vec<String>,
     false_alarms: Vec<String>,
     pinned: usize,
+    /// Every PUT by its semantics and the reason for them (docs/findings.md's table).
+    puts: BTreeMap<(&'static str, &'static str), usize>,
 }
 
 fn main() {
@@ -274,6 +277,17 @@ fn one(dir: &Path, file: &Path, strict: bool, generate: bool, tally: &Mutex<Tall
     }
     for w in &contract.warnings {
         *t.warnings.entry(w.reason).or_default() += 1;
+    }
+    let each_put = std::env::var("FIRST_CONTACT_WRITES").is_ok();
+    for op in contract.operations().iter().filter(|op| op.method == "PUT") {
+        let class = (op.write.as_str(), op.write_reason.as_str());
+        *t.puts.entry(class).or_default() += 1;
+        if each_put {
+            println!(
+                "put {name} {} {}: {}",
+                op.template, class.0, op.write_reason
+            );
+        }
     }
     if std::env::var("FIRST_CONTACT_WARNINGS").is_ok() {
         for w in &contract.warnings {
@@ -394,6 +408,10 @@ fn report(t: &Tally, documents: usize, took: Duration, strict: bool) {
     );
     for (reason, n) in &t.warnings {
         println!("  warnings  {:<16} {n}", reason.as_str());
+    }
+    println!("PUTs        {}", t.puts.values().sum::<usize>());
+    for ((write, reason), n) in &t.puts {
+        println!("  {write:<9} {reason:<24} {n}");
     }
     println!("refused     {}", t.refused.len());
     for r in t.refused.iter().take(10) {

@@ -10,6 +10,7 @@ mod mcp;
 mod preflight;
 pub mod serve;
 mod tools;
+mod writes;
 
 use std::process::ExitCode;
 

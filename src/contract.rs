@@ -13,6 +13,7 @@ mod schemas;
 mod security;
 mod types;
 mod warning;
+mod writes;
 
 use std::collections::HashMap;
 
@@ -26,6 +27,7 @@ pub use router::{RouteKey, Routed, normalize_template};
 pub use security::{Credential, Secrets};
 pub use types::{FieldType, TypeSummary, summarize};
 pub use warning::{LoadWarning, Skipped, count_by_reason};
+pub use writes::WriteReason;
 
 use crate::finding::Location;
 use crate::spec::{Spec, SpecError};

@@ -299,8 +299,8 @@ mod tests {
     fn the_config_links_a_write_to_a_get_on_another_template() {
         let doc = json!({"openapi": "3.1.0", "paths": {
             "/c/{id}/view": {"get": {"operationId": "viewC", "responses": {"200": {"description": "ok"}}}},
-            "/c/{cid}": {"put": {"operationId": "putC", "responses": {"200": {"description": "ok"}}}},
-            "/d/{id}": {"get": {"operationId": "getD", "responses": {}}, "put": {"operationId": "putD", "responses": {}}}}});
+            "/c/{cid}": {"put": {"operationId": "putC", "x-driftwatch-write": "replace", "responses": {"200": {"description": "ok"}}}},
+            "/d/{id}": {"get": {"operationId": "getD", "responses": {}}, "put": {"operationId": "putD", "x-driftwatch-write": "replace", "responses": {}}}}});
         let spec = Spec::from_document(std::path::Path::new("c.json"), doc).unwrap();
         let unlinked = Contract::compile(&spec, &ContractOptions::default()).unwrap();
         assert_eq!(unlinked.operation("putC").unwrap().resource, None);
@@ -332,9 +332,9 @@ mod tests {
         // Replicas of two releases share a Redis store during a rollout: the text must not move.
         let doc = json!({"openapi": "3.1.0", "paths": {
             "/o/{org}/r/{repo}": {"get": {"operationId": "getR", "responses": {}},
-                                  "put": {"operationId": "putR", "responses": {}}},
+                                  "put": {"operationId": "putR", "x-driftwatch-write": "replace", "responses": {}}},
             "/me": {"get": {"operationId": "getMe", "responses": {}},
-                    "put": {"operationId": "putMe", "responses": {}}}}});
+                    "put": {"operationId": "putMe", "x-driftwatch-write": "replace", "responses": {}}}}});
         let spec = Spec::from_document(std::path::Path::new("k.json"), doc).unwrap();
         let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
         let (r, me) = (
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn two_gets_that_share_an_id_remember_apart() {
-        let pair = |get: &str| json!({"get": {"operationId": get, "responses": {}}, "put": {"responses": {}}});
+        let pair = |get: &str| json!({"get": {"operationId": get, "responses": {}}, "put": {"x-driftwatch-write": "replace", "responses": {}}});
         let doc = json!({"openapi": "3.1.0", "paths": {
             "/a/{id}": pair("getThing"), "/b/{id}": pair("getThing"), "/c/{id}": pair("getC")}});
         let spec = Spec::from_document(std::path::Path::new("d.json"), doc).unwrap();

@@ -42,4 +42,5 @@ mod integration {
     pub mod transport;
     pub mod upstream;
     pub mod util;
+    pub mod writes;
 }

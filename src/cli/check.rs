@@ -56,6 +56,10 @@ pub struct CheckArgs {
     /// warning.
     #[arg(long)]
     strict: bool,
+    /// List every write of the spec on stderr first, with its semantics (replace, merge,
+    /// action, ...) and why: what the replace findings rest on.
+    #[arg(long)]
+    writes: bool,
     /// Threads auditing in parallel (default: one per core); the findings are the same for
     /// any number.
     #[arg(long)]
@@ -138,6 +142,9 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let contract = Contract::compile(&spec, &settings.spec.contract)?;
     let revision = spec.revision.clone();
     drop(spec);
+    if args.writes {
+        super::writes::list(&contract, &mut std::io::stderr().lock())?;
+    }
     let mut stream = Stream::open(&args.traffic, args.input_format.named())?;
     let format = stream.format;
     let bar = progress_bar(stream.progress.take());

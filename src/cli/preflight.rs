@@ -76,6 +76,7 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         (None, false) => format!("{} (the spec's servers)", bases.join(", ")),
     };
     writeln!(out, "  base path {base}")?;
+    super::writes::list(&revision.contract, out)?;
     writeln!(
         out,
         "  skipped   {} parts of the spec at load",

@@ -106,7 +106,9 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         ));
     }
     mark_shared_ids(&mut operations);
-    link_reads_and_replaces(&mut operations, &options.read_for);
+    let reads = reads_of(&operations, &options.read_for);
+    super::writes::infer(&mut operations, &reads);
+    link_reads_and_replaces(&mut operations, &reads);
     let base_paths = match &options.base_path {
         Some(base) => vec![trim_trailing_slash(base).to_string()],
         None => server_base_paths(doc),
@@ -189,17 +191,18 @@ fn compile_operation(
     let body = op
         .get("requestBody")
         .map(|raw| compile_body(schemas, warnings, raw, format!("{op_ptr}/requestBody")));
-    let write = options
-        .write_overrides
-        .get(&id)
-        .or_else(|| options.write_overrides.get(&format!("{upper} {template}")))
-        .copied()
-        .or_else(|| {
-            op.get("x-driftwatch-write")
-                .and_then(Value::as_str)
-                .and_then(WriteSemantics::parse)
-        })
-        .unwrap_or_else(|| WriteSemantics::default_for(&upper));
+    let (write, write_reason) = super::writes::named(
+        &options.write_overrides,
+        op,
+        &id,
+        &format!("{upper} {template}"),
+    )
+    .unwrap_or_else(|| {
+        (
+            WriteSemantics::default_for(&upper),
+            super::WriteReason::Method,
+        )
+    });
     let (route, route_keys) = split_route(template);
     Operation {
         index: 0,
@@ -211,6 +214,7 @@ fn compile_operation(
         params,
         body,
         write,
+        write_reason,
         response_fields: response_fields(&schemas.doc, op),
         responses: compile_responses(&schemas.doc, op, &op_ptr),
         replaced_by: Vec::new(),
@@ -250,18 +254,10 @@ fn mark_shared_ids(operations: &mut [Operation]) {
     }
 }
 
-/// A GET and a replace write on the same path template are one resource, or on different
-/// templates where the config (`read_for`) or the write's `x-driftwatch-read` says so: the
-/// GET's responses are remembered, and the write is compared against them.
-fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<String, String>) {
+/// For each write, the GET that shows its resource: the one on the same path template, or on
+/// another where the config (`read_for`) or the write's `x-driftwatch-read` says so.
+fn reads_of(operations: &[Operation], read_for: &HashMap<String, String>) -> Vec<Option<usize>> {
     let shape = |t: &str| super::router::normalize_template(t);
-    // A resource is named by its GET's id, or by the GET's label where another operation has
-    // the same id: two GETs under one name would share the memory, and one's fields would
-    // judge the other's writes.
-    let name = |op: &Operation| match op.id_shared {
-        false => op.id.clone(),
-        true => op.label(),
-    };
     // The first GET of each route shape, computed once (a scan per write was quadratic).
     let mut gets: HashMap<String, usize> = HashMap::new();
     for (i, op) in operations.iter().enumerate() {
@@ -269,22 +265,41 @@ fn link_reads_and_replaces(operations: &mut [Operation], read_for: &HashMap<Stri
             gets.entry(shape(&op.template)).or_insert(i);
         }
     }
+    operations
+        .iter()
+        .map(|op| {
+            if op.write == WriteSemantics::None {
+                return None;
+            }
+            let named = read_for
+                .get(&op.id)
+                .or_else(|| read_for.get(&op.label()))
+                .or(op.read_hint.as_ref());
+            match named {
+                Some(name) => operations
+                    .iter()
+                    .position(|o| o.method == "GET" && (o.id == *name || o.label() == *name)),
+                None => gets.get(&shape(&op.template)).copied(),
+            }
+        })
+        .collect()
+}
+
+/// A GET and a replace write (`reads`: the GET of each write) are one resource: the GET's
+/// responses are remembered, and the write is compared against them.
+fn link_reads_and_replaces(operations: &mut [Operation], reads: &[Option<usize>]) {
+    // A resource is named by its GET's id, or by the GET's label where another operation has
+    // the same id: two GETs under one name would share the memory, and one's fields would
+    // judge the other's writes.
+    let name = |op: &Operation| match op.id_shared {
+        false => op.id.clone(),
+        true => op.label(),
+    };
     for i in 0..operations.len() {
         if operations[i].write != WriteSemantics::Replace {
             continue;
         }
-        let named = read_for
-            .get(&operations[i].id)
-            .or_else(|| read_for.get(&operations[i].label()))
-            .or(operations[i].read_hint.as_ref())
-            .cloned();
-        let read = match named {
-            Some(name) => operations
-                .iter()
-                .position(|op| op.method == "GET" && (op.id == name || op.label() == name)),
-            None => gets.get(&shape(&operations[i].template)).copied(),
-        };
-        if let Some(read) = read {
+        if let Some(read) = reads[i] {
             operations[i].read_fields = operations[read]
                 .response_fields
                 .clone()

@@ -22,6 +22,9 @@ pub enum WriteSemantics {
     Create,
     /// Adds to a collection without touching existing fields.
     Additive,
+    /// The body is the parameters of an action, not a state (GitHub's file write, merge,
+    /// branch update): what it leaves out erases nothing.
+    Action,
     /// Not a write (GET, DELETE, ...).
     None,
 }
@@ -33,6 +36,7 @@ impl WriteSemantics {
             "merge" => WriteSemantics::Merge,
             "create" => WriteSemantics::Create,
             "additive" => WriteSemantics::Additive,
+            "action" => WriteSemantics::Action,
             "none" => WriteSemantics::None,
             _ => return None,
         })
@@ -44,6 +48,7 @@ impl WriteSemantics {
             WriteSemantics::Merge => "merge",
             WriteSemantics::Create => "create",
             WriteSemantics::Additive => "additive",
+            WriteSemantics::Action => "action",
             WriteSemantics::None => "none",
         }
     }
@@ -191,6 +196,8 @@ pub struct Operation {
     pub params: Vec<Param>,
     pub body: Option<RequestBody>,
     pub write: WriteSemantics,
+    /// Why it has those semantics: the config, the spec's extension, or what the spec shows.
+    pub write_reason: super::WriteReason,
     /// JSON pointer of the operation object, for error messages and diffs.
     pub pointer: String,
     /// Every declared response, compiled, for the response audit.

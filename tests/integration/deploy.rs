@@ -116,6 +116,9 @@ fn serve_check_prints_what_would_run_and_binds_nothing() {
         "base path none: request paths are routed as sent".into(),
         "skipped   0 parts of the spec at load".into(),
         "ignored   DRIFTWATCH_SERVICE_HOST".into(),
+        // Each write with its semantics and why.
+        "PUT /api/v1/channels/{id}  replace: its body is the representation its GET `getChannel` returns (30 of 30 fields)".into(),
+        "PATCH /api/v1/channels/{id}  merge: the method's".into(),
     ] {
         assert!(text.contains(&line), "{line:?} in:\n{text}");
     }
