@@ -191,7 +191,8 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
         match declared.find(key) {
             Some(p) => writable_sent += usize::from(!p.read_only),
             None if *additional != Additional::Allowed && !out.full() => {
-                out.push(undeclared(op, key, properties, *additional));
+                let absent = |name: &str| !sent.members().any(|(k, _)| k == name);
+                out.push(undeclared(op, key, properties, *additional, absent));
             }
             None => {}
         }
@@ -389,18 +390,29 @@ pub(super) fn type_names(kind: &TypeKind) -> String {
     }
 }
 
+/// An undeclared body field: an error where the schema forbids others, or where it is a
+/// renamed field (its suggestion is a writable property the body lacks: `autoInit` for
+/// `auto_init`, which the API then never sees), else a warning.
 fn undeclared(
     op: &Operation,
     key: &str,
     properties: &[Property],
     additional: Additional,
+    absent: impl Fn(&str) -> bool,
 ) -> Finding {
     let suggestion = did_you_mean(key, properties.iter().map(|p| p.name.as_str()));
-    let hint = suggestion
-        .as_ref()
-        .map(|s| format!("; did you mean `{s}`?"))
-        .unwrap_or_default();
-    let severity = if additional == Additional::Forbidden {
+    let renamed = suggestion
+        .as_deref()
+        .is_some_and(|s| absent(s) && properties.iter().any(|p| p.name == s && !p.read_only));
+    let hint = match (&suggestion, renamed) {
+        (Some(s), true) => format!(
+            "; did you mean `{s}`? The body lacks `{s}`: the API ignores `{key}`, so `{s}` is \
+             not set"
+        ),
+        (Some(s), false) => format!("; did you mean `{s}`?"),
+        (None, _) => String::new(),
+    };
+    let severity = if additional == Additional::Forbidden || renamed {
         Severity::Error
     } else {
         Severity::Warning

@@ -272,6 +272,26 @@ fn severities_follow_the_design_table() {
         Some(Severity::Warning),
         "additionalProperties absent"
     );
+    // A renamed field: its suggestion is a writable property the body lacks, so the API never
+    // sees the value (GitHub's `autoInit` for `auto_init`): an error, as an unknown query key is.
+    let mut renamed = channel_without("graphicsElementIds");
+    renamed["graphicsElements"] = json!([3, 7]);
+    let found = req("PUT", "/api/v1/channels/7")
+        .json(&renamed)
+        .audit(&channels)
+        .into_iter()
+        .find(|f| f.kind == Kind::UndeclaredBodyField)
+        .unwrap();
+    assert_eq!(found.severity, Severity::Error, "{found:?}");
+    assert_eq!(found.suggestion.as_deref(), Some("graphicsElementIds"));
+    assert!(
+        found.message.contains("the API ignores `graphicsElements`"),
+        "{found:?}"
+    );
+    // The near twins stay warnings: the twin is sent too (the loose case above), or there is
+    // no twin at all.
+    let unrelated = req("PUT", "/api/v1/channels/7").json(&channel_with("zqxjv", json!(1)));
+    assert_eq!(severity(&channels, &unrelated), Some(Severity::Warning));
     let omitted = req("PUT", "/api/v1/channels/7")
         .json(&channel_without("graphicsElementIds"))
         .audit(&channels);

@@ -153,6 +153,36 @@ fn github_multi_segment_values_are_routed_and_a_plain_one_is_named() {
     );
 }
 
+/// The GitHub MCP server's `create_repository` sends `autoInit`: the API ignores it and never
+/// creates the README. An error naming `auto_init`; `fork_repository`'s `?organization=` too.
+#[test]
+fn github_mcp_servers_renamed_fields_are_errors() {
+    let contract = contract(&shared_spec("github/api.github.com.json.gz"));
+    let headers = vec![("content-type".to_string(), "application/json".to_string())];
+    let body = br#"{"name": "demo", "private": false, "autoInit": true}"#;
+    let view = driftwatch::request::RequestView::new("POST", "/user/repos", &headers, Some(body));
+    let findings = driftwatch::audit::audit_request(&contract, &view);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let f = &findings[0];
+    assert_eq!(
+        (f.kind.as_str(), f.field.as_str(), f.suggestion.as_deref()),
+        ("undeclared_body_field", "/autoInit", Some("auto_init"))
+    );
+    assert_eq!(f.severity.as_str(), "error");
+    let view = driftwatch::request::RequestView::new(
+        "POST",
+        "/repos/o/r/forks?organization=acme",
+        &headers,
+        Some(b"{}"),
+    );
+    let findings = driftwatch::audit::audit_request(&contract, &view);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(
+        (findings[0].kind.as_str(), findings[0].severity.as_str()),
+        ("unknown_query_param", "error")
+    );
+}
+
 /// The near twin: an integer path value cannot hold `/`, so a deeper path under it is an
 /// endpoint the spec lacks, still `unknown_operation`.
 #[test]
