@@ -31,8 +31,8 @@ pub struct Admin {
     pub revisions: Arc<dyn Revisions>,
     /// Required on the guarded routes when set.
     pub token: Option<Token>,
-    /// A line `/readyz` adds to its answer: the shared memory store's state, with
-    /// `memory.backend = "redis"`.
+    /// Lines `/readyz` adds to its answer: the shared memory store's state, with
+    /// `memory.backend = "redis"`, and the warning when most requests route nowhere.
     pub ready_detail: Option<Arc<dyn Fn() -> String + Send + Sync>>,
 }
 
@@ -112,8 +112,11 @@ async fn answer(
         "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" if s.ready.load(Ordering::SeqCst) => {
             // Ready whether or not the store answers: observe mode never stops traffic.
-            let detail = s.ready_detail.as_ref().map(|line| line() + "\n");
-            let detail = detail.unwrap_or_default();
+            let detail = s.ready_detail.as_ref().map(|line| line());
+            let detail = detail
+                .filter(|d| !d.is_empty())
+                .map(|d| d + "\n")
+                .unwrap_or_default();
             respond(StatusCode::OK, "text/plain", format!("ready\n{detail}"))
         }
         "/readyz" => respond(

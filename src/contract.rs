@@ -273,6 +273,40 @@ impl Contract {
             })
     }
 
+    /// The `n` templates (as `"GET /a/{id}"`) that a path no template fits comes nearest to,
+    /// compared segment by segment from the end (a wrong base path or spec version differs at
+    /// the start): a literal that matches counts two, a parameter one, the first mismatch
+    /// stops. For the operator's warning when most traffic routes nowhere.
+    pub fn nearest_templates(&self, path: &str, n: usize) -> Vec<String> {
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        let path = router::trim_trailing_slash(path);
+        let score = |template: &str| -> usize {
+            let template = router::split_route(template).0;
+            let template = router::trim_trailing_slash(template);
+            template
+                .rsplit('/')
+                .zip(path.rsplit('/'))
+                .map_while(|(t, p)| match (t.contains('{'), t == p && !t.is_empty()) {
+                    (_, true) => Some(2),
+                    (true, false) if !p.is_empty() => Some(1),
+                    _ => None,
+                })
+                .sum()
+        };
+        let mut scored: Vec<(usize, &Operation)> = self
+            .operations
+            .iter()
+            .map(|op| (score(&op.template), op))
+            .filter(|(s, _)| *s > 1)
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.index.cmp(&b.1.index)));
+        scored
+            .into_iter()
+            .take(n)
+            .map(|(_, op)| op.label())
+            .collect()
+    }
+
     /// `path` with every segment that is not literal somewhere in the spec written as `*`
     /// (`/api/v1/channels/tok_9f2/x` is `/api/v1/channels/*/*`): where a request went, without
     /// the values a path carries (an id, a token), for findings, events and logs. The query is
@@ -284,7 +318,7 @@ impl Contract {
             if i > 0 {
                 shape.push('/');
             }
-            if segment.is_empty() || self.literals.contains(segment) {
+            if segment.is_empty() || self.literals.contains(segment) || is_version(segment) {
                 shape.push_str(segment);
             } else {
                 shape.push('*');
@@ -292,6 +326,27 @@ impl Contract {
         }
         shape
     }
+}
+
+/// An API version segment (`v4`, `v2.1`, `v1beta2`): no value, and the likeliest reason a
+/// whole API's traffic routes nowhere (GitLab's v4 traffic against its v3 spec), so a path's
+/// shape keeps it.
+fn is_version(segment: &str) -> bool {
+    let Some(rest) = segment.strip_prefix(['v', 'V']) else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let tail = &rest[digits..];
+    digits > 0
+        && digits <= 3
+        && (tail.is_empty()
+            || tail.strip_prefix('.').is_some_and(|t| {
+                !t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit())
+            })
+            || ["alpha", "beta"].iter().any(|w| {
+                tail.strip_prefix(w)
+                    .is_some_and(|t| t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit()))
+            }))
 }
 
 /// The literal segments of `templates` and `base_paths`.

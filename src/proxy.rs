@@ -20,6 +20,7 @@ mod source;
 mod stall;
 mod store;
 mod tee;
+pub mod unrouted;
 mod upstream;
 mod vet;
 
@@ -72,6 +73,8 @@ pub struct Sidecar {
     /// streams of HTTP/2 connections ever wait here; without it, 5 connections of 200 streams
     /// to a slow API opened 1,000 upstream sockets.
     pub(crate) requests: Arc<tokio::sync::Semaphore>,
+    /// Whether most recent requests route nowhere (a wrong base path or spec version).
+    pub unrouted: Arc<unrouted::Unrouted>,
 }
 
 impl Sidecar {
@@ -135,6 +138,7 @@ impl Sidecar {
             events,
             settings,
             ready: Arc::new(AtomicBool::new(false)),
+            unrouted: Default::default(),
         })
     }
 

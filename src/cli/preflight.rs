@@ -69,12 +69,10 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         "  spec      {}: OpenAPI {}, revision {}, {} operations",
         spec.source, spec.openapi, spec.revision, spec.operations
     )?;
-    let bases = revision.contract.base_paths();
-    let base = match (&settings.spec.contract.base_path, bases.is_empty()) {
-        (Some(base), _) => format!("{base} (spec.base_path)"),
-        (None, true) => "none: request paths are routed as sent".to_string(),
-        (None, false) => format!("{} (the spec's servers)", bases.join(", ")),
-    };
+    let base = crate::proxy::unrouted::base_text(
+        settings.spec.contract.base_path.as_deref(),
+        &revision.contract,
+    );
     writeln!(out, "  base path {base}")?;
     super::writes::list(&revision.contract, out)?;
     writeln!(

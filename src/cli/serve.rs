@@ -211,9 +211,7 @@ pub async fn serve(
         mode: sidecar.settings.policy.mode,
         revisions: sidecar.clone(),
         token: sidecar.settings.admin_token.clone(),
-        ready_detail: sidecar
-            .store_health()
-            .map(|health| Arc::new(move || health.line()) as Arc<dyn Fn() -> String + Send + Sync>),
+        ready_detail: Some(ready_detail(&sidecar)),
     };
     let admin = Listener::new(
         admin,
@@ -296,4 +294,20 @@ pub(super) async fn shutdown_signal() {
         _ = term.recv() => tracing::info!("SIGTERM: draining"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: draining"),
     }
+}
+
+/// The lines `/readyz` adds: the shared store's state, and the warning when most requests
+/// route nowhere.
+fn ready_detail(sidecar: &crate::proxy::Sidecar) -> Arc<dyn Fn() -> String + Send + Sync> {
+    let store = sidecar.store_health();
+    let unrouted = sidecar.unrouted.clone();
+    Arc::new(move || {
+        let lines: Vec<String> = store
+            .as_ref()
+            .map(|health| health.line())
+            .into_iter()
+            .chain(unrouted.warning())
+            .collect();
+        lines.join("\n")
+    })
 }

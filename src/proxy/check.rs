@@ -59,6 +59,7 @@ pub(super) fn check<'c>(
         tracing::error!(method = %parts.method, path, "internal audit error; request forwarded unaudited");
         return Pending::default();
     };
+    watch_routing(s, rev, parts, operation.is_some(), &findings);
     if matches!(read, BodyRead::TooLarge) {
         unaudited_body(s, &mut findings);
     }
@@ -118,6 +119,20 @@ pub(super) async fn compare_with_last_get(
     match compared {
         Ok(at_risk) => pending.at_risk = at_risk,
         Err(_) => s.metrics.audit_error(),
+    }
+}
+
+/// Count whether the request routed to an operation (a known path with another method did);
+/// each closed window sets the share metric and the warning.
+fn watch_routing(s: &Sidecar, rev: &Revision, parts: &Parts, found: bool, findings: &[Finding]) {
+    let routed = found || findings.iter().any(|f| f.kind == Kind::MethodNotAllowed);
+    if let Some(closed) = s.unrouted.record(routed, parts.uri.path()) {
+        s.metrics.unrouted_share(closed.share);
+        let base = super::unrouted::base_text(
+            s.settings.spec.contract.base_path.as_deref(),
+            &rev.contract,
+        );
+        s.unrouted.settle(&closed, &rev.contract, &base);
     }
 }
 

@@ -227,6 +227,7 @@ pub struct Metrics {
     memory_entries: Gauge,
     memory_evictions: Counter,
     in_flight: Gauge,
+    unrouted_share: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Unknown parameter names given a label so far, per operation.
     param_labels: Mutex<HashMap<String, HashSet<String>>>,
     param_label_limit: usize,
@@ -259,6 +260,7 @@ impl Metrics {
             memory_entries: Gauge::default(),
             memory_evictions: Counter::default(),
             in_flight: Gauge::default(),
+            unrouted_share: Gauge::default(),
             param_labels: Mutex::new(HashMap::new()),
             param_label_limit,
         };
@@ -393,6 +395,11 @@ impl Metrics {
             m.silent_clears.clone(),
         );
         r.register(
+            "unrouted_share",
+            "Share of the last window of 100 audited requests that routed to no operation (near 1: a wrong base path or spec version)",
+            m.unrouted_share.clone(),
+        );
+        r.register(
             "memory_entries",
             "Resources remembered from GET responses",
             m.memory_entries.clone(),
@@ -403,6 +410,11 @@ impl Metrics {
             m.memory_evictions.clone(),
         );
         m
+    }
+
+    /// The share of the last closed window of requests that routed nowhere.
+    pub fn unrouted_share(&self, share: f64) {
+        self.unrouted_share.set(share);
     }
 
     pub fn request(&self, operation: &str, outcome: Outcome, status: http::StatusCode) {

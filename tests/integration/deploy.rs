@@ -261,3 +261,47 @@ async fn an_unreachable_upstream_is_logged_with_its_cause_and_request_id() {
     assert_eq!(line["fault"], "upstream");
     assert_eq!(line["request_id"], id.as_str());
 }
+
+/// Traffic sent under another version than the spec's (`/api/v2/...` where the spec has
+/// `/api/v1/...`): after a window of it, `/readyz` (still 200) and the share metric say so,
+/// naming the base path and the nearest template; the path's shape keeps `v2`. A window that
+/// routes clears the warning (the near twin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn most_traffic_routing_nowhere_is_said_once_with_the_nearest_templates() {
+    let api = super::silent_clears::demo_api().await;
+    let running = start(config(&format!("http://{api}"), |_| {})).await;
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    for _ in 0..driftwatch::proxy::unrouted::WINDOW {
+        raw(running.addr, get("/api/v2/channels").as_bytes()).await;
+    }
+    let ready = admin_get(running.admin, "/readyz").await;
+    let text = String::from_utf8_lossy(&ready.body).into_owned();
+    assert_eq!(ready.status, 200, "{text}");
+    assert!(
+        text.contains("100% of the last 100 requests route to no operation"),
+        "{text}"
+    );
+    assert!(
+        text.contains("base path (none: request paths are routed as sent)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the last, /api/v2/channels, comes nearest to GET /api/v1/channels"),
+        "{text}"
+    );
+    let metrics = super::sidecar::scrape(running.admin).await;
+    assert_eq!(
+        super::sidecar::sample(&metrics, "driftwatch_unrouted_share"),
+        1.0
+    );
+    for _ in 0..driftwatch::proxy::unrouted::WINDOW {
+        raw(running.addr, get("/api/v1/channels").as_bytes()).await;
+    }
+    let ready = admin_get(running.admin, "/readyz").await;
+    assert_eq!(String::from_utf8_lossy(&ready.body), "ready\n");
+    let metrics = super::sidecar::scrape(running.admin).await;
+    assert_eq!(
+        super::sidecar::sample(&metrics, "driftwatch_unrouted_share"),
+        0.0
+    );
+}

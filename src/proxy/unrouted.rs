@@ -1,0 +1,102 @@
+//! Watching for traffic that routes nowhere. When most requests match no operation, the cause
+//! is rarely the agent: a wrong base path or another version of the API than the spec's
+//! (GitLab's v4 traffic against its v3 spec) makes every request `unknown_operation`, and the
+//! audit says nothing useful. Requests are counted in windows of [`WINDOW`]; when at least half
+//! of a window routed nowhere, one warning names the base path in force and the templates the
+//! last such path came nearest to (log, `/readyz`, `driftwatch_unrouted_share`), and another
+//! says when traffic routes again.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::contract::Contract;
+
+/// The base path in force and where it comes from: `spec.base_path`, the spec's servers, or
+/// none.
+pub fn base_text(configured: Option<&str>, contract: &Contract) -> String {
+    let bases = contract.base_paths();
+    match (configured, bases.is_empty()) {
+        (Some(base), _) => format!("{base} (spec.base_path)"),
+        (None, true) => "none: request paths are routed as sent".to_string(),
+        (None, false) => format!("{} (the spec's servers)", bases.join(", ")),
+    }
+}
+
+/// Requests per window.
+pub const WINDOW: u64 = 100;
+
+#[derive(Default)]
+pub struct Unrouted {
+    seen: AtomicU64,
+    nowhere: AtomicU64,
+    /// The last path that routed nowhere (kept to name its nearest templates, never shown).
+    last: Mutex<String>,
+    /// The warning in force, for `/readyz`.
+    warning: Mutex<Option<String>>,
+}
+
+/// What a closed window found: the share of it that routed nowhere.
+pub struct Closed {
+    pub share: f64,
+}
+
+impl Unrouted {
+    /// Count one audited request. Returns the window it closed, if it closed one.
+    pub fn record(&self, routed: bool, path: &str) -> Option<Closed> {
+        if !routed {
+            self.nowhere.fetch_add(1, Ordering::Relaxed);
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            last.clear();
+            last.push_str(&path[..path.len().min(2048)]);
+        }
+        if self.seen.fetch_add(1, Ordering::Relaxed) + 1 < WINDOW {
+            return None;
+        }
+        self.seen.store(0, Ordering::Relaxed);
+        let nowhere = self.nowhere.swap(0, Ordering::Relaxed).min(WINDOW);
+        Some(Closed {
+            share: nowhere as f64 / WINDOW as f64,
+        })
+    }
+
+    /// Settle the warning after a closed window: set it (and log it once) when at least half
+    /// routed nowhere, clear it (and say so) when traffic routes again.
+    pub fn settle(&self, closed: &Closed, contract: &Contract, base: &str) {
+        let mut warning = self.warning.lock().unwrap_or_else(|e| e.into_inner());
+        match (closed.share >= 0.5, warning.is_some()) {
+            (true, false) => {
+                let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let nearest = contract.nearest_templates(&last, 3);
+                let nearest = match nearest.is_empty() {
+                    true => "none near".to_string(),
+                    false => nearest.join(", "),
+                };
+                let shape = contract.path_shape(&last);
+                let text = format!(
+                    "{:.0}% of the last {WINDOW} requests route to no operation: check the base \
+                     path ({base}) and the spec's version; the last, {shape}, comes nearest to {nearest}",
+                    closed.share * 100.0
+                );
+                tracing::warn!("{text}");
+                *warning = Some(text);
+            }
+            (false, true) => {
+                tracing::info!(
+                    "requests route to the spec's operations again ({:.0}% of the last {WINDOW} \
+                     routed nowhere)",
+                    closed.share * 100.0
+                );
+                *warning = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The warning in force, for `/readyz`.
+    pub fn warning(&self) -> Option<String> {
+        self.warning
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
