@@ -24,7 +24,8 @@ pub(super) fn check(
     out: &mut Findings,
 ) {
     check_path(op, path_values, out);
-    check_query(op, request.query.unwrap_or(""), out);
+    let authorized = request.headers.get("authorization").is_some();
+    check_query(op, request.query.unwrap_or(""), authorized, out);
     check_headers(op, request, out);
     check_cookies(op, request, out);
 }
@@ -73,7 +74,7 @@ fn check_path(op: &Operation, values: &[&str], out: &mut Findings) {
     }
 }
 
-fn check_query(op: &Operation, query: &str, out: &mut Findings) {
+fn check_query(op: &Operation, query: &str, authorized: bool, out: &mut Findings) {
     let pairs: Vec<(Cow<str>, Cow<str>)> = form_urlencoded::parse(query.as_bytes()).collect();
     let mut used = vec![false; pairs.len()];
     let mut missing = Vec::new();
@@ -119,6 +120,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Findings) {
     if used.contains(&false) {
         missing.retain(|p| !(p.free_form && is_exploded_object(p)));
     }
+    missing.retain(|p| !carried_by_authorization(op, p, authorized));
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();
     if !free_form && !op.open_query && used.contains(&false) {
         // The names a misspelled key may have meant; gathered only when a key was not taken.
@@ -164,6 +166,7 @@ fn check_query(op: &Operation, query: &str, out: &mut Findings) {
 }
 
 fn check_headers(op: &Operation, request: &RequestView, out: &mut Findings) {
+    let authorized = request.headers.get("authorization").is_some();
     for param in op.params_in(Location::Header) {
         match request.headers.get(&param.name) {
             Some(raw) if valid_scalar(param, raw.trim()) => {}
@@ -172,10 +175,23 @@ fn check_headers(op: &Operation, request: &RequestView, out: &mut Findings) {
                 &sent_from(param, split(param, raw), param.explode),
                 out,
             ),
-            None if param.required => out.push(missing_param(op, param, None)),
+            None if param.required && !carried_by_authorization(op, param, authorized) => {
+                out.push(missing_param(op, param, None))
+            }
             None => {}
         }
     }
+}
+
+/// A required `token` parameter of an operation whose security takes a bearer token (OAuth 2,
+/// OpenID Connect, HTTP bearer) is the same credential, sent in `Authorization` instead:
+/// Slack's spec declares `token` required on every method, and its API reads either.
+fn carried_by_authorization(op: &Operation, param: &Param, authorized: bool) -> bool {
+    authorized
+        && op.bearer
+        && ["token", "access_token"]
+            .iter()
+            .any(|n| param.name.eq_ignore_ascii_case(n))
 }
 
 /// A header or cookie value in `simple` style: arrays and objects are comma-separated; a

@@ -227,6 +227,7 @@ fn compile_operation(
             .and_then(Value::as_str)
             .map(String::from),
         credentials: super::security::credentials(&schemas.doc, op),
+        bearer: super::security::bearer(&schemas.doc, op),
         open_query,
         alternates: Vec::new(),
         route_keys,

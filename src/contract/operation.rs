@@ -220,6 +220,8 @@ pub struct Operation {
     pub(crate) read_hint: Option<String>,
     /// The apiKey credentials its effective `security` accepts: declared inputs, never unknown.
     pub credentials: Vec<super::Credential>,
+    /// Its effective `security` takes a bearer token in `Authorization`.
+    pub bearer: bool,
     /// A parameter of it was left out at load (no name or `in`): no query key is called unknown.
     pub open_query: bool,
     /// Operations declared on the same method and route (`/v1/{name}`, `/v1/{parent}`): a

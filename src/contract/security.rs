@@ -96,6 +96,33 @@ pub(super) fn credentials(doc: &Value, op: &Value) -> Vec<Credential> {
     out
 }
 
+/// Whether `op`'s effective `security` takes a bearer token in `Authorization` (an OAuth 2,
+/// OpenID Connect or HTTP bearer scheme).
+pub(super) fn bearer(doc: &Value, op: &Value) -> bool {
+    let Some(requirements) = op
+        .get("security")
+        .or_else(|| doc.get("security"))
+        .and_then(Value::as_array)
+    else {
+        return false;
+    };
+    requirements
+        .iter()
+        .filter_map(Value::as_object)
+        .flat_map(|r| r.keys())
+        .filter_map(|name| {
+            schemes(doc)
+                .find(|(n, _)| *n == name)
+                .map(|(_, s)| deref(doc, s))
+        })
+        .any(|scheme| {
+            let kind = scheme.get("type").and_then(Value::as_str);
+            let http = scheme.get("scheme").and_then(Value::as_str);
+            matches!(kind, Some("oauth2" | "openIdConnect"))
+                || (kind == Some("http") && http.is_some_and(|s| s.eq_ignore_ascii_case("bearer")))
+        })
+}
+
 fn schemes(doc: &Value) -> impl Iterator<Item = (&String, &Value)> {
     doc.pointer("/components/securitySchemes")
         .and_then(Value::as_object)

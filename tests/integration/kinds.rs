@@ -301,3 +301,34 @@ fn severities_follow_the_design_table() {
         .audit(&channels);
     assert_eq!(unaudited[0].severity, Severity::Info);
 }
+
+/// Slack's spec declares a required `token` parameter on every method, and OAuth 2 security;
+/// its API reads the token from `Authorization: Bearer` as well, which is what the Slack MCP
+/// server sends. The near twin: without `Authorization`, the token is missing.
+#[test]
+fn a_required_token_is_carried_by_a_bearer_authorization() {
+    let doc = json!({"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+        "components": {"securitySchemes": {"slackAuth": {"type": "oauth2", "flows": {
+            "authorizationCode": {"authorizationUrl": "https://a", "tokenUrl": "https://t", "scopes": {}}}}}},
+        "paths": {"/users.profile.get": {"get": {"operationId": "users_profile_get",
+            "security": [{"slackAuth": ["users.profile:read"]}],
+            "parameters": [{"name": "token", "in": "query", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}},
+        "/chat.postMessage": {"post": {"operationId": "chat_postMessage",
+            "security": [{"slackAuth": ["chat:write"]}],
+            "parameters": [{"name": "token", "in": "header", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}}}});
+    let spec =
+        driftwatch::spec::Spec::from_document(std::path::Path::new("slack.json"), doc).unwrap();
+    let slack = Contract::compile(&spec, &Default::default()).unwrap();
+    for (method, target) in [("GET", "/users.profile.get"), ("POST", "/chat.postMessage")] {
+        let bearer = req(method, target).header("Authorization", "Bearer xoxb-1");
+        assert_eq!(bearer.audit(&slack), [], "{method} {target}");
+        let bare = req(method, target).audit(&slack);
+        assert_eq!(bare.len(), 1, "{bare:?}");
+        assert_eq!(
+            (bare[0].kind, bare[0].field.as_str()),
+            (Kind::MissingRequiredParam, "token")
+        );
+    }
+}
