@@ -298,7 +298,8 @@ fn schema_finding(
             Finding::new(Kind::Unaudited, Location::Body, path)
                 .observed("regex engine limit")
                 .message(format!(
-                    "the pattern at `{path}` could not be evaluated within the regex engine's bounds: not checked"
+                    "the pattern at {} could not be evaluated within the regex engine's bounds: not checked",
+                    place(path)
                 )),
         ),
         ValidationErrorKind::AdditionalProperties { .. }
@@ -314,7 +315,7 @@ fn schema_finding(
                 Finding::new(Kind::UndeclaredBodyField, Location::Body, format!("{path}/{}", unexpected.first().map_or("", |s| s)))
                     .severity(Severity::Error)
                     .observed("present")
-                    .message(format!("body field(s) `{names}` at `{path}` are not declared and the schema forbids others")),
+                    .message(format!("body field(s) `{names}` at {} are not declared and the schema forbids others", place(path))),
             )
         }
         ValidationErrorKind::Required { property } => {
@@ -366,6 +367,14 @@ pub(super) fn field(whose: &str, path: &str) -> String {
     match path {
         "" => format!("the {whose}"),
         _ => format!("{whose} field `{path}`"),
+    }
+}
+
+/// Where in a body a message points: `` `/a/0` ``, or the body's root.
+fn place(path: &str) -> String {
+    match path {
+        "" => "the body's root".to_string(),
+        _ => format!("`{path}`"),
     }
 }
 
