@@ -401,7 +401,8 @@ pub(super) fn type_names(kind: &TypeKind) -> String {
 
 /// An undeclared body field: an error where the schema forbids others, or where it is a
 /// renamed field (its suggestion is a writable property the body lacks: `autoInit` for
-/// `auto_init`, which the API then never sees), else a warning.
+/// `auto_init`, which the API then never sees, unless the spec's own example sends it), else a
+/// warning.
 fn undeclared(
     op: &Operation,
     key: &str,
@@ -410,9 +411,15 @@ fn undeclared(
     absent: impl Fn(&str) -> bool,
 ) -> Finding {
     let suggestion = did_you_mean(key, properties.iter().map(|p| p.name.as_str()));
-    let renamed = suggestion
-        .as_deref()
-        .is_some_and(|s| absent(s) && properties.iter().any(|p| p.name == s && !p.read_only));
+    // The spec's own example sends the name: it names the field both ways, not a rename.
+    let exemplified = op
+        .body
+        .as_ref()
+        .is_some_and(|b| b.example_keys.iter().any(|k| k == key));
+    let renamed = !exemplified
+        && suggestion
+            .as_deref()
+            .is_some_and(|s| absent(s) && properties.iter().any(|p| p.name == s && !p.read_only));
     let hint = match (&suggestion, renamed) {
         (Some(s), true) => format!(
             "; did you mean `{s}`? The body lacks `{s}`: the API ignores `{key}`, so `{s}` is \

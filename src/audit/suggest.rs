@@ -11,9 +11,11 @@ pub fn did_you_mean<'a>(
     if let Some(hit) = declared.clone().find(|d| fold(d) == folded) {
         return Some(hit.to_string());
     }
-    let limit = (sent.len() / 3).max(1);
-    let lower = sent.to_ascii_lowercase();
+    // In characters, as the distance is: a limit in bytes let a 40-character key of
+    // four-byte letters "mean" any declared name of 11 characters.
     let chars = sent.chars().count();
+    let limit = (chars / 3).max(1);
+    let lower = sent.to_ascii_lowercase();
     declared
         // The distance is at least the difference in length (in characters): skip what cannot
         // be close without measuring it (a peer's 100 KB key name against every declared name).
@@ -57,5 +59,11 @@ mod tests {
             Some("starting_after")
         );
         assert_eq!(did_you_mean("page", declared.iter().copied()), None);
+        // Schemathesis's keys: far from every name, counted in characters, not bytes.
+        let declared = ["description", "sha", "name", "title"];
+        for key in ["𝓣𝓱𝓮 𝓺𝓾𝓲𝓬𝓴 𝓫𝓻𝓸𝔀𝓷 𝓯𝓸𝔁 𝓳𝓾𝓶𝓹𝓼", "򊔂𵭖ª", "𓤷񊔯򠆺"]
+        {
+            assert_eq!(did_you_mean(key, declared.iter().copied()), None, "{key}");
+        }
     }
 }

@@ -522,7 +522,36 @@ fn compile_body(
             .and_then(Value::as_bool)
             .unwrap_or(false),
         media: compile_media(schemas, warnings, body, &pointer),
+        example_keys: example_keys(&shared, body),
     }
+}
+
+/// The top-level keys of a body's JSON examples (`example`, and each of `examples`' values).
+fn example_keys(doc: &Value, body: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    let media = body
+        .get("content")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(media_type, _)| is_json(media_type))
+        .map(|(_, m)| super::resolve::deref(doc, m));
+    for m in media {
+        let named = m
+            .get("examples")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, e)| super::resolve::deref(doc, e).get("value"));
+        for example in m.get("example").into_iter().chain(named) {
+            for key in example.as_object().into_iter().flat_map(|o| o.keys()) {
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+    }
+    keys
 }
 
 /// The `content` map of a request body: each media type with its validator and shape (JSON

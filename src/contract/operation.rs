@@ -175,6 +175,10 @@ pub struct MediaBody {
 pub struct RequestBody {
     pub required: bool,
     pub media: Vec<MediaBody>,
+    /// Top-level keys the spec's own JSON examples of the body send that its schema does not
+    /// declare (GitHub's bulk-list example sends `predicateType`, its schema `predicate_type`):
+    /// the spec names the field both ways, so neither is called a rename.
+    pub example_keys: Vec<String>,
 }
 
 #[derive(Debug)]

@@ -169,6 +169,17 @@ fn github_mcp_servers_renamed_fields_are_errors() {
         ("undeclared_body_field", "/autoInit", Some("auto_init"))
     );
     assert_eq!(f.severity.as_str(), "error");
+    // The near twin: GitHub's own example of the bulk-list body sends `predicateType` where
+    // its schema says `predicate_type`; the spec names the field both ways, so a warning.
+    let body = br#"{"subject_digests": ["sha256:abc123"], "predicateType": "provenance"}"#;
+    let path = "/orgs/o/attestations/bulk-list";
+    let view = driftwatch::request::RequestView::new("POST", path, &headers, Some(body));
+    let findings = driftwatch::audit::audit_request(&contract, &view);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(
+        (findings[0].kind.as_str(), findings[0].severity.as_str()),
+        ("undeclared_body_field", "warning")
+    );
     let view = driftwatch::request::RequestView::new(
         "POST",
         "/repos/o/r/forks?organization=acme",
