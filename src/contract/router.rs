@@ -312,32 +312,32 @@ impl Table {
             let rank = Specificity::of(&self.templates[entry]);
             (rank, entry, m.params.iter().map(|(_, v)| v).collect())
         });
-        for candidate in &self.fallback {
-            let Some(values) = candidate.matches(path) else {
-                continue;
-            };
-            if best
-                .as_ref()
-                .is_none_or(|(rank, ..)| candidate.rank > *rank)
-            {
-                best = Some((candidate.rank.clone(), candidate.entry, values));
-            }
-        }
+        best = most_concrete(&self.fallback, path, best);
         if best.is_none() {
-            for candidate in &self.spanning {
-                let Some(values) = candidate.matches(path) else {
-                    continue;
-                };
-                if best
-                    .as_ref()
-                    .is_none_or(|(rank, ..)| candidate.rank > *rank)
-                {
-                    best = Some((candidate.rank.clone(), candidate.entry, values));
-                }
-            }
+            best = most_concrete(&self.spanning, path, None);
         }
         best.map(|(_, entry, values)| (self.entries[entry].as_slice(), values))
     }
+}
+
+/// The most concrete of `best` and the `candidates` that match `path`.
+fn most_concrete<'p>(
+    candidates: &[Fallback],
+    path: &'p str,
+    mut best: Option<(Specificity, usize, Vec<&'p str>)>,
+) -> Option<(Specificity, usize, Vec<&'p str>)> {
+    for candidate in candidates {
+        let Some(values) = candidate.matches(path) else {
+            continue;
+        };
+        if best
+            .as_ref()
+            .is_none_or(|(rank, ..)| candidate.rank > *rank)
+        {
+            best = Some((candidate.rank.clone(), candidate.entry, values));
+        }
+    }
+    best
 }
 
 /// matchit reads `}}` as an escaped brace; in a normalized template every `{` opens a `{pN}`
