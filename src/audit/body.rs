@@ -417,9 +417,11 @@ fn undeclared(
         .as_ref()
         .is_some_and(|b| b.example_keys.iter().any(|k| k == key));
     let renamed = !exemplified
-        && suggestion
-            .as_deref()
-            .is_some_and(|s| absent(s) && properties.iter().any(|p| p.name == s && !p.read_only));
+        && suggestion.as_deref().is_some_and(|s| {
+            super::suggest::is_rename(key, s)
+                && absent(s)
+                && properties.iter().any(|p| p.name == s && !p.read_only)
+        });
     let hint = match (&suggestion, renamed) {
         (Some(s), true) => format!(
             "; did you mean `{s}`? The body lacks `{s}`: the API ignores `{key}`, so `{s}` is \

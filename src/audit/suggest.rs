@@ -28,6 +28,20 @@ pub fn did_you_mean<'a>(
         .map(|(_, d)| d.to_string())
 }
 
+/// Whether `sent` is close enough to `declared` to call it a rename, not merely suggest it:
+/// the same once case, `_` and `-` are folded (`autoInit`, `auto_init`), or a typo of a name of
+/// five characters or more (`graphicsElements`, `graphicsElementIds`). A one-letter key is
+/// never one (Schemathesis's `I` is not `id`).
+pub fn is_rename(sent: &str, declared: &str) -> bool {
+    if fold(sent) == fold(declared) {
+        return true;
+    }
+    let chars = sent.chars().count();
+    chars >= 5
+        && strsim::damerau_levenshtein(&sent.to_ascii_lowercase(), &declared.to_ascii_lowercase())
+            <= (chars / 4).min(2)
+}
+
 fn fold(name: &str) -> String {
     name.chars()
         .filter(|c| *c != '_' && *c != '-')
@@ -59,6 +73,10 @@ mod tests {
             Some("starting_after")
         );
         assert_eq!(did_you_mean("page", declared.iter().copied()), None);
+        assert!(is_rename("autoInit", "auto_init"));
+        assert!(is_rename("graphicsElements", "graphicsElementIds"));
+        assert!(!is_rename("I", "id"));
+        assert!(!is_rename("names", "id"));
         // Schemathesis's keys: far from every name, counted in characters, not bytes.
         let declared = ["description", "sha", "name", "title"];
         for key in ["𝓣𝓱𝓮 𝓺𝓾𝓲𝓬𝓴 𝓫𝓻𝓸𝔀𝓷 𝓯𝓸𝔁 𝓳𝓾𝓶𝓹𝓼", "򊔂𵭖ª", "𓤷񊔯򠆺"]
