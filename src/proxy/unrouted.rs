@@ -47,7 +47,8 @@ impl Unrouted {
             self.nowhere.fetch_add(1, Ordering::Relaxed);
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
             last.clear();
-            last.push_str(&path[..path.len().min(2048)]);
+            // At a character boundary: a path's bytes past ASCII are the peer's to choose.
+            last.push_str(&path[..path.floor_char_boundary(2048)]);
         }
         if self.seen.fetch_add(1, Ordering::Relaxed) + 1 < WINDOW {
             return None;
@@ -98,5 +99,20 @@ impl Unrouted {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_path_is_kept_cut_at_a_character_boundary() {
+        let unrouted = Unrouted::default();
+        let path = format!("/{}é{}", "a".repeat(2046), "b".repeat(100));
+        assert!(unrouted.record(false, &path).is_none());
+        let last = unrouted.last.lock().unwrap();
+        assert_eq!(last.len(), 2047);
+        assert!(path.starts_with(last.as_str()));
     }
 }
