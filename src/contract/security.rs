@@ -73,54 +73,37 @@ impl Secrets {
 /// The apiKey credentials `op` accepts under its effective `security` (its own, else the
 /// document's; `security: []` accepts none).
 pub(super) fn credentials(doc: &Value, op: &Value) -> Vec<Credential> {
-    let Some(requirements) = op
-        .get("security")
-        .or_else(|| doc.get("security"))
-        .and_then(Value::as_array)
-    else {
-        return Vec::new();
-    };
     let mut out: Vec<Credential> = Vec::new();
-    for name in requirements
-        .iter()
-        .filter_map(Value::as_object)
-        .flat_map(|r| r.keys())
-    {
-        let scheme = schemes(doc).find(|(n, _)| *n == name).map(|(_, s)| s);
-        if let Some(credential) = scheme.and_then(|s| api_key(doc, s))
-            && !out.contains(&credential)
-        {
+    for credential in accepted(doc, op).filter_map(|s| api_key(doc, s)) {
+        if !out.contains(&credential) {
             out.push(credential);
         }
     }
     out
 }
 
+/// The schemes `op`'s effective `security` names (its own, else the document's; `security: []`
+/// names none), each as declared.
+fn accepted<'d>(doc: &'d Value, op: &'d Value) -> impl Iterator<Item = &'d Value> {
+    op.get("security")
+        .or_else(|| doc.get("security"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .flat_map(|r| r.keys())
+        .filter_map(move |name| schemes(doc).find(|(n, _)| *n == name).map(|(_, s)| s))
+}
+
 /// Whether `op`'s effective `security` takes a bearer token in `Authorization` (an OAuth 2,
 /// OpenID Connect or HTTP bearer scheme).
 pub(super) fn bearer(doc: &Value, op: &Value) -> bool {
-    let Some(requirements) = op
-        .get("security")
-        .or_else(|| doc.get("security"))
-        .and_then(Value::as_array)
-    else {
-        return false;
-    };
-    requirements
-        .iter()
-        .filter_map(Value::as_object)
-        .flat_map(|r| r.keys())
-        .filter_map(|name| {
-            schemes(doc)
-                .find(|(n, _)| *n == name)
-                .map(|(_, s)| deref(doc, s))
-        })
-        .any(|scheme| {
-            let kind = scheme.get("type").and_then(Value::as_str);
-            let http = scheme.get("scheme").and_then(Value::as_str);
-            matches!(kind, Some("oauth2" | "openIdConnect"))
-                || (kind == Some("http") && http.is_some_and(|s| s.eq_ignore_ascii_case("bearer")))
-        })
+    accepted(doc, op).map(|s| deref(doc, s)).any(|scheme| {
+        let kind = scheme.get("type").and_then(Value::as_str);
+        let http = scheme.get("scheme").and_then(Value::as_str);
+        matches!(kind, Some("oauth2" | "openIdConnect"))
+            || (kind == Some("http") && http.is_some_and(|s| s.eq_ignore_ascii_case("bearer")))
+    })
 }
 
 fn schemes(doc: &Value) -> impl Iterator<Item = (&String, &Value)> {
