@@ -2,15 +2,19 @@
 //! body fields and query parameters, with the spec's types? A hand-written catalog drifts three
 //! ways (a body field the tool omits: on a full replace, a silent clear; a query parameter it
 //! omits: unreachable; a type that lies), and the check must never pass by comparing nothing:
-//! an unmapped tool, a body that is not a plain object schema under a flat tool, or a type union
-//! it has not been taught is an error, not a skip.
+//! an unmapped tool, a body that is not a plain object schema under a flat tool, or a type it
+//! has not been taught is a defect naming what is missing, never a skip; and one such tool
+//! never stops the rest of the catalog from being checked.
 
+mod bind;
 mod compare;
+mod declared;
+mod expected;
 mod generate;
+mod map;
+mod suggest;
 
-use std::collections::HashMap;
-
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::contract::{Contract, Operation};
@@ -22,6 +26,7 @@ pub use generate::{UnknownOperation, generate};
 #[derive(Debug, Clone)]
 pub struct Tool {
     pub name: String,
+    pub description: Option<String>,
     pub input_schema: Value,
     /// `_meta.operation` (or `_meta.operationId`): the operation, when the tool says so.
     pub meta_operation: Option<String>,
@@ -39,38 +44,9 @@ pub enum Layout {
     Grouped,
 }
 
-/// Tool name to operation (id or `"PUT /path/{id}"`), and which arguments are headers.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Mapping {
-    #[serde(default)]
-    pub tools: HashMap<String, MappedTool>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum MappedTool {
-    Operation(String),
-    Detailed {
-        operation: String,
-        #[serde(default)]
-        headers: Vec<String>,
-    },
-}
-
-impl MappedTool {
-    fn operation(&self) -> &str {
-        match self {
-            MappedTool::Operation(op) | MappedTool::Detailed { operation: op, .. } => op,
-        }
-    }
-    fn headers(&self) -> &[String] {
-        match self {
-            MappedTool::Operation(_) => &[],
-            MappedTool::Detailed { headers, .. } => headers,
-        }
-    }
-}
+pub use bind::Binding;
+pub use map::{MappedTool, Mapping};
+pub use suggest::{Candidate, candidates, suggest_map};
 
 /// What is wrong with one tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -86,6 +62,10 @@ pub enum DefectKind {
     UnreachableArgument,
     /// The tool's type differs from the spec's.
     TypeMismatch,
+    /// No map entry, `_meta` or name ties the tool to an operation: its best candidates follow.
+    Unmapped,
+    /// An argument of a shape the comparison has not been taught: it is not compared.
+    Untaught,
 }
 
 impl DefectKind {
@@ -97,6 +77,8 @@ impl DefectKind {
             DefectKind::MissingParam => "missing_param",
             DefectKind::UnreachableArgument => "unreachable_argument",
             DefectKind::TypeMismatch => "type_mismatch",
+            DefectKind::Unmapped => "unmapped",
+            DefectKind::Untaught => "untaught",
         }
     }
 }
@@ -111,6 +93,9 @@ pub struct Defect {
     pub expected: Option<String>,
     /// What the tool declares (a type, or `absent`).
     pub declared: Option<String>,
+    /// For `unmapped`: the operations that fit its name, description and arguments best.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
 }
 
 /// How a tool was tied to its operation.
@@ -122,6 +107,16 @@ pub struct Matched {
     /// `map` (the mapping file), `meta` (the tool's `_meta`) or `inferred` (same name as an
     /// operationId).
     pub by: &'static str,
+    /// Arguments found to fill path parameters not named after them, and how.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<Binding>,
+}
+
+/// A tool the map says calls no operation of this spec.
+#[derive(Debug, Clone, Serialize)]
+pub struct Elsewhere {
+    pub tool: String,
+    pub why: String,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -130,23 +125,20 @@ pub struct Report {
     /// Operations no tool reaches (info): a new endpoint that never made it into the catalog.
     pub unexposed: Vec<String>,
     pub tools: Vec<Matched>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub elsewhere: Vec<Elsewhere>,
 }
 
-/// Why the check could not be done: the catalog or the mapping cannot be compared honestly.
+/// Why the check could not be done: the tools file is not a catalog, or the map (or a tool's
+/// `_meta`) names an operation the spec does not have. Both are the user's to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     #[error("the tools file is not a tools/list result: {0}")]
     NotAToolsList(String),
     #[error(
-        "tool `{0}` is not mapped to an operation: add it to the --map file, give it _meta.operationId, or name it after an operationId"
+        "tool `{tool}` is mapped to `{operation}`, which the spec does not have: an operationId or \"METHOD /path/{{template}}\""
     )]
-    Unmapped(String),
-    #[error("tool `{tool}` is mapped to `{operation}`, which the spec does not have")]
     UnknownOperation { tool: String, operation: String },
-    #[error(
-        "tool `{tool}`: {reason}; teach driftwatch this shape rather than comparing it against nothing"
-    )]
-    Untaught { tool: String, reason: String },
 }
 
 /// Read a `tools/list` result: `{"tools":[...]}` (or a JSON-RPC response holding one).
@@ -166,6 +158,10 @@ pub fn read_tools(doc: &Value) -> Result<Vec<Tool>, CatalogError> {
             let meta = t.get("_meta").and_then(Value::as_object);
             Ok(Tool {
                 name: name.to_string(),
+                description: t
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(String::from),
                 input_schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
                 meta_operation: meta.and_then(meta_operation).map(String::from),
             })

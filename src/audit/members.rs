@@ -47,6 +47,7 @@ mod tests {
                 ty: FieldType::Any,
                 nullable: false,
             },
+            members: Vec::new(),
             required: false,
             read_only: false,
             write_only: false,

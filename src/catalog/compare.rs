@@ -1,16 +1,20 @@
 //! The comparison: each tool's arguments, sorted by layout into path, query, header and body,
-//! against its operation's parameters and request body, on the small type vocabulary
-//! (`string|integer|number|boolean|object|array<T>`; `["null", T]` is T, an enum a string, a
-//! `$ref` model an object).
+//! against what its operation (or operations) expects, on the small type vocabulary. A tool no
+//! one mapped, or an argument of a shape not taught, is a defect naming what is missing; the
+//! rest of the catalog is still checked.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::bind::{self, Binding, Loose};
+use super::declared::{declared, deref, fits, show};
+use super::expected::{Body, Expected};
 use super::{
-    CatalogError, Defect, DefectKind, Layout, Mapping, Matched, Report, Tool, find_operation,
+    CatalogError, Defect, DefectKind, Elsewhere, Layout, MappedTool, Mapping, Matched, Report,
+    Tool, find_operation,
 };
-use crate::contract::{BodyShape, Contract, FieldType, Operation, WriteSemantics};
+use crate::contract::{Contract, FieldType};
 use crate::finding::Location;
 
 const GROUPS: [&str; 4] = [
@@ -20,37 +24,63 @@ const GROUPS: [&str; 4] = [
     "body",
 ];
 
-/// Check every tool against the contract; all defects of all tools in one report.
+/// Check every tool against the contract; all defects of all tools in one report. Only a map
+/// (or a tool's `_meta`) naming an operation the spec lacks is an error: that is the map's to fix.
 pub fn check(
     contract: &Contract,
     tools: &[Tool],
     mapping: &Mapping,
 ) -> Result<Report, CatalogError> {
     let mut report = Report::default();
-    let mut reached = std::collections::HashSet::new();
+    let mut reached = HashSet::new();
+    let unmapped = MappedTool::default();
+    let noise = super::suggest::noise(tools);
     for tool in tools {
-        let (reference, by, headers) = match mapping.tools.get(&tool.name) {
-            Some(m) => (m.operation().to_string(), "map", m.headers().to_vec()),
+        let entry = mapping.tools.get(&tool.name);
+        let (references, by): (Vec<String>, &'static str) = match entry {
+            Some(MappedTool {
+                elsewhere: Some(why),
+                ..
+            }) => {
+                report.elsewhere.push(Elsewhere {
+                    tool: tool.name.clone(),
+                    why: why.clone(),
+                });
+                continue;
+            }
+            Some(entry) => (entry.references().map(String::from).collect(), "map"),
             None => match &tool.meta_operation {
-                Some(op) => (op.clone(), "meta", Vec::new()),
+                Some(op) => (vec![op.clone()], "meta"),
                 None if contract.operation(&tool.name).is_some() => {
-                    (tool.name.clone(), "inferred", Vec::new())
+                    (vec![tool.name.clone()], "inferred")
                 }
-                None => return Err(CatalogError::Unmapped(tool.name.clone())),
+                None => {
+                    report
+                        .defects
+                        .push(super::suggest::unmapped(contract, tool, &noise));
+                    continue;
+                }
             },
         };
-        let op =
-            find_operation(contract, &reference).ok_or_else(|| CatalogError::UnknownOperation {
-                tool: tool.name.clone(),
-                operation: reference.clone(),
-            })?;
-        reached.insert(op.id.clone());
-        let layout = compare_tool(tool, op, &headers, &mut report.defects)?;
+        let ops = references
+            .iter()
+            .map(|r| {
+                find_operation(contract, r).ok_or_else(|| CatalogError::UnknownOperation {
+                    tool: tool.name.clone(),
+                    operation: r.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        reached.extend(ops.iter().map(|op| op.id.clone()));
+        let entry = entry.unwrap_or(&unmapped);
+        let expected = Expected::of(&ops, entry.write);
+        let (layout, bindings) = compare_tool(tool, &expected, entry, &mut report.defects);
         report.tools.push(Matched {
             tool: tool.name.clone(),
-            operation: op.id.clone(),
+            operation: expected.label,
             layout,
             by,
+            bindings,
         });
     }
     report.unexposed = contract
@@ -62,15 +92,18 @@ pub fn check(
     Ok(report)
 }
 
-/// A tool's arguments by where they go.
+/// A tool's arguments by where they go, keyed by the name they go on the wire under.
 #[derive(Default)]
 struct Args<'t> {
     path: BTreeMap<String, &'t Value>,
     query: BTreeMap<String, &'t Value>,
     header: BTreeMap<String, &'t Value>,
-    /// Body fields (flat and grouped-as-object), or the one body argument's schema.
+    /// Body fields (flat and grouped-as-object).
     body: BTreeMap<String, &'t Value>,
+    /// The one body argument's schema (nested and grouped layouts).
     body_schema: Option<&'t Value>,
+    /// Arguments that fit nowhere by name: path-parameter candidates, else unreachable.
+    loose: Vec<(String, &'t Value)>,
 }
 
 fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
@@ -81,303 +114,352 @@ fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
         .flatten()
 }
 
-fn compare_tool(
-    tool: &Tool,
-    op: &Operation,
-    headers: &[String],
-    out: &mut Vec<Defect>,
-) -> Result<Layout, CatalogError> {
-    let root = &tool.input_schema;
+/// Every argument name a tool declares, in any layout (a group's and a body argument's fields
+/// included): what the mapper matches against parameter and field names.
+pub(super) fn argument_names(root: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, schema) in properties(root) {
+        if GROUPS.contains(&name.as_str()) || name == "requestBody" {
+            out.extend(properties(deref(root, schema)).map(|(k, _)| k.clone()));
+        } else {
+            out.push(name.clone());
+        }
+    }
+    out
+}
+
+fn layout_of(root: &Value) -> Layout {
     let top: Vec<&String> = properties(root).map(|(k, _)| k).collect();
-    let layout = if !top.is_empty() && top.iter().all(|k| GROUPS.contains(&k.as_str())) {
+    if !top.is_empty() && top.iter().all(|k| GROUPS.contains(&k.as_str())) {
         Layout::Grouped
     } else if top.iter().any(|k| *k == "requestBody") {
         Layout::Nested
     } else {
         Layout::Flat
-    };
-    let is_param = |loc: Location, name: &str| {
-        op.params_in(loc).any(|p| {
-            if loc == Location::Header {
-                p.name.eq_ignore_ascii_case(name)
-            } else {
-                p.name == name
-            }
-        })
-    };
+    }
+}
+
+/// Sort the tool's arguments by where they go: by group (grouped layout) or by name.
+fn sort_args<'t>(
+    root: &'t Value,
+    layout: Layout,
+    expected: &Expected,
+    entry: &MappedTool,
+) -> Args<'t> {
     let mut args = Args::default();
-    match layout {
-        Layout::Grouped => {
-            let group = |g: &str| root.get("properties").and_then(|p| p.get(g));
-            for (g, target) in [
-                ("pathParameters", &mut args.path),
-                ("queryParameters", &mut args.query),
-                ("headerParameters", &mut args.header),
-            ] {
-                if let Some(schema) = group(g) {
-                    target.extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
-                }
-            }
-            args.body_schema = group("body");
+    let wire = |name: &String| entry.rename.get(name).unwrap_or(name).clone();
+    if layout == Layout::Grouped {
+        let group = |g: &str| root.get("properties").and_then(|p| p.get(g));
+        if let Some(schema) = group("pathParameters") {
+            args.loose
+                .extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
         }
-        Layout::Flat | Layout::Nested => {
-            for (name, schema) in properties(root) {
-                if layout == Layout::Nested && name == "requestBody" {
-                    args.body_schema = Some(schema);
-                } else if is_param(Location::Path, name) {
-                    args.path.insert(name.clone(), schema);
-                } else if is_param(Location::Query, name) {
-                    args.query.insert(name.clone(), schema);
-                } else if is_param(Location::Header, name)
-                    || headers.iter().any(|h| h.eq_ignore_ascii_case(name))
-                {
-                    args.header.insert(name.clone(), schema);
-                } else {
-                    args.body.insert(name.clone(), schema);
-                }
+        for (g, target) in [
+            ("queryParameters", &mut args.query),
+            ("headerParameters", &mut args.header),
+        ] {
+            if let Some(schema) = group(g) {
+                target.extend(properties(deref(root, schema)).map(|(k, v)| (wire(k), v)));
             }
+        }
+        args.body_schema = group("body");
+        return args;
+    }
+    for (name, schema) in properties(root) {
+        if entry.local.contains(name) {
+            continue;
+        }
+        let w = wire(name);
+        if layout == Layout::Nested && name == "requestBody" {
+            args.body_schema = Some(schema);
+        } else if expected.is_param(Location::Path, &w) {
+            // A composite may take one value both ways (GitHub's create_branch: the ref it
+            // reads, the ref it creates).
+            if expected.is_field(&w) {
+                args.body.insert(w.clone(), schema);
+            }
+            args.path.insert(w, schema);
+        } else if expected.is_param(Location::Query, &w) {
+            args.query.insert(w, schema);
+        } else if expected.is_param(Location::Header, &w)
+            || entry.headers.iter().any(|h| h.eq_ignore_ascii_case(name))
+        {
+            args.header.insert(w, schema);
+        } else if expected.is_field(&w) {
+            args.body.insert(w, schema);
+        } else {
+            args.loose.push((name.clone(), schema));
         }
     }
-    let defect = |kind, field: &str, expected: Option<String>, declared: Option<String>| Defect {
-        tool: tool.name.clone(),
-        operation: op.id.clone(),
-        kind,
-        field: field.to_string(),
-        expected,
-        declared,
-    };
-    let untaught = |reason: String| CatalogError::Untaught {
-        tool: tool.name.clone(),
-        reason,
-    };
-    // One expected field against what the tool declares for it: absent, or of another type.
-    let one = |out: &mut Vec<Defect>,
-               name: &str,
-               ty: &FieldType,
-               declared: Option<&Value>,
-               missing: DefectKind,
-               what: &str|
-     -> Result<(), CatalogError> {
-        let Some(schema) = declared else {
-            out.push(defect(
-                missing,
-                name,
-                Some(ty.to_string()),
-                Some("absent".into()),
-            ));
-            return Ok(());
-        };
-        let got = tool_type(root, schema).map_err(|e| untaught(format!("{what} `{name}`: {e}")))?;
-        if got != *ty {
-            out.push(defect(
-                DefectKind::TypeMismatch,
-                name,
-                Some(ty.to_string()),
-                Some(got.to_string()),
-            ));
+    args
+}
+
+/// Fill the path parameters no argument is named after from the loose arguments.
+fn bind_path(
+    root: &Value,
+    args: &mut Args,
+    expected: &Expected,
+    entry: &MappedTool,
+) -> Vec<Binding> {
+    let open: Vec<&str> = expected
+        .params_in(Location::Path)
+        .map(|p| p.name.as_str())
+        .filter(|p| !args.path.contains_key(*p))
+        .collect();
+    let required: Vec<&str> = root
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let loose: Vec<Loose> = args
+        .loose
+        .iter()
+        .map(|(name, _)| Loose {
+            name,
+            required: required.contains(&name.as_str()),
+        })
+        .collect();
+    let bindings = bind::bind(&open, &loose, &entry.bind);
+    for b in &bindings {
+        if let Some(i) = args.loose.iter().position(|(n, _)| *n == b.argument) {
+            let (_, schema) = args.loose.remove(i);
+            args.path.insert(b.parameter.clone(), schema);
         }
-        Ok(())
+    }
+    bindings
+}
+
+/// One tool against what it calls; its defects are pushed onto `out`.
+fn compare_tool(
+    tool: &Tool,
+    expected: &Expected,
+    entry: &MappedTool,
+    out: &mut Vec<Defect>,
+) -> (Layout, Vec<Binding>) {
+    let root = &tool.input_schema;
+    let layout = layout_of(root);
+    let mut args = sort_args(root, layout, expected, entry);
+    let bindings = bind_path(root, &mut args, expected, entry);
+    if matches!(expected.body, Body::Whole { .. }) {
+        // What fits nowhere else was meant for the body, which is no object of fields.
+        args.body.extend(args.loose.drain(..));
+    }
+    let joins: Vec<&str> = entry
+        .joins
+        .iter()
+        .map(|a| entry.rename.get(a).unwrap_or(a).as_str())
+        .collect();
+    let mut report = Reporter {
+        tool,
+        expected,
+        root,
+        supplied: &entry.supplied,
+        joins: &joins,
+        out,
     };
     // Parameters: path and query exactly, both ways; headers only one way (optional headers
     // such as If-Match may be set by the MCP server itself).
     for (loc, declared) in [(Location::Path, &args.path), (Location::Query, &args.query)] {
-        for p in op.params_in(loc) {
+        for p in expected.params_in(loc) {
             let found = declared.get(&p.name).copied();
-            one(
-                out,
+            report.one(
                 &p.name,
-                &p.summary.ty,
+                (&p.summary.ty, &p.members),
                 found,
                 DefectKind::MissingParam,
-                "argument",
-            )?;
+            );
         }
-        for name in declared.keys().filter(|n| !is_param(loc, n)) {
-            out.push(defect(
-                DefectKind::UnreachableArgument,
-                name,
-                None,
-                Some(loc.as_str().into()),
-            ));
+        for name in declared.keys().filter(|n| !expected.is_param(loc, n)) {
+            report.unreachable(name, loc.as_str());
         }
     }
+    let unreachable_path = layout == Layout::Grouped;
+    for (name, _) in &args.loose {
+        report.unreachable(name, if unreachable_path { "path" } else { "body" });
+    }
     for name in args.header.keys().filter(|n| {
-        !is_param(Location::Header, n) && !headers.iter().any(|h| h.eq_ignore_ascii_case(n))
+        !expected.is_param(Location::Header, n)
+            && !entry.headers.iter().any(|h| h.eq_ignore_ascii_case(n))
     }) {
-        out.push(defect(
+        report.unreachable(name, "header");
+    }
+    report.body(&args);
+    (layout, bindings)
+}
+
+/// Pushes one tool's defects.
+struct Reporter<'a, 'c> {
+    tool: &'a Tool,
+    expected: &'a Expected<'c>,
+    root: &'a Value,
+    supplied: &'a [String],
+    /// Spec names of array arguments the server joins into one string.
+    joins: &'a [&'a str],
+    out: &'a mut Vec<Defect>,
+}
+
+impl Reporter<'_, '_> {
+    fn push(
+        &mut self,
+        kind: DefectKind,
+        field: &str,
+        expected: Option<String>,
+        declared: Option<String>,
+    ) {
+        self.out.push(Defect {
+            tool: self.tool.name.clone(),
+            operation: self.expected.label.clone(),
+            kind,
+            field: field.to_string(),
+            expected,
+            declared,
+            candidates: Vec::new(),
+        });
+    }
+
+    fn unreachable(&mut self, name: &str, place: &str) {
+        self.push(
             DefectKind::UnreachableArgument,
             name,
             None,
-            Some("header".into()),
-        ));
+            Some(place.into()),
+        );
     }
-    // The body.
-    let media = op
-        .body
-        .as_ref()
-        .and_then(|b| b.media.iter().find(|m| m.json));
-    let Some(media) = media else {
-        let extra = args
-            .body
-            .keys()
-            .cloned()
-            .chain(args.body_schema.map(|_| "requestBody".to_string()));
-        for name in extra {
-            out.push(defect(
-                DefectKind::UnreachableArgument,
-                &name,
-                None,
-                Some("body".into()),
-            ));
-        }
-        return Ok(layout);
-    };
-    let declared_body: Option<BTreeMap<String, &Value>> = match args.body_schema {
-        Some(schema) => {
-            let schema = deref(root, schema);
-            (schema.get("properties").is_some())
-                .then(|| properties(schema).map(|(k, v)| (k.clone(), v)).collect())
-        }
-        None => Some(args.body.clone()),
-    };
-    match (&*media.shape, declared_body) {
-        (
-            BodyShape::Object {
-                properties: expected,
-                ..
-            },
-            Some(declared),
-        ) => {
-            for p in expected.iter().filter(|p| !p.read_only) {
-                let missing = if op.write == WriteSemantics::Replace {
-                    DefectKind::SilentClear
-                } else {
-                    DefectKind::MissingField
-                };
-                let found = declared.get(&p.name).copied();
-                one(out, &p.name, &p.summary.ty, found, missing, "body field")?;
-            }
-            for name in declared
-                .keys()
-                .filter(|n| !expected.iter().any(|p| &p.name == *n && !p.read_only))
-            {
-                out.push(defect(
-                    DefectKind::UnreachableArgument,
-                    name,
-                    None,
-                    Some("body".into()),
-                ));
-            }
-        }
-        (_, Some(declared)) if !declared.is_empty() || args.body_schema.is_some() => {
-            return Err(untaught(format!(
-                "the request body of {} {} is not a plain object schema ({}); declare it as one `requestBody` argument",
-                op.method, op.template, media.summary
-            )));
-        }
-        (_, Some(_)) => {
-            if op.body.as_ref().is_some_and(|b| b.required) {
-                out.push(defect(
-                    DefectKind::MissingField,
-                    "requestBody",
-                    Some(media.summary.ty.to_string()),
-                    Some("absent".into()),
-                ));
-            }
-        }
-        (_, None) => {
-            // One body argument that is not an object of properties: compare its type whole.
-            let schema = args.body_schema.unwrap_or(&Value::Null);
-            let ty = tool_type(root, schema)
-                .map_err(|e| untaught(format!("argument `requestBody`: {e}")))?;
-            if ty != media.summary.ty {
-                out.push(defect(
-                    DefectKind::TypeMismatch,
-                    "requestBody",
-                    Some(media.summary.ty.to_string()),
-                    Some(ty.to_string()),
-                ));
-            }
-        }
-    }
-    Ok(layout)
-}
 
-/// Follow a local `$ref` (`#/$defs/X`) inside the tool's input schema.
-fn deref<'v>(root: &'v Value, schema: &'v Value) -> &'v Value {
-    let mut schema = schema;
-    for _ in 0..16 {
-        let Some(target) = schema
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix('#'))
-            .and_then(|p| root.pointer(p))
-        else {
-            break;
+    /// One expected field against what the tool declares for it: absent (unless the server
+    /// supplies it), of a shape not taught, or of another type.
+    fn one(
+        &mut self,
+        name: &str,
+        (ty, members): (&FieldType, &[FieldType]),
+        found: Option<&Value>,
+        missing: DefectKind,
+    ) {
+        let shown = || match members {
+            [] => ty.to_string(),
+            m => show(m),
         };
-        schema = target;
-    }
-    schema
-}
-
-/// A tool argument's type in the vocabulary: `["null", T]` and `nullable` are T, an enum is a
-/// string, a `$ref` model an object, arrays by element type. A union of two real types is not
-/// taught: an error.
-fn tool_type(root: &Value, schema: &Value) -> Result<FieldType, String> {
-    let referenced = schema.get("$ref").is_some();
-    let schema = deref(root, schema);
-    let named = |name: &str, s: &Value| -> Result<FieldType, String> {
-        Ok(match name {
-            "string" => FieldType::String,
-            "integer" => FieldType::Integer,
-            "number" => FieldType::Number,
-            "boolean" => FieldType::Boolean,
-            "object" => FieldType::Object,
-            "array" => FieldType::Array(Box::new(match s.get("items") {
-                Some(items) => tool_type(root, items)?,
-                None => FieldType::Any,
-            })),
-            other => return Err(format!("type `{other}` is not in the vocabulary")),
-        })
-    };
-    match schema.get("type") {
-        Some(Value::String(t)) => named(t, schema),
-        Some(Value::Array(types)) => {
-            let real: Vec<&str> = types
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|t| *t != "null")
-                .collect();
-            match real.as_slice() {
-                [one] => named(one, schema),
-                [] => Ok(FieldType::Any),
-                many => Err(format!("the type union {many:?} is not taught")),
+        let Some(schema) = found else {
+            if !self.supplied.iter().any(|s| s == name) {
+                self.push(missing, name, Some(shown()), Some("absent".into()));
             }
+            return;
+        };
+        match declared(self.root, schema) {
+            Err(reason) => self.push(DefectKind::Untaught, name, Some(shown()), Some(reason)),
+            Ok(got) if self.joined(name, ty, &got) => {}
+            Ok(got) if !fits(ty, members, &got) => self.push(
+                DefectKind::TypeMismatch,
+                name,
+                Some(shown()),
+                Some(show(&got)),
+            ),
+            Ok(_) => {}
         }
-        _ if schema.get("enum").is_some() => Ok(FieldType::String),
-        _ if referenced || schema.get("properties").is_some() => Ok(FieldType::Object),
-        _ => {
-            for key in ["anyOf", "oneOf"] {
-                if let Some(branches) = schema.get(key).and_then(Value::as_array) {
-                    let real: Vec<&Value> = branches
-                        .iter()
-                        .filter(|b| {
-                            deref(root, b).get("type") != Some(&Value::String("null".into()))
-                        })
-                        .collect();
-                    return match real.as_slice() {
-                        [one] => tool_type(root, one),
-                        _ => Err(format!("the `{key}` union is not taught")),
-                    };
+    }
+
+    /// An array of strings the map says the server joins, where the spec takes one string.
+    fn joined(&self, name: &str, ty: &FieldType, got: &[FieldType]) -> bool {
+        self.joins.contains(&name)
+            && *ty == FieldType::String
+            && got.iter().any(|g| matches!(g, FieldType::Array(_)))
+    }
+
+    fn body(&mut self, args: &Args) {
+        let declared_body: Option<BTreeMap<String, &Value>> = match args.body_schema {
+            Some(schema) => {
+                let schema = deref(self.root, schema);
+                (schema.get("properties").is_some())
+                    .then(|| properties(schema).map(|(k, v)| (k.clone(), v)).collect())
+            }
+            None => Some(args.body.clone()),
+        };
+        match (&self.expected.body, declared_body) {
+            (Body::None, declared) => {
+                let extra = declared
+                    .into_iter()
+                    .flat_map(|d| d.into_keys())
+                    .chain(args.body_schema.map(|_| "requestBody".to_string()));
+                for name in extra.collect::<std::collections::BTreeSet<_>>() {
+                    self.unreachable(&name, "body");
                 }
             }
-            Ok(FieldType::Any)
+            (Body::Fields(fields), Some(declared)) => {
+                for f in fields.iter().filter(|f| !f.property.read_only) {
+                    let found = declared.get(&f.property.name).copied();
+                    if found.is_none() && !f.always {
+                        continue;
+                    }
+                    let missing = match f.clears {
+                        true => DefectKind::SilentClear,
+                        false => DefectKind::MissingField,
+                    };
+                    let p = f.property;
+                    self.one(&p.name, (&p.summary.ty, &p.members), found, missing);
+                }
+                for name in declared.keys().filter(|n| !self.expected.is_field(n)) {
+                    self.unreachable(name, "body");
+                }
+            }
+            (Body::Whole { media, .. }, Some(declared))
+                if !declared.is_empty() || args.body_schema.is_some() =>
+            {
+                let why = format!(
+                    "the request body is not a plain object schema ({}); declare it as one \
+                     `requestBody` argument",
+                    media.summary
+                );
+                self.push(
+                    DefectKind::Untaught,
+                    "requestBody",
+                    Some(media.summary.to_string()),
+                    Some(why),
+                );
+            }
+            (Body::Whole { media, required }, Some(_)) => {
+                if *required {
+                    let ty = media.summary.ty.to_string();
+                    self.push(
+                        DefectKind::MissingField,
+                        "requestBody",
+                        Some(ty),
+                        Some("absent".into()),
+                    );
+                }
+            }
+            (Body::Whole { media, .. }, None) => {
+                // One body argument that is not an object of properties: its type, whole.
+                let schema = args.body_schema.unwrap_or(&Value::Null);
+                self.one(
+                    "requestBody",
+                    (&media.summary.ty, &[]),
+                    Some(schema),
+                    DefectKind::MissingField,
+                );
+            }
+            (Body::Fields(_), None) => {
+                let schema = args.body_schema.unwrap_or(&Value::Null);
+                self.one(
+                    "requestBody",
+                    (&FieldType::Object, &[]),
+                    Some(schema),
+                    DefectKind::MissingField,
+                );
+            }
         }
     }
 }
 
-/// The JSON Schema a generated tool declares for a type (the inverse of [`tool_type`]).
-pub(super) fn schema_for(ty: &FieldType, nullable: bool, description: Option<&str>) -> Value {
+/// The JSON Schema a generated tool declares for a type (the inverse of `declared`): a union's
+/// members as `anyOf`.
+pub(super) fn schema_for(
+    ty: &FieldType,
+    members: &[FieldType],
+    nullable: bool,
+    description: Option<&str>,
+) -> Value {
     let mut out = Map::new();
     let name = match ty {
         FieldType::String => Some("string"),
@@ -386,10 +468,16 @@ pub(super) fn schema_for(ty: &FieldType, nullable: bool, description: Option<&st
         FieldType::Boolean => Some("boolean"),
         FieldType::Object => Some("object"),
         FieldType::Array(item) => {
-            out.insert("items".into(), schema_for(item, false, None));
+            out.insert("items".into(), schema_for(item, &[], false, None));
             Some("array")
         }
-        FieldType::Any => None,
+        FieldType::Any => {
+            if !members.is_empty() {
+                let branches = members.iter().map(|m| schema_for(m, &[], false, None));
+                out.insert("anyOf".into(), Value::Array(branches.collect()));
+            }
+            None
+        }
     };
     if let Some(name) = name {
         out.insert(

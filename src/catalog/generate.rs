@@ -79,17 +79,18 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
     for p in op.params.iter().filter(|p| p.location != Location::Cookie) {
         props.insert(
             p.name.clone(),
-            schema_for(&p.summary.ty, p.summary.nullable, p.description.as_deref()),
+            schema_for(
+                &p.summary.ty,
+                &p.members,
+                p.summary.nullable,
+                p.description.as_deref(),
+            ),
         );
         if p.required {
             required.push(p.name.clone());
         }
     }
-    let media = op
-        .body
-        .as_ref()
-        .and_then(|b| b.media.iter().find(|m| m.json));
-    if let Some(media) = media {
+    if let Some(media) = super::expected::body_media(op) {
         let fields = match &*media.shape {
             BodyShape::Object { properties, .. } => Some(properties),
             _ => None,
@@ -104,7 +105,12 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
                 for f in fields.iter().filter(|f| !f.read_only) {
                     props.insert(
                         f.name.clone(),
-                        schema_for(&f.summary.ty, f.summary.nullable, f.description.as_deref()),
+                        schema_for(
+                            &f.summary.ty,
+                            &f.members,
+                            f.summary.nullable,
+                            f.description.as_deref(),
+                        ),
                     );
                     if f.required {
                         required.push(f.name.clone());
@@ -122,6 +128,7 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
                             .map(|f| {
                                 let s = schema_for(
                                     &f.summary.ty,
+                                    &f.members,
                                     f.summary.nullable,
                                     f.description.as_deref(),
                                 );
@@ -130,7 +137,7 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
                             .collect();
                         json!({"type": "object", "properties": inner})
                     }
-                    None => schema_for(&media.summary.ty, media.summary.nullable, None),
+                    None => schema_for(&media.summary.ty, &[], media.summary.nullable, None),
                 };
                 props.insert("requestBody".into(), body);
                 if op.body.as_ref().is_some_and(|b| b.required) {

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::annotations::{self, Annotation, CiFormat, Level, Lines};
-use crate::catalog::{Mapping, Report, check, generate, read_tools};
+use crate::catalog::{DefectKind, Mapping, Report, check, generate, read_tools, suggest_map};
 use crate::contract::Contract;
 use crate::spec::Spec;
 
@@ -32,6 +32,13 @@ pub struct ToolsArgs {
     /// Write a `tools/list` derived from the spec instead of checking one.
     #[arg(long)]
     generate: bool,
+    /// Write a map (TOML) of the best-scoring operation for each tool the --map file (if any)
+    /// does not map, the next candidates as comments, instead of checking.
+    #[arg(long, conflicts_with = "generate")]
+    suggest_map: bool,
+    /// List every operation no tool reaches (text output shows the first 20 otherwise).
+    #[arg(long)]
+    all_unexposed: bool,
     /// With --generate: the operations to expose, one operationId or "METHOD /path" a line.
     #[arg(long, requires = "generate", conflicts_with = "all")]
     enable: Option<PathBuf>,
@@ -86,6 +93,10 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         None => Mapping::default(),
     };
+    if args.suggest_map {
+        out.write_all(suggest_map(&contract, &tools, &mapping).as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = check(&contract, &tools, &mapping)?;
     let files = Files {
         catalog: path,
@@ -100,7 +111,7 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;
         }
-        Format::Text => text_report(out, &report)?,
+        Format::Text => text_report(out, &report, args.all_unexposed)?,
     }
     Ok(if report.defects.is_empty() {
         ExitCode::SUCCESS
@@ -139,7 +150,7 @@ fn ci(out: &mut dyn Write, format: CiFormat, report: &Report, files: Files) -> s
             message: format!("{} `{}`, {said}", d.kind.as_str(), d.field),
             file: catalog.clone(),
             line: catalog_lines.named(&d.tool),
-            operation: Some(d.operation.clone()),
+            operation: (!d.operation.is_empty()).then(|| d.operation.clone()),
             properties: Default::default(),
         }
     });
@@ -169,27 +180,58 @@ fn ci(out: &mut dyn Write, format: CiFormat, report: &Report, files: Files) -> s
     annotations::write(out, format, &run)
 }
 
-fn text_report(out: &mut dyn Write, report: &Report) -> anyhow::Result<()> {
+/// Tools and how each was mapped (with inferred path bindings), defects with kinds spelled as
+/// in JSON, tools the map sends elsewhere, and the unexposed operations (the first 20 unless
+/// `all`): a big spec's 1,198 of them would bury 107 defects.
+fn text_report(out: &mut dyn Write, report: &Report, all: bool) -> anyhow::Result<()> {
     for t in &report.tools {
         writeln!(
             out,
             "{:<28} -> {:<32} {:?} layout, mapped by {}",
             t.tool, t.operation, t.layout, t.by
         )?;
+        for b in &t.bindings {
+            writeln!(
+                out,
+                "  {:<26} fills {{{}}} (bound by {})",
+                b.argument, b.parameter, b.by
+            )?;
+        }
+    }
+    for e in &report.elsewhere {
+        writeln!(out, "{:<28} -> elsewhere: {}", e.tool, e.why)?;
     }
     for d in &report.defects {
+        if d.kind == DefectKind::Unmapped {
+            writeln!(
+                out,
+                "  {:<20} {:<20} expected {}",
+                d.kind.as_str(),
+                d.tool,
+                d.expected.as_deref().unwrap_or("-")
+            )?;
+            continue;
+        }
         writeln!(
             out,
             "  {:<20} {:<20} {:<24} expected {:<18} declared {}",
-            format!("{:?}", d.kind),
+            d.kind.as_str(),
             d.tool,
             d.field,
             d.expected.as_deref().unwrap_or("-"),
             d.declared.as_deref().unwrap_or("-")
         )?;
     }
-    for u in &report.unexposed {
+    let shown = if all { report.unexposed.len() } else { 20 };
+    for u in report.unexposed.iter().take(shown) {
         writeln!(out, "  unexposed            {u}")?;
+    }
+    if report.unexposed.len() > shown {
+        writeln!(
+            out,
+            "  unexposed            ... and {} more (--all-unexposed lists them)",
+            report.unexposed.len() - shown
+        )?;
     }
     writeln!(
         out,

@@ -210,6 +210,11 @@ fn compile_operation(
         id_shared: false,
         method: upper,
         template: template.to_string(),
+        summary: op
+            .get("summary")
+            .or_else(|| op.get("description"))
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(300).collect()),
         path_params: template_params(route),
         params,
         body,
@@ -437,6 +442,9 @@ fn compile_param(
                 .unwrap_or(false),
         style,
         explode,
+        members: schema
+            .map(|s| super::types::members(doc, s))
+            .unwrap_or_default(),
         summary,
         properties,
         free_form,
@@ -554,8 +562,9 @@ fn example_keys(doc: &Value, body: &Value) -> Vec<String> {
     keys
 }
 
-/// The `content` map of a request body: each media type with its validator and shape (JSON
-/// types only; others are matched by name alone).
+/// The `content` map of a request body: each media type with its validator and shape (the
+/// validator for JSON types only, the shape for JSON and form types; others are matched by name
+/// alone).
 fn compile_media(
     schemas: &mut Schemas,
     warnings: &mut Warnings,
@@ -579,6 +588,11 @@ fn compile_media(
                 Some(v) => (Some(v), warnings.shape(schemas, p).unwrap_or_else(opaque)),
                 None => (None, opaque()),
             },
+            // Form bodies are not parsed on the wire, but their fields are the tool catalog's to
+            // compare (Stripe and Slack send nothing else).
+            (Some(p), false) if is_form(media_type) => {
+                (None, warnings.shape(schemas, p).unwrap_or_else(opaque))
+            }
             _ => (None, opaque()),
         };
         media.push(MediaBody {
@@ -590,6 +604,14 @@ fn compile_media(
         });
     }
     media
+}
+
+/// Form media types, whose fields are named like a JSON object's: `application/x-www-form-urlencoded`
+/// and `multipart/form-data`.
+pub(crate) fn is_form(media_type: &str) -> bool {
+    let essence = media_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        || essence.eq_ignore_ascii_case("multipart/form-data")
 }
 
 /// JSON media types: `application/json`, `text/json`, and any `+json` suffix

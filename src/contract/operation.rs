@@ -99,6 +99,8 @@ pub struct Param {
     pub style: Style,
     pub explode: bool,
     pub summary: TypeSummary,
+    /// The member types where the schema is a union of different types (see `types::members`).
+    pub members: Vec<FieldType>,
     /// For object parameters: the declared property names, which appear as query keys of their
     /// own when exploded (`form`) or as `name[prop]` (`deepObject`), with their types (each
     /// value is read as its own property's type).
@@ -123,6 +125,8 @@ pub struct Param {
 pub struct Property {
     pub name: String,
     pub summary: TypeSummary,
+    /// The member types where the schema is a union of different types (see `types::members`).
+    pub members: Vec<FieldType>,
     pub required: bool,
     pub read_only: bool,
     pub write_only: bool,
@@ -195,6 +199,8 @@ pub struct Operation {
     pub method: String,
     /// The path template as declared (`/api/channels/{id}`), without the servers base path.
     pub template: String,
+    /// Its `summary` (or the start of its `description`): what a tool's mapper reads.
+    pub summary: Option<String>,
     /// Names of the template's path parameters, in order of appearance.
     pub path_params: Vec<String>,
     pub params: Vec<Param>,
@@ -252,6 +258,17 @@ impl Operation {
         self.params
             .iter()
             .find(|p| p.location == location && p.name == name)
+    }
+
+    /// The names of its body's top-level fields, JSON or form.
+    pub fn body_fields(&self) -> impl Iterator<Item = &str> {
+        let media = self.body.iter().flat_map(|b| &b.media);
+        media
+            .flat_map(|m| match &*m.shape {
+                BodyShape::Object { properties, .. } => properties.as_slice(),
+                _ => &[],
+            })
+            .map(|p| p.name.as_str())
     }
 
     /// Top-level properties of the JSON body, when its schema is a plain object.

@@ -243,6 +243,7 @@ fn collect_object(
             properties.push(Property {
                 name: name.clone(),
                 summary: summarize(doc, prop),
+                members: super::types::members(doc, prop),
                 required: false,
                 read_only: flag(doc, prop, "readOnly"),
                 write_only: flag(doc, prop, "writeOnly"),

@@ -115,6 +115,40 @@ fn enum_at(doc: &Value, schema: &Value, depth: usize) -> Option<Vec<Value>> {
     None
 }
 
+/// The member types of a union of different types (`oneOf: [string, integer]`, `type:
+/// [string, integer]`), which [`summarize`] can only call `any`; empty for any other schema.
+/// Tool-catalog parity accepts a tool that declares any one of them.
+pub fn members(doc: &Value, schema: &Value) -> Vec<FieldType> {
+    let schema = deref(doc, schema);
+    if summarize(doc, schema).ty != FieldType::Any {
+        return Vec::new();
+    }
+    let mut out: Vec<FieldType> = Vec::new();
+    let mut push = |ty: FieldType| {
+        if ty != FieldType::Any && !out.contains(&ty) {
+            out.push(ty);
+        }
+    };
+    if let Some(types) = schema.get("type").and_then(Value::as_array) {
+        types
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(FieldType::from_name)
+            .for_each(&mut push);
+    }
+    for key in ["anyOf", "oneOf"] {
+        for branch in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            push(summarize(doc, branch).ty);
+        }
+    }
+    out
+}
+
 /// Summarize `schema` (which may be or contain `$ref`s into `doc`).
 pub fn summarize(doc: &Value, schema: &Value) -> TypeSummary {
     summarize_at(doc, schema, 0)

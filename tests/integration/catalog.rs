@@ -140,20 +140,61 @@ fn a_catalog_generated_from_every_real_spec_checks_clean() {
 }
 
 #[test]
-fn what_cannot_be_compared_honestly_is_an_error() {
+fn what_cannot_be_compared_is_a_defect_and_the_rest_of_the_catalog_is_still_checked() {
     let channels = contract(&example("channels.openapi.yaml"));
-    let tools = |t: Value| read_tools(&json!({"tools": [t]})).unwrap();
-    let unmapped = check(
-        &channels,
-        &tools(json!({"name": "mystery", "inputSchema": {}})),
-        &Mapping::default(),
+    let tools = |list: Vec<Value>| read_tools(&json!({ "tools": list })).unwrap();
+    // A tool nothing maps, beside one that is checked: an `unmapped` defect naming candidates.
+    let mystery = json!({"name": "update_channel_title", "description": "Update a channel",
+        "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}}});
+    let known = json!({"name": "getChannel", "inputSchema": {"type": "object", "properties": {
+        "id": {"type": "string"}}}});
+    let report = check(&channels, &tools(vec![mystery, known]), &Mapping::default()).unwrap();
+    let kinds: Vec<(&str, DefectKind)> = report
+        .defects
+        .iter()
+        .map(|d| (d.tool.as_str(), d.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("update_channel_title", DefectKind::Unmapped),
+            ("getChannel", DefectKind::TypeMismatch)
+        ]
     );
-    assert!(matches!(unmapped, Err(CatalogError::Unmapped(ref n)) if n == "mystery"));
-    // A union the comparison has not been taught.
-    let union = json!({"name": "getChannel", "inputSchema": {"type": "object", "properties": {
-        "id": {"type": ["integer", "string"]}}}});
-    let err = check(&channels, &tools(union), &Mapping::default()).unwrap_err();
-    assert!(err.to_string().contains("not taught"), "{err}");
+    let first = &report.defects[0].candidates[0];
+    assert_eq!(
+        (first.method.as_str(), first.template.as_str()),
+        ("PUT", "/api/v1/channels/{id}"),
+        "{:?}",
+        report.defects[0].candidates
+    );
+    // A type outside the vocabulary: `untaught`, naming it; a union that carries the spec's type
+    // fits, one that does not is a mismatch showing both branches.
+    let arg = |schema: Value| {
+        let tool = json!({"name": "getChannel", "inputSchema": {"type": "object", "properties": {"id": schema}}});
+        let report = check(&channels, &tools(vec![tool]), &Mapping::default()).unwrap();
+        report
+            .defects
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    d.kind.as_str(),
+                    d.declared.as_deref().unwrap_or("-")
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        arg(json!({"type": "file"})),
+        ["untaught type `file` is not in the vocabulary"]
+    );
+    assert!(arg(json!({"type": ["integer", "string"]})).is_empty());
+    assert!(arg(json!({"anyOf": [{"type": "integer"}, {"type": "null"}]})).is_empty());
+    assert_eq!(
+        arg(json!({"anyOf": [{"type": "boolean"}, {"type": "string"}]})),
+        ["type_mismatch boolean|string"]
+    );
     // A JSON body that is a list, not an object of properties: a flat tool cannot be compared.
     let doc = json!({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {"/tags": {"put": {
         "operationId": "putTags", "requestBody": {"content": {"application/json": {"schema": {
@@ -162,18 +203,30 @@ fn what_cannot_be_compared_honestly_is_an_error() {
         driftwatch::spec::Spec::from_document(std::path::Path::new("tags.json"), doc).unwrap();
     let tags = Contract::compile(&spec, &Default::default()).unwrap();
     let flat = json!({"name": "putTags", "inputSchema": {"type": "object", "properties": {"tag": {"type": "string"}}}});
-    match check(&tags, &tools(flat), &Mapping::default()) {
-        Err(CatalogError::Untaught { reason, .. }) => {
-            assert!(reason.contains("requestBody"), "{reason}")
-        }
-        other => panic!("{other:?}"),
-    }
+    let report = check(&tags, &tools(vec![flat]), &Mapping::default()).unwrap();
+    assert_eq!(report.defects[0].kind, DefectKind::Untaught);
+    assert!(
+        report.defects[0]
+            .declared
+            .as_deref()
+            .unwrap()
+            .contains("requestBody"),
+        "{:?}",
+        report.defects
+    );
     // Declared as one `requestBody` argument, it is compared by type.
     let nested = json!({"name": "putTags", "inputSchema": {"type": "object", "properties": {
         "requestBody": {"type": "array", "items": {"type": "integer"}}}}});
-    let report = check(&tags, &tools(nested), &Mapping::default()).unwrap();
+    let report = check(&tags, &tools(vec![nested]), &Mapping::default()).unwrap();
     assert_eq!(report.defects[0].kind, DefectKind::TypeMismatch);
     assert_eq!(report.defects[0].expected.as_deref(), Some("array<string>"));
+    // A map naming an operation the spec lacks is the map's error, never a pass.
+    let map: Mapping = toml::from_str("[tools]\ngetChannel = \"noSuchOperation\"").unwrap();
+    let known = json!({"name": "getChannel", "inputSchema": {}});
+    assert!(matches!(
+        check(&channels, &tools(vec![known]), &map),
+        Err(CatalogError::UnknownOperation { .. })
+    ));
 }
 
 #[test]
@@ -210,16 +263,42 @@ fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
                "field": "graphicsElementIds", "expected": "array<integer>", "declared": "absent"})
     );
     assert_eq!(doc["unexposed"].as_array().unwrap().len(), 5);
-    // Without the mapping, update_channel is unmapped: an error naming it.
-    let (code, _, stderr) = run(&[
+    // Without the mapping, update_channel is unmapped: a defect naming its best candidates,
+    // and the rest of the catalog is still checked (exit 1, not 2).
+    let (code, text, stderr) = run(&[
         "tools",
         "--spec",
         spec,
         "--tools",
         "examples/channels.tools.json",
     ]);
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("update_channel"), "{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        text.contains(
+            "  unmapped             update_channel       expected an operation: updateChannel ("
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("  type_mismatch        list_playouts"),
+        "{text}"
+    );
+    // --suggest-map writes a map the check reads back, its best guess first.
+    let (code, suggested, _) = run(&[
+        "tools",
+        "--spec",
+        spec,
+        "--tools",
+        "examples/channels.tools.json",
+        "--suggest-map",
+    ]);
+    assert_eq!(code, Some(0));
+    let map: Mapping = toml::from_str(&suggested).unwrap();
+    let best: Vec<String> = map.tools["update_channel"]
+        .references()
+        .map(String::from)
+        .collect();
+    assert_eq!(best, ["updateChannel"], "{suggested}");
     let (code, _, stderr) = run(&[
         "tools",
         "--spec",

@@ -1,0 +1,193 @@
+//! What a tool declares for one argument, in the small type vocabulary, and whether that fits
+//! what the spec says. Hand-written catalogs declare unions the spec does not (Notion's every
+//! object argument is `anyOf: [X, string]`, a JSON text or the object), and specs declare unions
+//! the tool narrows (GitHub's `title` is `oneOf: [string, integer]`): a union fits when one of its
+//! branches is the spec's type, a spec-side union accepts each of its members.
+
+use serde_json::Value;
+
+use crate::contract::FieldType;
+
+/// The types a tool's argument schema allows (one, or the branches of a union), `null` aside:
+/// `["null", T]` and `nullable` are T, an enum is its values' type, a `$ref` model or a schema
+/// with `properties` an object, arrays by element type. A type name outside the vocabulary is
+/// not taught: an error naming it.
+pub fn declared(root: &Value, schema: &Value) -> Result<Vec<FieldType>, String> {
+    declared_at(root, schema, 0)
+}
+
+const DEPTH: usize = 16;
+
+fn declared_at(root: &Value, schema: &Value, depth: usize) -> Result<Vec<FieldType>, String> {
+    if depth > DEPTH {
+        return Ok(vec![FieldType::Any]);
+    }
+    let referenced = schema.get("$ref").is_some();
+    let schema = deref(root, schema);
+    let named = |name: &str| -> Result<Vec<FieldType>, String> {
+        Ok(match name {
+            "string" => vec![FieldType::String],
+            "integer" => vec![FieldType::Integer],
+            "number" => vec![FieldType::Number],
+            "boolean" => vec![FieldType::Boolean],
+            "object" => vec![FieldType::Object],
+            "array" => match schema.get("items") {
+                Some(items) => declared_at(root, items, depth + 1)?
+                    .into_iter()
+                    .map(|item| FieldType::Array(Box::new(item)))
+                    .collect(),
+                None => vec![FieldType::Array(Box::new(FieldType::Any))],
+            },
+            other => return Err(format!("type `{other}` is not in the vocabulary")),
+        })
+    };
+    let mut out = Vec::new();
+    match schema.get("type") {
+        Some(Value::String(t)) if t != "null" => out = named(t)?,
+        Some(Value::Array(types)) => {
+            for t in types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null")
+            {
+                out.extend(named(t)?);
+            }
+        }
+        _ => {
+            if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+                out.extend(values.iter().filter(|v| !v.is_null()).map(
+                    |v| match FieldType::of_value(v) {
+                        "integer" => FieldType::Integer,
+                        "number" => FieldType::Number,
+                        "boolean" => FieldType::Boolean,
+                        _ => FieldType::String,
+                    },
+                ));
+            } else if referenced || schema.get("properties").is_some() {
+                out.push(FieldType::Object);
+            } else {
+                for key in ["anyOf", "oneOf"] {
+                    for branch in schema
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let null = deref(root, branch).get("type") == Some(&"null".into());
+                        if !null {
+                            out.extend(declared_at(root, branch, depth + 1)?);
+                        }
+                    }
+                }
+                if let Some(first) = schema
+                    .get("allOf")
+                    .and_then(Value::as_array)
+                    .and_then(|all| all.first())
+                {
+                    out.extend(declared_at(root, first, depth + 1)?);
+                }
+            }
+        }
+    }
+    let mut unique: Vec<FieldType> = Vec::new();
+    for ty in out {
+        if !unique.contains(&ty) {
+            unique.push(ty);
+        }
+    }
+    if unique.is_empty() {
+        unique.push(FieldType::Any);
+    }
+    Ok(unique)
+}
+
+/// Does a tool that declares `declared` fit a spec field of type `expected` (with `members`
+/// where the spec's schema is a union)? One declared branch that fits is enough: the union
+/// carries the spec's type, and the other branches are the server's to convert.
+pub fn fits(expected: &FieldType, members: &[FieldType], declared: &[FieldType]) -> bool {
+    declared.iter().any(|d| match (expected, members) {
+        (FieldType::Any, []) => true,
+        (FieldType::Any, members) => members.iter().any(|m| same(m, d)),
+        (expected, _) => same(expected, d),
+    })
+}
+
+/// Equal types, where the spec's `any` (no constraint) inside an array matches any item type,
+/// and a tool's `number` fits the spec's `integer`: zod, which most hand-written servers use,
+/// says `number` unless told `.int()`, and every integer the agent sends is one (a `1.5` on the
+/// wire is the sidecar's to catch).
+fn same(expected: &FieldType, declared: &FieldType) -> bool {
+    match (expected, declared) {
+        (FieldType::Any, _) | (FieldType::Integer, FieldType::Number) => true,
+        (FieldType::Array(e), FieldType::Array(d)) => same(e, d),
+        (e, d) => e == d,
+    }
+}
+
+/// How `declared` reads in a defect: `string`, or `object|string` for a union.
+pub fn show(declared: &[FieldType]) -> String {
+    declared
+        .iter()
+        .map(FieldType::to_string)
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Follow a local `$ref` (`#/$defs/X`) inside the tool's input schema.
+pub fn deref<'v>(root: &'v Value, schema: &'v Value) -> &'v Value {
+    let mut schema = schema;
+    for _ in 0..DEPTH {
+        let Some(target) = schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|p| root.pointer(p))
+        else {
+            break;
+        };
+        schema = target;
+    }
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn of(schema: Value) -> String {
+        show(&declared(&json!({}), &schema).unwrap())
+    }
+
+    #[test]
+    fn unions_are_read_branch_by_branch() {
+        assert_eq!(of(json!({"type": ["string", "null"]})), "string");
+        assert_eq!(
+            of(json!({"anyOf": [{"type": "object", "properties": {}}, {"type": "string"}]})),
+            "object|string"
+        );
+        assert_eq!(
+            of(
+                json!({"type": "array", "items": {"anyOf": [{"type": "object"}, {"type": "object"}]}})
+            ),
+            "array<object>"
+        );
+        assert_eq!(of(json!({"enum": [1, 2]})), "integer");
+        assert!(declared(&json!({}), &json!({"type": "file"})).is_err());
+    }
+
+    #[test]
+    fn a_union_fits_when_one_branch_is_the_spec_type_and_a_spec_union_takes_each_member() {
+        use FieldType::*;
+        assert!(fits(&Object, &[], &[Object, String]));
+        assert!(!fits(&Integer, &[], &[String]));
+        assert!(fits(&Any, &[String, Integer], &[String]));
+        assert!(!fits(&Any, &[String, Integer], &[Boolean]));
+        assert!(fits(&Any, &[], &[Boolean]));
+        assert!(fits(&Array(Box::new(Any)), &[], &[Array(Box::new(String))]));
+        assert!(!fits(&Integer, &[], &[Any]));
+        assert!(fits(&Integer, &[], &[Number]));
+        assert!(!fits(&Number, &[], &[Integer, String]) || fits(&Number, &[], &[Number]));
+        assert!(!fits(&Integer, &[], &[String]));
+    }
+}
