@@ -30,6 +30,7 @@ mod integration {
     pub mod ops_kit;
     pub mod privacy;
     pub mod proxy;
+    pub mod real_catalogs;
     pub mod real_specs;
     pub mod reload;
     pub mod responses;

@@ -166,11 +166,13 @@ fn sort_args<'t>(
         return args;
     }
     for (name, schema) in properties(root) {
-        if entry.local.contains(name) {
+        if entry.local.contains(name) || entry.nests.contains_key(name) {
             continue;
         }
         let w = wire(name);
-        if layout == Layout::Nested && name == "requestBody" {
+        if entry.bind.contains_key(name) {
+            args.loose.push((name.clone(), schema));
+        } else if layout == Layout::Nested && name == "requestBody" {
             args.body_schema = Some(schema);
         } else if expected.is_param(Location::Path, &w) {
             // A composite may take one value both ways (GitHub's create_branch: the ref it
@@ -201,10 +203,11 @@ fn bind_path(
     expected: &Expected,
     entry: &MappedTool,
 ) -> Vec<Binding> {
+    // Open: no argument is named after it, or the map binds one to it all the same.
     let open: Vec<&str> = expected
         .params_in(Location::Path)
         .map(|p| p.name.as_str())
-        .filter(|p| !args.path.contains_key(*p))
+        .filter(|p| !args.path.contains_key(*p) || entry.bind.values().any(|b| b == p))
         .collect();
     let required: Vec<&str> = root
         .get("required")
@@ -251,11 +254,18 @@ fn compare_tool(
         .iter()
         .map(|a| entry.rename.get(a).unwrap_or(a).as_str())
         .collect();
+    // A field the server builds from arguments it nests there is filled, as a supplied one is.
+    let supplied: Vec<String> = entry
+        .supplied
+        .iter()
+        .chain(entry.nests.values())
+        .cloned()
+        .collect();
     let mut report = Reporter {
         tool,
         expected,
         root,
-        supplied: &entry.supplied,
+        supplied: &supplied,
         joins: &joins,
         out,
     };

@@ -46,6 +46,10 @@ pub struct MappedTool {
     /// Arguments the server uses itself and sends under no name.
     #[serde(default)]
     pub local: Vec<String>,
+    /// Arguments the server places inside a body field it builds (Stripe's payment link:
+    /// `price = "line_items"`): reachable, and that field filled.
+    #[serde(default)]
+    pub nests: BTreeMap<String, String>,
     /// Array arguments the server joins into the spec's one string (`labels.join(",")`).
     #[serde(default)]
     pub joins: Vec<String>,

@@ -255,9 +255,20 @@ impl ToolFeatures {
         if self.verb_token.as_ref().is_some_and(|v| own.contains(v)) {
             score += 1.0;
         }
+        // Words of the operation the tool never says: Slack's `admin_conversations_ekm_...`
+        // shares `channel` with `slack_list_channels`, and much besides.
+        let unsaid = own
+            .iter()
+            .filter(|t| {
+                !self.name.contains(t)
+                    && self.verb_token.as_ref() != Some(t)
+                    && !self.arg_tokens.contains(*t)
+            })
+            .count();
+        score -= 0.3 * unsaid.min(6) as f32;
         for p in op.params_in(Location::Path) {
-            let covered = self.args.contains(&p.name)
-                || words(&p.name).any(|t| self.arg_tokens.contains(&t));
+            let covered =
+                self.args.contains(&p.name) || words(&p.name).any(|t| self.arg_tokens.contains(&t));
             score += if covered { 1.0 } else { -1.5 };
         }
         let named = op
