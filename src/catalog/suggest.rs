@@ -103,7 +103,14 @@ pub fn suggest_map(contract: &Contract, tools: &[Tool], mapping: &Mapping) -> St
         if mapped {
             continue;
         }
-        let key = toml::Value::String(tool.name.clone()).to_string();
+        let bare = tool
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let key = match bare {
+            true => tool.name.clone(),
+            false => toml::Value::String(tool.name.clone()).to_string(),
+        };
         for (i, c) in rank(contract, tool, &noise, 3).iter().enumerate() {
             let value = toml::Value::String(c.operation.clone()).to_string();
             let line = format!("{key} = {value}");

@@ -367,3 +367,59 @@ fn tools_of_two_operations_that_share_an_id_name_their_own() {
     let report = check(&c, &tools, &Mapping::default()).unwrap();
     assert!(report.defects.is_empty(), "{:#?}", report.defects);
 }
+
+/// What the map says of the server's code, each entry silencing exactly its own defect: a write
+/// the map calls a merge omits without clearing, a `local` argument is not sent, a rename sends
+/// an argument under the spec's name, a supplied field is not missing.
+#[test]
+fn the_map_says_what_the_server_does_in_code() {
+    let channels = contract(&example("channels.openapi.yaml"));
+    let catalog = fixture();
+    let tools = read_tools(&catalog).unwrap();
+    let update = |extra: &str| -> Vec<(String, DefectKind, String)> {
+        let map: Mapping = toml::from_str(&format!(
+            "[tools.update_channel]\noperation = \"updateChannel\"\nheaders = [\"If-Match\"]\n{extra}"
+        ))
+        .unwrap();
+        check(&channels, &tools[..1], &map)
+            .unwrap()
+            .defects
+            .into_iter()
+            .map(|d| (d.tool, d.kind, d.field))
+            .collect()
+    };
+    let clear = d(
+        "update_channel",
+        DefectKind::SilentClear,
+        "graphicsElementIds",
+    );
+    assert_eq!(update(""), [clear.clone()]);
+    assert_eq!(
+        update("write = \"merge\""),
+        [d(
+            "update_channel",
+            DefectKind::MissingField,
+            "graphicsElementIds"
+        )]
+    );
+    assert_eq!(update("supplied = [\"graphicsElementIds\"]"), []);
+    // `name` kept local: the spec's `name` goes missing, on a replace a silent clear.
+    assert_eq!(
+        update("local = [\"name\"]"),
+        [
+            d("update_channel", DefectKind::SilentClear, "name"),
+            clear.clone()
+        ]
+    );
+    // Renamed to a field the spec lacks: unreachable (named as the tool declares it), and the
+    // spec's `name` missing.
+    let renamed = update("rename = { name = \"title\" }");
+    assert!(
+        renamed.contains(&d(
+            "update_channel",
+            DefectKind::UnreachableArgument,
+            "name"
+        )) && renamed.contains(&d("update_channel", DefectKind::SilentClear, "name")),
+        "{renamed:?}"
+    );
+}
