@@ -25,7 +25,7 @@ pub use resolve::deref;
 pub use response::{CompiledSchema, DeclaredResponse, ResponseMedia, Responses};
 pub use router::{RouteKey, Routed, normalize_template};
 pub use security::{Credential, Secrets};
-pub use types::{FieldType, TypeSummary, summarize};
+pub use types::{FieldType, TypeSummary, summarize, union_branches};
 pub use warning::{LoadWarning, Skipped, count_by_reason};
 pub use writes::WriteReason;
 

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::contract::FieldType;
+use crate::contract::{FieldType, union_branches};
 
 /// The types a tool's argument schema allows (one, or the branches of a union), `null` aside:
 /// `["null", T]` and `nullable` are T, an enum is its values' type, a `$ref` model or a schema
@@ -55,28 +55,17 @@ fn declared_at(root: &Value, schema: &Value, depth: usize) -> Result<Vec<FieldTy
         }
         _ => {
             if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-                out.extend(values.iter().filter(|v| !v.is_null()).map(
-                    |v| match FieldType::of_value(v) {
-                        "integer" => FieldType::Integer,
-                        "number" => FieldType::Number,
-                        "boolean" => FieldType::Boolean,
-                        _ => FieldType::String,
-                    },
-                ));
+                let typed = values.iter().filter(|v| !v.is_null()).map(|v| {
+                    FieldType::from_name(FieldType::of_value(v)).unwrap_or(FieldType::String)
+                });
+                out.extend(typed);
             } else if referenced || schema.get("properties").is_some() {
                 out.push(FieldType::Object);
             } else {
-                for key in ["anyOf", "oneOf"] {
-                    for branch in schema
-                        .get(key)
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let null = deref(root, branch).get("type") == Some(&"null".into());
-                        if !null {
-                            out.extend(declared_at(root, branch, depth + 1)?);
-                        }
+                for branch in union_branches(schema) {
+                    let null = deref(root, branch).get("type") == Some(&"null".into());
+                    if !null {
+                        out.extend(declared_at(root, branch, depth + 1)?);
                     }
                 }
                 if let Some(first) = schema

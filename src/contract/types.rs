@@ -52,7 +52,7 @@ impl fmt::Display for TypeSummary {
 }
 
 impl FieldType {
-    fn from_name(name: &str) -> Option<FieldType> {
+    pub(crate) fn from_name(name: &str) -> Option<FieldType> {
         Some(match name {
             "string" => FieldType::String,
             "integer" => FieldType::Integer,
@@ -136,17 +136,16 @@ pub fn members(doc: &Value, schema: &Value) -> Vec<FieldType> {
             .filter_map(FieldType::from_name)
             .for_each(&mut push);
     }
-    for key in ["anyOf", "oneOf"] {
-        for branch in schema
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            push(summarize(doc, branch).ty);
-        }
-    }
+    union_branches(schema).for_each(|branch| push(summarize(doc, branch).ty));
     out
+}
+
+/// The branches of a schema's `anyOf` and `oneOf`, in that order.
+pub fn union_branches(schema: &Value) -> impl Iterator<Item = &Value> {
+    ["anyOf", "oneOf"]
+        .into_iter()
+        .filter_map(|key| schema.get(key).and_then(Value::as_array))
+        .flatten()
 }
 
 /// Summarize `schema` (which may be or contain `$ref`s into `doc`).

@@ -393,7 +393,7 @@ fn the_map_says_what_the_server_does_in_code() {
         DefectKind::SilentClear,
         "graphicsElementIds",
     );
-    assert_eq!(update(""), [clear.clone()]);
+    assert_eq!(update(""), std::slice::from_ref(&clear));
     assert_eq!(
         update("write = \"merge\""),
         [d(
