@@ -6,6 +6,7 @@
 //! has not been taught is a defect naming what is missing, never a skip; and one such tool
 //! never stops the rest of the catalog from being checked.
 
+mod args;
 mod bind;
 mod compare;
 mod declared;

@@ -5,24 +5,18 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::bind::{self, Binding, Loose};
-use super::declared::{declared, deref, fits, show};
-use super::expected::{Body, Expected};
+use super::args::{Args, bind_path, layout_of, sort_args};
+use super::bind::Binding;
+use super::declared::{declared, fits, show};
+use super::expected::{Body, Expected, Field};
 use super::{
     CatalogError, Defect, DefectKind, Elsewhere, Layout, MappedTool, Mapping, Matched, Report,
     Tool, find_operation,
 };
 use crate::contract::{Contract, FieldType};
 use crate::finding::Location;
-
-const GROUPS: [&str; 4] = [
-    "pathParameters",
-    "queryParameters",
-    "headerParameters",
-    "body",
-];
 
 /// Check every tool against the contract; all defects of all tools in one report. Only a map
 /// (or a tool's `_meta`) naming an operation the spec lacks is an error: that is the map's to fix.
@@ -90,148 +84,6 @@ pub fn check(
         .map(|op| format!("{} {} ({})", op.method, op.template, op.id))
         .collect();
     Ok(report)
-}
-
-/// A tool's arguments by where they go, keyed by the name they go on the wire under.
-#[derive(Default)]
-struct Args<'t> {
-    path: BTreeMap<String, &'t Value>,
-    query: BTreeMap<String, &'t Value>,
-    header: BTreeMap<String, &'t Value>,
-    /// Body fields (flat and grouped-as-object).
-    body: BTreeMap<String, &'t Value>,
-    /// The one body argument's schema (nested and grouped layouts).
-    body_schema: Option<&'t Value>,
-    /// Arguments that fit nowhere by name: path-parameter candidates, else unreachable.
-    loose: Vec<(String, &'t Value)>,
-}
-
-fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-}
-
-/// Every argument name a tool declares, in any layout (a group's and a body argument's fields
-/// included): what the mapper matches against parameter and field names.
-pub(super) fn argument_names(root: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, schema) in properties(root) {
-        if GROUPS.contains(&name.as_str()) || name == "requestBody" {
-            out.extend(properties(deref(root, schema)).map(|(k, _)| k.clone()));
-        } else {
-            out.push(name.clone());
-        }
-    }
-    out
-}
-
-fn layout_of(root: &Value) -> Layout {
-    let top: Vec<&String> = properties(root).map(|(k, _)| k).collect();
-    if !top.is_empty() && top.iter().all(|k| GROUPS.contains(&k.as_str())) {
-        Layout::Grouped
-    } else if top.iter().any(|k| *k == "requestBody") {
-        Layout::Nested
-    } else {
-        Layout::Flat
-    }
-}
-
-/// Sort the tool's arguments by where they go: by group (grouped layout) or by name.
-fn sort_args<'t>(
-    root: &'t Value,
-    layout: Layout,
-    expected: &Expected,
-    entry: &MappedTool,
-) -> Args<'t> {
-    let mut args = Args::default();
-    let wire = |name: &String| entry.rename.get(name).unwrap_or(name).clone();
-    if layout == Layout::Grouped {
-        let group = |g: &str| root.get("properties").and_then(|p| p.get(g));
-        if let Some(schema) = group("pathParameters") {
-            args.loose
-                .extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
-        }
-        for (g, target) in [
-            ("queryParameters", &mut args.query),
-            ("headerParameters", &mut args.header),
-        ] {
-            if let Some(schema) = group(g) {
-                target.extend(properties(deref(root, schema)).map(|(k, v)| (wire(k), v)));
-            }
-        }
-        args.body_schema = group("body");
-        return args;
-    }
-    for (name, schema) in properties(root) {
-        if entry.local.contains(name) || entry.nests.contains_key(name) {
-            continue;
-        }
-        let w = wire(name);
-        if entry.bind.contains_key(name) {
-            args.loose.push((name.clone(), schema));
-        } else if layout == Layout::Nested && name == "requestBody" {
-            args.body_schema = Some(schema);
-        } else if expected.is_param(Location::Path, &w) {
-            // A composite may take one value both ways (GitHub's create_branch: the ref it
-            // reads, the ref it creates).
-            if expected.is_field(&w) {
-                args.body.insert(w.clone(), schema);
-            }
-            args.path.insert(w, schema);
-        } else if expected.is_param(Location::Query, &w) {
-            args.query.insert(w, schema);
-        } else if expected.is_param(Location::Header, &w)
-            || entry.headers.iter().any(|h| h.eq_ignore_ascii_case(name))
-        {
-            args.header.insert(w, schema);
-        } else if expected.is_field(&w) {
-            args.body.insert(w, schema);
-        } else {
-            args.loose.push((name.clone(), schema));
-        }
-    }
-    args
-}
-
-/// Fill the path parameters no argument is named after from the loose arguments.
-fn bind_path(
-    root: &Value,
-    args: &mut Args,
-    expected: &Expected,
-    entry: &MappedTool,
-) -> Vec<Binding> {
-    // Open: no argument is named after it, or the map binds one to it all the same.
-    let open: Vec<&str> = expected
-        .params_in(Location::Path)
-        .map(|p| p.name.as_str())
-        .filter(|p| !args.path.contains_key(*p) || entry.bind.values().any(|b| b == p))
-        .collect();
-    let required: Vec<&str> = root
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let loose: Vec<Loose> = args
-        .loose
-        .iter()
-        .map(|(name, _)| Loose {
-            name,
-            required: required.contains(&name.as_str()),
-        })
-        .collect();
-    let bindings = bind::bind(&open, &loose, &entry.bind);
-    for b in &bindings {
-        if let Some(i) = args.loose.iter().position(|(n, _)| *n == b.argument) {
-            let (_, schema) = args.loose.remove(i);
-            args.path.insert(b.parameter.clone(), schema);
-        }
-    }
-    bindings
 }
 
 /// One tool against what it calls; its defects are pushed onto `out`.
@@ -370,6 +222,26 @@ impl Reporter<'_, '_> {
         }
     }
 
+    /// Field by field: each the tool omits is missing (a silent clear on a full replace), each
+    /// it adds is unreachable.
+    fn fields(&mut self, fields: &[Field], declared: &BTreeMap<String, &Value>) {
+        for f in fields.iter().filter(|f| !f.property.read_only) {
+            let found = declared.get(&f.property.name).copied();
+            if found.is_none() && !f.always {
+                continue;
+            }
+            let missing = match f.clears {
+                true => DefectKind::SilentClear,
+                false => DefectKind::MissingField,
+            };
+            let p = f.property;
+            self.one(&p.name, (&p.summary.ty, &p.members), found, missing);
+        }
+        for name in declared.keys().filter(|n| !self.expected.is_field(n)) {
+            self.unreachable(name, "body");
+        }
+    }
+
     /// An array of strings the map says the server joins, where the spec takes one string.
     fn joined(&self, name: &str, ty: &FieldType, got: &[FieldType]) -> bool {
         self.joins.contains(&name)
@@ -377,16 +249,9 @@ impl Reporter<'_, '_> {
             && got.iter().any(|g| matches!(g, FieldType::Array(_)))
     }
 
+    /// The body the tool declares against the one the operation takes.
     fn body(&mut self, args: &Args) {
-        let declared_body: Option<BTreeMap<String, &Value>> = match args.body_schema {
-            Some(schema) => {
-                let schema = deref(self.root, schema);
-                (schema.get("properties").is_some())
-                    .then(|| properties(schema).map(|(k, v)| (k.clone(), v)).collect())
-            }
-            None => Some(args.body.clone()),
-        };
-        match (&self.expected.body, declared_body) {
+        match (&self.expected.body, args.declared_body(self.root)) {
             (Body::None, declared) => {
                 let extra = declared
                     .into_iter()
@@ -396,23 +261,7 @@ impl Reporter<'_, '_> {
                     self.unreachable(&name, "body");
                 }
             }
-            (Body::Fields(fields), Some(declared)) => {
-                for f in fields.iter().filter(|f| !f.property.read_only) {
-                    let found = declared.get(&f.property.name).copied();
-                    if found.is_none() && !f.always {
-                        continue;
-                    }
-                    let missing = match f.clears {
-                        true => DefectKind::SilentClear,
-                        false => DefectKind::MissingField,
-                    };
-                    let p = f.property;
-                    self.one(&p.name, (&p.summary.ty, &p.members), found, missing);
-                }
-                for name in declared.keys().filter(|n| !self.expected.is_field(n)) {
-                    self.unreachable(name, "body");
-                }
-            }
+            (Body::Fields(fields), Some(declared)) => self.fields(fields, &declared),
             (Body::Whole { media, .. }, Some(declared))
                 if !declared.is_empty() || args.body_schema.is_some() =>
             {
@@ -460,47 +309,4 @@ impl Reporter<'_, '_> {
             }
         }
     }
-}
-
-/// The JSON Schema a generated tool declares for a type (the inverse of `declared`): a union's
-/// members as `anyOf`.
-pub(super) fn schema_for(
-    ty: &FieldType,
-    members: &[FieldType],
-    nullable: bool,
-    description: Option<&str>,
-) -> Value {
-    let mut out = Map::new();
-    let name = match ty {
-        FieldType::String => Some("string"),
-        FieldType::Integer => Some("integer"),
-        FieldType::Number => Some("number"),
-        FieldType::Boolean => Some("boolean"),
-        FieldType::Object => Some("object"),
-        FieldType::Array(item) => {
-            out.insert("items".into(), schema_for(item, &[], false, None));
-            Some("array")
-        }
-        FieldType::Any => {
-            if !members.is_empty() {
-                let branches = members.iter().map(|m| schema_for(m, &[], false, None));
-                out.insert("anyOf".into(), Value::Array(branches.collect()));
-            }
-            None
-        }
-    };
-    if let Some(name) = name {
-        out.insert(
-            "type".into(),
-            if nullable {
-                serde_json::json!([name, "null"])
-            } else {
-                Value::String(name.into())
-            },
-        );
-    }
-    if let Some(d) = description {
-        out.insert("description".into(), Value::String(d.into()));
-    }
-    Value::Object(out)
 }

@@ -6,9 +6,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::compare::schema_for;
 use super::find_operation;
-use crate::contract::{BodyShape, Contract, Operation, WriteSemantics};
+use crate::contract::{BodyShape, Contract, FieldType, Operation, WriteSemantics};
 use crate::finding::Location;
 
 /// A name in the enabled list that the spec does not have: the list is the user's to fix.
@@ -156,4 +155,47 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
         "inputSchema": {"type": "object", "properties": props, "required": required},
         "_meta": meta,
     })
+}
+
+/// The JSON Schema a generated tool declares for a type (the inverse of `declared`): a union's
+/// members as `anyOf`.
+fn schema_for(
+    ty: &FieldType,
+    members: &[FieldType],
+    nullable: bool,
+    description: Option<&str>,
+) -> Value {
+    let mut out = Map::new();
+    let name = match ty {
+        FieldType::String => Some("string"),
+        FieldType::Integer => Some("integer"),
+        FieldType::Number => Some("number"),
+        FieldType::Boolean => Some("boolean"),
+        FieldType::Object => Some("object"),
+        FieldType::Array(item) => {
+            out.insert("items".into(), schema_for(item, &[], false, None));
+            Some("array")
+        }
+        FieldType::Any => {
+            if !members.is_empty() {
+                let branches = members.iter().map(|m| schema_for(m, &[], false, None));
+                out.insert("anyOf".into(), Value::Array(branches.collect()));
+            }
+            None
+        }
+    };
+    if let Some(name) = name {
+        out.insert(
+            "type".into(),
+            if nullable {
+                serde_json::json!([name, "null"])
+            } else {
+                Value::String(name.into())
+            },
+        );
+    }
+    if let Some(d) = description {
+        out.insert("description".into(), Value::String(d.into()));
+    }
+    Value::Object(out)
 }

@@ -209,7 +209,7 @@ impl ToolFeatures {
             .collect();
         let verb_at = name.iter().position(|t| Verb::of(t).is_some());
         let verb_token = verb_at.map(|i| name.remove(i));
-        let args: Vec<String> = super::compare::argument_names(&tool.input_schema);
+        let args: Vec<String> = super::args::argument_names(&tool.input_schema);
         ToolFeatures {
             name: name.iter().map(|t| norm(t)).collect(),
             verb: verb_token.as_deref().and_then(Verb::of),

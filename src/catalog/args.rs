@@ -1,0 +1,177 @@
+//! A tool's arguments sorted by where they go on the wire: path, query, header, body, or
+//! nowhere by name (loose: the candidates for the path parameters no argument is named after).
+//! The map's renames, bindings and local arguments apply here, before anything is compared.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::bind::{self, Binding, Loose};
+use super::declared::deref;
+use super::expected::Expected;
+use super::{Layout, MappedTool};
+use crate::finding::Location;
+
+pub(super) const GROUPS: [&str; 4] = [
+    "pathParameters",
+    "queryParameters",
+    "headerParameters",
+    "body",
+];
+
+/// A tool's arguments by where they go, keyed by the name they go on the wire under.
+#[derive(Default)]
+pub(super) struct Args<'t> {
+    pub path: BTreeMap<String, &'t Value>,
+    pub query: BTreeMap<String, &'t Value>,
+    pub header: BTreeMap<String, &'t Value>,
+    /// Body fields (flat and grouped-as-object).
+    pub body: BTreeMap<String, &'t Value>,
+    /// The one body argument's schema (nested and grouped layouts).
+    pub body_schema: Option<&'t Value>,
+    /// Arguments that fit nowhere by name: path-parameter candidates, else unreachable.
+    pub loose: Vec<(String, &'t Value)>,
+}
+
+impl<'t> Args<'t> {
+    /// The body fields the tool declares: its flat body arguments, or the properties of its
+    /// one body argument; `None` when that argument is no object of properties.
+    pub fn declared_body(&self, root: &'t Value) -> Option<BTreeMap<String, &'t Value>> {
+        match self.body_schema {
+            Some(schema) => {
+                let schema = deref(root, schema);
+                (schema.get("properties").is_some())
+                    .then(|| properties(schema).map(|(k, v)| (k.clone(), v)).collect())
+            }
+            None => Some(self.body.clone()),
+        }
+    }
+}
+
+pub(super) fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+}
+
+/// Every argument name a tool declares, in any layout (a group's and a body argument's fields
+/// included): what the mapper matches against parameter and field names.
+pub(super) fn argument_names(root: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, schema) in properties(root) {
+        if GROUPS.contains(&name.as_str()) || name == "requestBody" {
+            out.extend(properties(deref(root, schema)).map(|(k, _)| k.clone()));
+        } else {
+            out.push(name.clone());
+        }
+    }
+    out
+}
+
+pub(super) fn layout_of(root: &Value) -> Layout {
+    let top: Vec<&String> = properties(root).map(|(k, _)| k).collect();
+    if !top.is_empty() && top.iter().all(|k| GROUPS.contains(&k.as_str())) {
+        Layout::Grouped
+    } else if top.iter().any(|k| *k == "requestBody") {
+        Layout::Nested
+    } else {
+        Layout::Flat
+    }
+}
+
+/// Sort the tool's arguments by where they go: by group (grouped layout) or by name.
+pub(super) fn sort_args<'t>(
+    root: &'t Value,
+    layout: Layout,
+    expected: &Expected,
+    entry: &MappedTool,
+) -> Args<'t> {
+    let mut args = Args::default();
+    let wire = |name: &String| entry.rename.get(name).unwrap_or(name).clone();
+    if layout == Layout::Grouped {
+        let group = |g: &str| root.get("properties").and_then(|p| p.get(g));
+        if let Some(schema) = group("pathParameters") {
+            args.loose
+                .extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
+        }
+        for (g, target) in [
+            ("queryParameters", &mut args.query),
+            ("headerParameters", &mut args.header),
+        ] {
+            if let Some(schema) = group(g) {
+                target.extend(properties(deref(root, schema)).map(|(k, v)| (wire(k), v)));
+            }
+        }
+        args.body_schema = group("body");
+        return args;
+    }
+    for (name, schema) in properties(root) {
+        if entry.local.contains(name) || entry.nests.contains_key(name) {
+            continue;
+        }
+        let w = wire(name);
+        if entry.bind.contains_key(name) {
+            args.loose.push((name.clone(), schema));
+        } else if layout == Layout::Nested && name == "requestBody" {
+            args.body_schema = Some(schema);
+        } else if expected.is_param(Location::Path, &w) {
+            // A composite may take one value both ways (GitHub's create_branch: the ref it
+            // reads, the ref it creates).
+            if expected.is_field(&w) {
+                args.body.insert(w.clone(), schema);
+            }
+            args.path.insert(w, schema);
+        } else if expected.is_param(Location::Query, &w) {
+            args.query.insert(w, schema);
+        } else if expected.is_param(Location::Header, &w)
+            || entry.headers.iter().any(|h| h.eq_ignore_ascii_case(name))
+        {
+            args.header.insert(w, schema);
+        } else if expected.is_field(&w) {
+            args.body.insert(w, schema);
+        } else {
+            args.loose.push((name.clone(), schema));
+        }
+    }
+    args
+}
+
+/// Fill the path parameters no argument is named after from the loose arguments.
+pub(super) fn bind_path(
+    root: &Value,
+    args: &mut Args,
+    expected: &Expected,
+    entry: &MappedTool,
+) -> Vec<Binding> {
+    // Open: no argument is named after it, or the map binds one to it all the same.
+    let open: Vec<&str> = expected
+        .params_in(Location::Path)
+        .map(|p| p.name.as_str())
+        .filter(|p| !args.path.contains_key(*p) || entry.bind.values().any(|b| b == p))
+        .collect();
+    let required: Vec<&str> = root
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let loose: Vec<Loose> = args
+        .loose
+        .iter()
+        .map(|(name, _)| Loose {
+            name,
+            required: required.contains(&name.as_str()),
+        })
+        .collect();
+    let bindings = bind::bind(&open, &loose, &entry.bind);
+    for b in &bindings {
+        if let Some(i) = args.loose.iter().position(|(n, _)| *n == b.argument) {
+            let (_, schema) = args.loose.remove(i);
+            args.path.insert(b.parameter.clone(), schema);
+        }
+    }
+    bindings
+}
