@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::bind::{self, Binding, Loose};
-use super::declared::deref;
 use super::expected::Expected;
 use super::{Layout, MappedTool};
+use crate::contract::deref;
 use crate::finding::Location;
 
 pub(super) const GROUPS: [&str; 4] = [

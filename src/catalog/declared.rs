@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::contract::{FieldType, union_branches};
+use crate::contract::{FieldType, deref, union_branches};
 
 /// The types a tool's argument schema allows (one, or the branches of a union), `null` aside:
 /// `["null", T]` and `nullable` are T, an enum is its values' type, a `$ref` model or a schema
@@ -119,23 +119,6 @@ pub fn show(declared: &[FieldType]) -> String {
         .map(FieldType::to_string)
         .collect::<Vec<_>>()
         .join("|")
-}
-
-/// Follow a local `$ref` (`#/$defs/X`) inside the tool's input schema.
-pub fn deref<'v>(root: &'v Value, schema: &'v Value) -> &'v Value {
-    let mut schema = schema;
-    for _ in 0..DEPTH {
-        let Some(target) = schema
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix('#'))
-            .and_then(|p| root.pointer(p))
-        else {
-            break;
-        };
-        schema = target;
-    }
-    schema
 }
 
 #[cfg(test)]
