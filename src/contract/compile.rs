@@ -443,7 +443,7 @@ fn compile_param(
         style,
         explode,
         members: schema
-            .map(|s| super::types::members(doc, s))
+            .map(|s| super::types::members(doc, s, &summary))
             .unwrap_or_default(),
         summary,
         properties,

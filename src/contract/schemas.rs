@@ -240,10 +240,11 @@ fn collect_object(
             if properties.iter().any(|p| &p.name == name) {
                 continue;
             }
+            let summary = summarize(doc, prop);
             properties.push(Property {
                 name: name.clone(),
-                summary: summarize(doc, prop),
-                members: super::types::members(doc, prop),
+                members: super::types::members(doc, prop, &summary),
+                summary,
                 required: false,
                 read_only: flag(doc, prop, "readOnly"),
                 write_only: flag(doc, prop, "writeOnly"),

@@ -117,12 +117,13 @@ fn enum_at(doc: &Value, schema: &Value, depth: usize) -> Option<Vec<Value>> {
 
 /// The member types of a union of different types (`oneOf: [string, integer]`, `type:
 /// [string, integer]`), which [`summarize`] can only call `any`; empty for any other schema.
-/// Tool-catalog parity accepts a tool that declares any one of them.
-pub fn members(doc: &Value, schema: &Value) -> Vec<FieldType> {
-    let schema = deref(doc, schema);
-    if summarize(doc, schema).ty != FieldType::Any {
+/// Tool-catalog parity accepts a tool that declares any one of them. `summary` is the
+/// schema's own, already made by the caller.
+pub fn members(doc: &Value, schema: &Value, summary: &TypeSummary) -> Vec<FieldType> {
+    if summary.ty != FieldType::Any {
         return Vec::new();
     }
+    let schema = deref(doc, schema);
     let mut out: Vec<FieldType> = Vec::new();
     let mut push = |ty: FieldType| {
         if ty != FieldType::Any && !out.contains(&ty) {
