@@ -47,7 +47,7 @@ pub enum Layout {
 
 pub use bind::Binding;
 pub use map::{MappedTool, Mapping};
-pub use suggest::{Candidate, candidates, suggest_map};
+pub use suggest::{Candidate, Mapper, suggest_map};
 
 /// What is wrong with one tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -12,8 +12,8 @@ use super::bind::Binding;
 use super::declared::{declared, fits, show};
 use super::expected::{Body, Expected, Field};
 use super::{
-    CatalogError, Defect, DefectKind, Elsewhere, Layout, MappedTool, Mapping, Matched, Report,
-    Tool, find_operation,
+    CatalogError, Defect, DefectKind, Elsewhere, Layout, MappedTool, Mapper, Mapping, Matched,
+    Report, Tool, find_operation,
 };
 use crate::contract::{Contract, FieldType};
 use crate::finding::Location;
@@ -28,7 +28,8 @@ pub fn check(
     let mut report = Report::default();
     let mut reached = HashSet::new();
     let unmapped = MappedTool::default();
-    let noise = super::suggest::noise(tools);
+    // Scored only when a tool is unmapped, then once for the whole catalog.
+    let mapper = std::cell::OnceCell::new();
     for tool in tools {
         let entry = mapping.tools.get(&tool.name);
         let (references, by): (Vec<String>, &'static str) = match entry {
@@ -49,9 +50,11 @@ pub fn check(
                     (vec![tool.name.clone()], "inferred")
                 }
                 None => {
-                    report
-                        .defects
-                        .push(super::suggest::unmapped(contract, tool, &noise));
+                    report.defects.push(
+                        mapper
+                            .get_or_init(|| Mapper::new(contract, tools))
+                            .unmapped(tool),
+                    );
                     continue;
                 }
             },

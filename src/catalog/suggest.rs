@@ -23,35 +23,94 @@ pub struct Candidate {
     pub score: f32,
 }
 
-/// The `unmapped` defect of a tool, with its three best candidates.
-pub(super) fn unmapped(contract: &Contract, tool: &Tool, noise: &HashSet<String>) -> Defect {
-    let best = rank(contract, tool, noise, 3);
-    let named: Vec<String> = best
-        .iter()
-        .map(|c| format!("{} ({:.1})", c.operation, c.score))
-        .collect();
-    Defect {
-        tool: tool.name.clone(),
-        operation: String::new(),
-        kind: DefectKind::Unmapped,
-        field: String::new(),
-        expected: Some(match named.is_empty() {
-            true => "an operation".into(),
-            false => format!("an operation: {}", named.join(", ")),
-        }),
-        declared: Some("no map entry, _meta or operationId name".into()),
-        candidates: best,
+/// The scorer for one catalog against one contract: the catalog's noise words and every
+/// operation's words, made once and shared by all the catalog's tools.
+pub struct Mapper<'c> {
+    noise: HashSet<String>,
+    ops: Vec<OperationWords<'c>>,
+}
+
+/// What an operation says, as words: in its id and path, in its summary.
+struct OperationWords<'c> {
+    op: &'c Operation,
+    own: HashSet<String>,
+    summary: HashSet<String>,
+}
+
+impl<'c> Mapper<'c> {
+    /// `tools` is the catalog: its shared name words, such as Slack's `slack_` prefix, say
+    /// nothing about any one tool.
+    pub fn new(contract: &'c Contract, tools: &[Tool]) -> Mapper<'c> {
+        let ops = contract
+            .operations()
+            .iter()
+            .map(|op| {
+                let literal = op
+                    .template
+                    .split('/')
+                    .filter(|s| !s.is_empty() && !s.contains('{'));
+                OperationWords {
+                    op,
+                    own: words(&op.id).chain(literal.flat_map(words)).collect(),
+                    summary: op
+                        .summary
+                        .as_deref()
+                        .map(|s| words(s).collect())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        Mapper {
+            noise: noise(tools),
+            ops,
+        }
+    }
+
+    /// The `n` best candidates of `tool`, best first.
+    pub fn candidates(&self, tool: &Tool, n: usize) -> Vec<Candidate> {
+        let features = ToolFeatures::of(tool, &self.noise);
+        let mut scored: Vec<(f32, &Operation)> = self
+            .ops
+            .iter()
+            .map(|said| (features.score(said), said.op))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.index.cmp(&b.1.index)));
+        scored
+            .into_iter()
+            .take(n)
+            .map(|(score, op)| Candidate {
+                operation: op.id.clone(),
+                method: op.method.clone(),
+                template: op.template.clone(),
+                score: (score * 10.0).round() / 10.0,
+            })
+            .collect()
+    }
+
+    /// The `unmapped` defect of a tool, with its three best candidates.
+    pub(super) fn unmapped(&self, tool: &Tool) -> Defect {
+        let best = self.candidates(tool, 3);
+        let named: Vec<String> = best
+            .iter()
+            .map(|c| format!("{} ({:.1})", c.operation, c.score))
+            .collect();
+        Defect {
+            tool: tool.name.clone(),
+            operation: String::new(),
+            kind: DefectKind::Unmapped,
+            field: String::new(),
+            expected: Some(match named.is_empty() {
+                true => "an operation".into(),
+                false => format!("an operation: {}", named.join(", ")),
+            }),
+            declared: Some("no map entry, _meta or operationId name".into()),
+            candidates: best,
+        }
     }
 }
 
-/// The `n` best candidates of `tool` among the catalog's `tools` (whose shared name tokens,
-/// such as Slack's `slack_` prefix, say nothing about any one tool).
-pub fn candidates(contract: &Contract, tools: &[Tool], tool: &Tool, n: usize) -> Vec<Candidate> {
-    rank(contract, tool, &noise(tools), n)
-}
-
 /// Name tokens shared by more than half the catalog's tools.
-pub(super) fn noise(tools: &[Tool]) -> HashSet<String> {
+fn noise(tools: &[Tool]) -> HashSet<String> {
     let mut counts = std::collections::HashMap::<String, usize>::new();
     for tool in tools {
         let unique: HashSet<String> = tokens(&tool.name).into_iter().collect();
@@ -66,30 +125,10 @@ pub(super) fn noise(tools: &[Tool]) -> HashSet<String> {
         .collect()
 }
 
-fn rank(contract: &Contract, tool: &Tool, noise: &HashSet<String>, n: usize) -> Vec<Candidate> {
-    let features = ToolFeatures::of(tool, noise);
-    let mut scored: Vec<(f32, &Operation)> = contract
-        .operations()
-        .iter()
-        .map(|op| (features.score(op), op))
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.index.cmp(&b.1.index)));
-    scored
-        .into_iter()
-        .take(n)
-        .map(|(score, op)| Candidate {
-            operation: op.id.clone(),
-            method: op.method.clone(),
-            template: op.template.clone(),
-            score: (score * 10.0).round() / 10.0,
-        })
-        .collect()
-}
-
 /// A map of best guesses for the tools `mapping` does not map (and no `_meta` or name ties),
 /// as TOML, each with its next candidates as comments.
 pub fn suggest_map(contract: &Contract, tools: &[Tool], mapping: &Mapping) -> String {
-    let noise = noise(tools);
+    let mapper = Mapper::new(contract, tools);
     let mut out = String::from(
         "# Suggested by `driftwatch tools --suggest-map`: each tool's best-scoring operation, from\n\
          # its name, description and arguments. Confirm every line against what the MCP server\n\
@@ -111,7 +150,7 @@ pub fn suggest_map(contract: &Contract, tools: &[Tool], mapping: &Mapping) -> St
             true => tool.name.clone(),
             false => toml::Value::String(tool.name.clone()).to_string(),
         };
-        for (i, c) in rank(contract, tool, &noise, 3).iter().enumerate() {
+        for (i, c) in mapper.candidates(tool, 3).iter().enumerate() {
             let value = toml::Value::String(c.operation.clone()).to_string();
             let line = format!("{key} = {value}");
             let why = format!("# {:.1}: {} {}", c.score, c.method, c.template);
@@ -224,20 +263,8 @@ impl ToolFeatures {
         }
     }
 
-    fn score(&self, op: &Operation) -> f32 {
-        let literal: Vec<&str> = op
-            .template
-            .split('/')
-            .filter(|s| !s.is_empty() && !s.contains('{'))
-            .collect();
-        let own: HashSet<String> = words(&op.id)
-            .chain(literal.iter().flat_map(|s| words(s)))
-            .collect();
-        let summary: HashSet<String> = op
-            .summary
-            .as_deref()
-            .map(|s| words(s).collect())
-            .unwrap_or_default();
+    fn score(&self, said: &OperationWords) -> f32 {
+        let (op, own, summary) = (said.op, &said.own, &said.summary);
         let mut score = 0.0;
         for t in &self.name {
             score += if own.contains(t) {

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use driftwatch::catalog::{
-    DefectKind, MappedTool, Mapping, Tool, candidates, check, find_operation, read_tools,
+    DefectKind, MappedTool, Mapper, Mapping, Tool, check, find_operation, read_tools,
 };
 use driftwatch::contract::Contract;
 
@@ -172,12 +172,13 @@ fn server(name: &str, spec: PathBuf) -> Measured {
         top1: 0,
         top3: 0,
     };
+    let mapper = Mapper::new(&c, &tools);
     for tool in &tools {
         let Some(reference) = map.tools.get(&tool.name).and_then(|e| e.operation.as_ref()) else {
             continue;
         };
         let want = &find_operation(&c, reference).unwrap().id;
-        let best = candidates(&c, &tools, tool, 3);
+        let best = mapper.candidates(tool, 3);
         measured.single += 1;
         measured.top1 += usize::from(best[0].operation == *want);
         measured.top3 += usize::from(best.iter().any(|b| b.operation == *want));
