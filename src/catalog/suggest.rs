@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::bind::tokens;
 use super::{Defect, DefectKind, Mapping, Tool};
-use crate::contract::{Contract, Operation};
+use crate::contract::{BodyShape, Contract, Operation};
 use crate::finding::Location;
 
 /// One operation a tool may call, with its score (higher is likelier).
@@ -30,11 +30,13 @@ pub struct Mapper<'c> {
     ops: Vec<OperationWords<'c>>,
 }
 
-/// What an operation says, as words: in its id and path, in its summary.
+/// What an operation says, as words: in its id and path, in its summary; and the names of its
+/// query parameters and body fields (the body a tool fills: JSON, else a form).
 struct OperationWords<'c> {
     op: &'c Operation,
     own: HashSet<String>,
     summary: HashSet<String>,
+    names: Vec<&'c str>,
 }
 
 impl<'c> Mapper<'c> {
@@ -57,6 +59,7 @@ impl<'c> Mapper<'c> {
                         .as_deref()
                         .map(|s| words(s).collect())
                         .unwrap_or_default(),
+                    names: names(op),
                 }
             })
             .collect();
@@ -107,6 +110,17 @@ impl<'c> Mapper<'c> {
             candidates: best,
         }
     }
+}
+
+fn names(op: &Operation) -> Vec<&str> {
+    let fields = match super::expected::body_media(op).map(|m| &*m.shape) {
+        Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
+        _ => &[],
+    };
+    op.params_in(Location::Query)
+        .map(|p| p.name.as_str())
+        .chain(fields.iter().map(|p| p.name.as_str()))
+        .collect()
 }
 
 /// Name tokens shared by more than half the catalog's tools.
@@ -305,11 +319,10 @@ impl ToolFeatures {
                 self.args.contains(&p.name) || words(&p.name).any(|t| self.arg_tokens.contains(&t));
             score += if covered { 1.0 } else { -1.5 };
         }
-        let named = op
-            .params_in(Location::Query)
-            .map(|p| p.name.as_str())
-            .chain(op.body_fields())
-            .filter(|n| self.args.iter().any(|a| a == n))
+        let named = said
+            .names
+            .iter()
+            .filter(|n| self.args.iter().any(|a| a == *n))
             .count();
         score += (named as f32 * 0.5).min(3.0);
         let described = summary.intersection(&self.description).count();

@@ -260,17 +260,6 @@ impl Operation {
             .find(|p| p.location == location && p.name == name)
     }
 
-    /// The names of its body's top-level fields, JSON or form.
-    pub fn body_fields(&self) -> impl Iterator<Item = &str> {
-        let media = self.body.iter().flat_map(|b| &b.media);
-        media
-            .flat_map(|m| match &*m.shape {
-                BodyShape::Object { properties, .. } => properties.as_slice(),
-                _ => &[],
-            })
-            .map(|p| p.name.as_str())
-    }
-
     /// Top-level properties of the JSON body, when its schema is a plain object.
     pub fn body_properties(&self) -> &[Property] {
         let shape = self
