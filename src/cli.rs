@@ -2,6 +2,7 @@
 //! decides exit codes: 0 clean, 1 findings at or above `--fail-on`, 2 usage or load error.
 
 mod annotations;
+mod ca;
 mod check;
 pub mod demo;
 mod diff;
@@ -41,6 +42,8 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Serve the spec's operations as MCP tools, each call audited on its way to the API.
     Mcp(mcp::McpArgs),
+    /// Print the forward proxy's CA certificate (made if missing) and how runtimes trust it.
+    Ca(ca::CaArgs),
     /// Exit 0 if a running sidecar is ready (its /readyz answers 200), else 1: for probes.
     Health(health::HealthArgs),
 }
@@ -55,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Diff(args) => diff::run(&args, &mut std::io::stdout().lock()),
         Command::Tools(args) => tools::run(&args, &mut std::io::stdout().lock()),
         Command::Health(args) => health::run(&args),
+        Command::Ca(args) => ca::run(&args),
         Command::Mcp(args) => mcp::run(&args),
     };
     match result {

@@ -29,6 +29,82 @@ pub struct Config {
     pub events: EventsConfig,
     pub memory: MemoryConfig,
     pub mcp: McpConfig,
+    pub forward: ForwardConfig,
+    /// One table per API (`[[api]]`); none: the one API of `[spec]` and `proxy.upstream`.
+    pub api: Vec<ApiConfig>,
+}
+
+/// What the proxy listener takes: origin-form requests for one API (`reverse`, the default),
+/// or `CONNECT` and absolute-form requests from clients that honour `HTTPS_PROXY` (`forward`).
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyKind {
+    #[default]
+    Reverse,
+    Forward,
+}
+
+impl ProxyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyKind::Reverse => "reverse",
+            ProxyKind::Forward => "forward",
+        }
+    }
+}
+
+/// What the forward proxy does with a host no API serves.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownHosts {
+    /// Pass its bytes on untouched, counted by host.
+    #[default]
+    Tunnel,
+    /// Answer 403.
+    Refuse,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ForwardConfig {
+    /// Where the CA that signs intercepted hosts' certificates lives: `ca.pem` and `ca.key`,
+    /// made on first start (the key mode 0600), or put there by the operator.
+    pub ca_dir: PathBuf,
+    pub unknown_hosts: UnknownHosts,
+    /// PEM CA certificates trusted for the APIs' own certificates, besides the webpki roots:
+    /// the same setting as `upstream_tls.ca_file` (either may be set, not both).
+    pub upstream_ca_file: Option<PathBuf>,
+    /// Tunneled hosts named in `driftwatch_tunnels_total` at most; the rest count as `_other`.
+    pub host_labels: usize,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> ForwardConfig {
+        ForwardConfig {
+            ca_dir: PathBuf::from("driftwatch-ca"),
+            unknown_hosts: UnknownHosts::Tunnel,
+            upstream_ca_file: None,
+            host_labels: 50,
+        }
+    }
+}
+
+/// One API the sidecar audits: its spec, and the hosts (forward) or prefix (reverse) it serves.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    /// The `api` label of its metrics and events.
+    pub name: String,
+    /// A file path, or an `http(s)://` URL to fetch it from.
+    pub spec: String,
+    /// `host:port` the forward proxy intercepts for this API (`host` alone: port 443).
+    pub hosts: Vec<String>,
+    /// Reverse mode: the path prefix that selects this API.
+    pub prefix: Option<String>,
+    /// Where its requests go; in forward mode, by default the host the client asked for.
+    pub upstream: Option<String>,
+    pub base_path: Option<String>,
+    pub write: HashMap<String, WriteSemantics>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -81,7 +157,9 @@ pub struct ProxyConfig {
     pub listen: SocketAddr,
     /// Where requests go: `http://host:port` or `https://host:port`, optionally with a path prefix.
     pub upstream: Option<String>,
+    /// Observe or enforce. (`forward` or `reverse` here is read as `proxy.kind`.)
     pub mode: Mode,
+    pub kind: ProxyKind,
     /// Keep the client's `Host` instead of the upstream's.
     pub preserve_host: bool,
     /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host`.
@@ -292,6 +370,7 @@ impl Default for ProxyConfig {
             listen: ([127, 0, 0, 1], 8080).into(),
             upstream: None,
             mode: Mode::Observe,
+            kind: ProxyKind::Reverse,
             preserve_host: false,
             forwarded_headers: true,
             preserve_header_case: true,
@@ -366,7 +445,8 @@ impl Default for EventsConfig {
 }
 
 /// Sections of the file, for mapping `DRIFTWATCH_SECTION_KEY` to `[section] key`.
-pub(crate) const SECTIONS: [&str; 9] = [
+pub(crate) const SECTIONS: [&str; 10] = [
+    "forward",
     "upstream_tls",
     "spec",
     "proxy",

@@ -4,9 +4,11 @@
 //! the stages of `forward` and is recorded once, at `record`.
 
 mod body;
+pub mod ca;
 mod check;
 mod error;
 mod forward;
+mod front;
 mod headers;
 mod lanes;
 mod late;
@@ -75,6 +77,20 @@ pub struct Sidecar {
     pub(crate) requests: Arc<tokio::sync::Semaphore>,
     /// Whether most recent requests route nowhere (a wrong base path or spec version).
     pub unrouted: Arc<unrouted::Unrouted>,
+    /// The CA that signs intercepted hosts' leaves (`proxy.kind = "forward"` only).
+    ca: Option<Arc<ca::Ca>>,
+    /// Requests for hosts no API serves.
+    tunnels: crate::sink::Tunnels,
+}
+
+/// The CA a forward proxy signs its leaves with; none for a reverse proxy.
+fn forward_ca(settings: &Settings) -> Result<Option<Arc<ca::Ca>>, StartError> {
+    Ok(match settings.proxy.kind {
+        crate::config::ProxyKind::Forward => {
+            Some(Arc::new(ca::Ca::open(&settings.forward.ca_dir)?))
+        }
+        crate::config::ProxyKind::Reverse => None,
+    })
 }
 
 impl Sidecar {
@@ -109,6 +125,8 @@ impl Sidecar {
             ),
             None => None,
         };
+        let ca = forward_ca(&settings)?;
+        let tunnels = crate::sink::Tunnels::new(&mut registry, settings.forward.host_labels);
         let events =
             EventLog::open(&settings.events.output).map_err(|source| StartError::Events {
                 output: settings.events.output.clone(),
@@ -139,6 +157,8 @@ impl Sidecar {
             settings,
             ready: Arc::new(AtomicBool::new(false)),
             unrouted: Default::default(),
+            ca,
+            tunnels,
         })
     }
 
@@ -152,6 +172,11 @@ impl Sidecar {
     /// The shared memory store's health, for `/readyz`; `None` with the local backend.
     pub fn store_health(&self) -> Option<Arc<StoreHealth>> {
         self.store.as_ref().map(|s| s.health.clone())
+    }
+
+    /// Whether the forward proxy ends TLS for `host` and audits its requests: an API serves it.
+    fn intercepts(&self, host: &crate::settings::HostPort) -> bool {
+        self.settings.forward.hosts.contains(host)
     }
 
     /// The spec in force. A request takes it once and keeps it to its end.

@@ -4,6 +4,7 @@
 //! is refused here, naming its key and the source that set it; nothing downstream parses,
 //! checks or edits a setting again.
 
+mod forward;
 mod upstream;
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use http::HeaderName;
 
+pub use forward::{ForwardSettings, HostPort};
 pub use upstream::Upstream;
 
 use crate::config::{
@@ -45,6 +47,8 @@ pub struct Settings {
     /// The admin listener's bounds.
     pub admin_bounds: Bounds,
     pub mcp: McpSettings,
+    /// The forward proxy's CA, hosts and unknown hosts (read when `proxy.kind` is forward).
+    pub forward: ForwardSettings,
 }
 
 /// `driftwatch mcp`'s listener and the bounds on a message before it is parsed.
@@ -109,6 +113,7 @@ pub struct SpecSettings {
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
     pub listen: SocketAddr,
+    pub kind: crate::config::ProxyKind,
     /// `None` only where no proxy runs (`check`); `serve` refuses to start without one.
     pub upstream: Option<Upstream>,
     pub preserve_host: bool,
@@ -221,9 +226,12 @@ impl Settings {
             (None, None) => Ok(None),
             _ => Err(fail(key, format!("{what} go together"))),
         };
+        let (c, hosts) = forward::fold(c, &fail)?;
+        let c = &c;
         let policy = policy(c, &fail)?;
         let proxy = ProxySettings {
             listen: c.proxy.listen,
+            kind: c.proxy.kind,
             upstream: match &c.proxy.upstream {
                 Some(url) => {
                     Some(Upstream::parse(url).map_err(|e| fail("proxy.upstream", e.to_string()))?)
@@ -328,7 +336,9 @@ impl Settings {
             hash_key: hash_key(c, &fail)?,
             shared: shared_store(c, &fail)?,
         };
+        let forward = forward::forward(c, &hosts, proxy.upstream.as_ref(), &fail)?;
         Ok(Settings {
+            forward,
             spec: spec(c, &fail)?,
             proxy,
             upstream_tls: c.upstream_tls.clone(),

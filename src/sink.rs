@@ -6,7 +6,9 @@ mod events;
 mod metrics;
 mod process;
 mod recent;
+mod tunnels;
 
 pub use events::{Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS};
 pub use metrics::{LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};
+pub use tunnels::{Tunnel, Tunnels};

@@ -16,6 +16,8 @@ mod integration {
     pub mod exits;
     pub mod fidelity;
     pub mod first_contact;
+    pub mod forward_clients;
+    pub mod forward_proxy;
     pub mod fuzz_regressions;
     pub mod generated;
     pub mod generator;

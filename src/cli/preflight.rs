@@ -37,6 +37,18 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         settings.proxy.listen
     )?;
     writeln!(out, "  admin     http://{}", settings.admin.listen)?;
+    if settings.proxy.kind == crate::config::ProxyKind::Forward {
+        let forward = &settings.forward;
+        let hosts: Vec<String> = forward.hosts.iter().map(|h| h.to_string()).collect();
+        let ca = crate::proxy::ca::Ca::open(&forward.ca_dir)?;
+        writeln!(
+            out,
+            "  forward   intercepts {}; other hosts: {:?}; CA {}",
+            hosts.join(", "),
+            forward.unknown_hosts,
+            ca.cert_path().display()
+        )?;
+    }
     writeln!(
         out,
         "  upstream  {}://{}{}",

@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// observe (forward everything) or enforce (refuse harmful requests).
     #[arg(long, value_enum)]
     mode: Option<ModeArg>,
+    /// A forward proxy (`CONNECT` and absolute-form requests, for clients that honour
+    /// HTTPS_PROXY) instead of a reverse one: `proxy.kind = "forward"`.
+    #[arg(long)]
+    forward: bool,
     /// `off` forwards everything unaudited (the pass-through baseline).
     #[arg(long, value_enum)]
     audit: Option<Switch>,
@@ -107,6 +111,9 @@ impl ServeArgs {
         }
         if let Some(m) = self.mode {
             out.push(("proxy.mode", "--mode", text(m.as_str())));
+        }
+        if self.forward {
+            out.push(("proxy.kind", "--forward", text("forward")));
         }
         if let Some(switch) = self.audit {
             let on = toml::Value::Boolean(matches!(switch, Switch::On));
@@ -187,7 +194,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         rev.log_warnings();
         tracing::info!(
             listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.settings.upstream()?.authority,
-            mode = sidecar.settings.policy.mode.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
+            mode = sidecar.settings.policy.mode.as_str(), kind = sidecar.settings.proxy.kind.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
             operations = rev.spec.operations, "driftwatch serving"
         );
         serve(proxy, admin, Arc::new(sidecar), shutdown_signal()).await?;

@@ -136,8 +136,20 @@ impl Merged {
             file: path.into(),
             reason: e.to_string(),
         };
-        toml::from_str::<Config>(&text).map_err(shape)?;
         self.table = toml::from_str(&text).map_err(shape)?;
+        if let Some(toml::Value::Table(proxy)) = self.table.get_mut("proxy")
+            && let Some(mode) = proxy.remove("mode")
+        {
+            proxy.insert(kind_alias("proxy", "mode", &mode).into(), mode);
+        }
+        if let Err(e) = Config::deserialize(toml::Value::Table(self.table.clone())) {
+            // toml's own reading of the text says where (line and column), when it fails too.
+            toml::from_str::<Config>(&text).map_err(shape)?;
+            return Err(ConfigError::File {
+                file: path.into(),
+                reason: e.to_string(),
+            });
+        }
         let lines = key_lines(&text);
         for (section, value) in &self.table {
             let Some(keys) = value.as_table() else {
@@ -164,6 +176,7 @@ impl Merged {
         value: toml::Value,
         origin: Origin,
     ) -> Result<(), ConfigError> {
+        let key = kind_alias(section, key, &value);
         let name = format!("{section}.{key}");
         let mut alone = toml::Table::new();
         alone.insert(section.into(), one(key, value.clone()));
@@ -194,6 +207,16 @@ impl Merged {
         }
         self.origins.0.insert(name, origin);
         Ok(())
+    }
+}
+
+/// `proxy.mode = "forward"` (or `"reverse"`) as `proxy.kind`: the mode is observe or enforce,
+/// but "forward mode" is what proxies (mitmproxy's `--mode`) and our users call the other.
+fn kind_alias<'k>(section: &str, key: &'k str, value: &toml::Value) -> &'k str {
+    let listener = matches!(value.as_str(), Some("forward" | "reverse"));
+    match (section, key) {
+        ("proxy", "mode") if listener => "kind",
+        _ => key,
     }
 }
 

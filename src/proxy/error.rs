@@ -140,4 +140,7 @@ pub enum StartError {
         output: crate::sink::EventOutput,
         source: std::io::Error,
     },
+    /// The forward proxy's CA cannot be read or made: fix `forward.ca_dir` or what is in it.
+    #[error("forward.ca_dir: {0}")]
+    Ca(#[from] super::ca::CaError),
 }

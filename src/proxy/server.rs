@@ -7,20 +7,27 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hyper::service::service_fn;
+use std::convert::Infallible;
+use std::pin::Pin;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
 
 use super::Sidecar;
 use super::error::StartError;
-use super::forward::handle;
+use super::forward::{ResponseBody, handle};
+use super::front::{After, Door, Front};
 use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
 use super::pool::Pool;
 use super::upstream::{read_certs, read_key};
+use crate::config::ProxyKind;
 use crate::listener::{Accepted, Activity, Counted, Held, Listener, ended, watched};
 
 /// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
@@ -177,27 +184,18 @@ async fn serve(
     watcher: Watcher,
 ) {
     let Accepting { tls, builder } = accepting;
-    let from = Peer::new(peer, tls.is_some());
     let activity = stream.activity();
-    let metrics = s.clone();
-    let service = service_fn(move |req| {
-        let in_flight = activity.begin();
-        let (s, pool, from) = (s.clone(), pool.clone(), from.clone());
-        async move {
-            // A place among the requests in flight, held to the response's last byte: only
-            // an HTTP/2 connection's extra streams ever wait for one.
-            let Ok(place) = s.requests.clone().acquire_owned().await else {
-                unreachable!("the requests' semaphore is never closed");
-            };
-            let response = handle(s, pool, req, from).await;
-            drop(in_flight);
-            response.map(|r| r.map(|body| Held::new(body, place)))
-        }
+    let after = After::default();
+    let front = (s.settings.proxy.kind == ProxyKind::Forward).then(|| Front {
+        after: after.clone(),
+        builder: builder.clone(),
+        inner: Requests::new(&s, &pool, Peer::new(peer, true), &activity, None),
     });
+    let service = Requests::new(&s, &pool, Peer::new(peer, tls.is_some()), &activity, front);
     let served = match tls {
         Some(acceptor) => match acceptor.accept(stream).await {
             Ok(stream) => {
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 watcher.watch(conn.into_owned()).await
             }
             Err(e) => {
@@ -206,11 +204,80 @@ async fn serve(
             }
         },
         None => {
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             watcher.watch(conn.into_owned()).await
         }
     };
     if let Err(e) = served {
-        ended(&*e, "proxy", &metrics.limit_hits(), peer);
+        ended(&*e, "proxy", &s.limit_hits(), peer);
+    }
+    // A CONNECT's tunnel, or the connection inside it, on the socket hyper handed over.
+    after.run().await;
+}
+
+/// Every request of a connection: a place among the requests in flight, held to the
+/// response's last byte (only an HTTP/2 connection's extra streams ever wait for one), then the
+/// forward proxy's front (`CONNECT`, a host no API serves) or the request path.
+#[derive(Clone)]
+pub(super) struct Requests {
+    s: Arc<Sidecar>,
+    pool: Arc<Pool>,
+    from: Peer,
+    activity: Arc<Activity>,
+    front: Option<Box<Front>>,
+}
+
+impl Requests {
+    fn new(
+        s: &Arc<Sidecar>,
+        pool: &Arc<Pool>,
+        from: Peer,
+        activity: &Arc<Activity>,
+        front: Option<Front>,
+    ) -> Requests {
+        Requests {
+            s: s.clone(),
+            pool: pool.clone(),
+            from,
+            activity: activity.clone(),
+            front: front.map(Box::new),
+        }
+    }
+}
+
+type Answer = Response<Held<ResponseBody, OwnedSemaphorePermit>>;
+
+impl hyper::service::Service<Request<Incoming>> for Requests {
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.begin();
+        let Requests {
+            s,
+            pool,
+            from,
+            front,
+            ..
+        } = self.clone();
+        Box::pin(async move {
+            let Ok(place) = s.requests.clone().acquire_owned().await else {
+                unreachable!("the requests' semaphore is never closed");
+            };
+            let door = match &front {
+                Some(_) => Front::door(&s, &req),
+                None => Door::Api,
+            };
+            let response = match (door, front) {
+                (Door::Connect(host), Some(front)) => front.connect(&s, req, host).await,
+                (Door::Pass(host), Some(front)) => front.pass(&s, req, host).await,
+                _ => match handle(s, pool, req, from).await {
+                    Ok(response) => response,
+                },
+            };
+            drop(in_flight);
+            Ok(response.map(|body| Held::new(body, place)))
+        })
     }
 }

@@ -98,7 +98,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     dw.stop().await;
     assert_eq!(
         families.len(),
-        36,
+        37,
         "every metric driftwatch registers: {families:?}"
     );
 

@@ -22,11 +22,16 @@ pub struct Pki {
     pub ca_pem: std::path::PathBuf,
     pub cert_pem: std::path::PathBuf,
     pub key_pem: std::path::PathBuf,
-    acceptor: tokio_rustls::TlsAcceptor,
+    pub acceptor: tokio_rustls::TlsAcceptor,
 }
 
 /// A test CA and a `localhost` server certificate it signed, written to a temp dir.
 pub fn pki(name: &str) -> Pki {
+    pki_for(name, &["localhost"])
+}
+
+/// A test CA and a server certificate it signed for `names` (a name or an IP address each).
+pub fn pki_for(name: &str, names: &[&str]) -> Pki {
     let dir = std::env::temp_dir().join(format!("driftwatch-tls-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -36,7 +41,8 @@ pub fn pki(name: &str) -> Pki {
         .push(DnType::CommonName, "driftwatch test CA");
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
     let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["localhost".to_string()])
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let cert = CertificateParams::new(names)
         .unwrap()
         .signed_by(&key, &ca)
         .unwrap();

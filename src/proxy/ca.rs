@@ -1,0 +1,286 @@
+//! The forward proxy's certificate authority: `ca.pem` and `ca.key` in `forward.ca_dir`, made
+//! on first start (the directory 0700, the key 0600) or put there by the operator, and the leaf
+//! certificate it signs for each host it intercepts, minted on first use and kept.
+//!
+//! Only hosts an API serves are ever intercepted, so the leaves kept are bounded by the
+//! config. A leaf gets its own key (never the CA's), a random serial, an IP SAN for an IP
+//! host (clients send no SNI for one, so the host comes from the `CONNECT` authority) and a
+//! DNS SAN otherwise. The CA's key is read into rcgen's `KeyPair` and never written anywhere
+//! else: `Ca`'s `Debug` shows the certificate's path alone, and no error holds key bytes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SerialNumber,
+};
+use rustls::ServerConfig;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use time::OffsetDateTime;
+
+/// A leaf is made again after this, well inside its validity.
+const LEAF_REFRESH: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a leaf is valid (and how far back, for clocks behind ours).
+const LEAF_DAYS: i64 = 30;
+/// A made CA's validity.
+const CA_DAYS: i64 = 3650;
+
+pub struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    cert: CertificateDer<'static>,
+    cert_pem: String,
+    path: PathBuf,
+    leaves: Mutex<HashMap<String, Leaf>>,
+}
+
+struct Leaf {
+    config: Arc<ServerConfig>,
+    made: Instant,
+}
+
+impl std::fmt::Debug for Ca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ca").field("cert", &self.path).finish()
+    }
+}
+
+/// Why the CA cannot be used: the operator's to mend (the directory, or what is in it).
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    #[error("cannot make a certificate for `{host}`: {reason}")]
+    Leaf { host: String, reason: String },
+}
+
+impl Ca {
+    /// The CA in `dir`: read if `ca.pem` and `ca.key` are there, else made and written.
+    pub fn open(dir: &Path) -> Result<Ca, CaError> {
+        let (cert, key) = (dir.join("ca.pem"), dir.join("ca.key"));
+        match (cert.exists(), key.exists()) {
+            (true, true) => Ca::read(&cert, &key),
+            (false, false) => Ca::make(dir, &cert, &key),
+            (true, false) => Err(unusable(&key, "is missing beside ca.pem")),
+            (false, true) => Err(unusable(&cert, "is missing beside ca.key")),
+        }
+    }
+
+    /// The CA certificate, PEM: what clients are told to trust.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// Where the CA certificate is.
+    pub fn cert_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The TLS config that presents `host`'s leaf: kept, or minted now.
+    pub fn server_config(&self, host: &str) -> Result<Arc<ServerConfig>, CaError> {
+        let mut leaves = self.leaves.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(leaf) = leaves.get(host)
+            && leaf.made.elapsed() < LEAF_REFRESH
+        {
+            return Ok(leaf.config.clone());
+        }
+        let config = Arc::new(self.mint(host).map_err(|reason| CaError::Leaf {
+            host: host.to_string(),
+            reason,
+        })?);
+        let made = Instant::now();
+        leaves.insert(
+            host.to_string(),
+            Leaf {
+                config: config.clone(),
+                made,
+            },
+        );
+        Ok(config)
+    }
+
+    fn mint(&self, host: &str) -> Result<ServerConfig, String> {
+        let text = |e: rcgen::Error| e.to_string();
+        let mut params = CertificateParams::new(vec![host.to_string()]).map_err(text)?;
+        params.distinguished_name.push(DnType::CommonName, host);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.use_authority_key_identifier_extension = true;
+        params.serial_number = Some(serial());
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(1);
+        params.not_after = now + time::Duration::days(LEAF_DAYS);
+        let key = KeyPair::generate().map_err(text)?;
+        let leaf = params.signed_by(&key, &self.issuer).map_err(text)?;
+        let chain = vec![leaf.der().clone(), self.cert.clone()];
+        let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(chain, der)
+            .map_err(|e| e.to_string())?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    fn read(cert: &Path, key: &Path) -> Result<Ca, CaError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CaError::Io { path, source }
+        };
+        let cert_pem = std::fs::read_to_string(cert).map_err(io(cert))?;
+        let key_pem = std::fs::read_to_string(key).map_err(io(key))?;
+        warn_if_readable(key);
+        // rcgen's messages name what failed to parse, never the key's bytes.
+        let signing = KeyPair::from_pem(&key_pem)
+            .map_err(|e| unusable(key, &format!("not a private key rcgen reads: {e}")))?;
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, signing)
+            .map_err(|e| unusable(cert, &format!("not a CA certificate: {e}")))?;
+        let der = rustls_pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| unusable(cert, &format!("not a PEM certificate: {e}")))?;
+        Ok(Ca::new(issuer, der, cert_pem, cert))
+    }
+
+    fn make(dir: &Path, cert: &Path, key: &Path) -> Result<Ca, CaError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CaError::Io { path, source }
+        };
+        create_private_dir(dir).map_err(io(dir))?;
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(|e| unusable(cert, &e.to_string()))?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "driftwatch forward proxy CA");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "driftwatch");
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        params.serial_number = Some(serial());
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(1);
+        params.not_after = now + time::Duration::days(CA_DAYS);
+        let signing = KeyPair::generate().map_err(|e| unusable(key, &e.to_string()))?;
+        let made = params
+            .self_signed(&signing)
+            .map_err(|e| unusable(cert, &e.to_string()))?;
+        write_private(key, signing.serialize_pem().as_bytes()).map_err(io(key))?;
+        std::fs::write(cert, made.pem()).map_err(io(cert))?;
+        tracing::info!(cert = %cert.display(), "made the forward proxy's CA");
+        let der = made.der().clone();
+        Ok(Ca::new(Issuer::new(params, signing), der, made.pem(), cert))
+    }
+
+    fn new(
+        issuer: Issuer<'static, KeyPair>,
+        cert: CertificateDer<'static>,
+        cert_pem: String,
+        path: &Path,
+    ) -> Ca {
+        Ca {
+            issuer,
+            cert,
+            cert_pem,
+            path: path.to_path_buf(),
+            leaves: Mutex::default(),
+        }
+    }
+}
+
+fn unusable(path: &Path, reason: &str) -> CaError {
+    CaError::Unusable {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+/// A positive 16-byte serial, random as RFC 5280 asks.
+fn serial() -> SerialNumber {
+    let mut bytes: Vec<u8> = (0..16).map(|_| fastrand::u8(..)).collect();
+    bytes[0] &= 0x7f;
+    SerialNumber::from(bytes)
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+/// Written only if nothing is there, readable by this user alone from its first byte.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}
+
+/// A supplied key others can read is the operator's choice (a mounted Secret often is 0644),
+/// said once rather than refused.
+fn warn_if_readable(key: &Path) {
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(key) {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(key = %key.display(), "the CA key is readable by others than its owner");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ca;
+
+    #[test]
+    fn a_made_ca_is_read_back_and_signs_leaves_for_names_and_addresses() {
+        let dir = std::env::temp_dir().join(format!("driftwatch-ca-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let made = Ca::open(&dir).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join("ca.key"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let read = Ca::open(&dir).unwrap();
+        assert_eq!(made.cert_pem(), read.cert_pem());
+        assert!(read.server_config("api.test").is_ok());
+        assert!(read.server_config("127.0.0.1").is_ok());
+        assert!(!format!("{read:?}").contains("PRIVATE"));
+        std::fs::remove_file(dir.join("ca.pem")).unwrap();
+        assert!(
+            Ca::open(&dir)
+                .unwrap_err()
+                .to_string()
+                .contains("missing beside ca.key")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,251 @@
+//! The forward proxy's front door: what a client that honours `HTTPS_PROXY` sends before any
+//! request of the API. A `CONNECT host:port` for a host an API serves is answered 200, its TLS
+//! ended with a leaf for that host from our CA (`ca`), and the requests inside go through the
+//! same request path as the reverse proxy's; a host no API serves is tunneled byte for byte
+//! (or refused, `forward.unknown_hosts`) and counted by host. An absolute-form request
+//! (`GET http://host/path`, a client's plain-HTTP proxy request) is the API's request when an
+//! API serves its host, and passed on to that host otherwise. driftwatch never ends TLS for a
+//! host it has no spec for.
+//!
+//! What a `CONNECT` leaves to do (the tunnel, or the connection inside it) runs on the same
+//! connection once hyper hands its socket over, inside the listener's bounds: the place among
+//! `proxy.max_connections` and the idle cut hold for the tunnel's life.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::conn::auto;
+use tokio::net::TcpStream;
+
+use super::Sidecar;
+use super::forward::ResponseBody;
+use super::problem;
+use super::server::Requests;
+use crate::config::UnknownHosts;
+use crate::settings::HostPort;
+use crate::sink::Tunnel;
+
+type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What a `CONNECT` leaves for its connection to run once hyper hands the socket over.
+#[derive(Clone, Default)]
+pub(super) struct After(Arc<Mutex<Option<Work>>>);
+
+impl After {
+    fn set(&self, work: Work) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(work);
+    }
+
+    /// Run what was left, if anything.
+    pub async fn run(self) {
+        let work = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(work) = work {
+            work.await;
+        }
+    }
+}
+
+/// The forward listener's part of a connection's service.
+#[derive(Clone)]
+pub(super) struct Front {
+    pub after: After,
+    pub builder: auto::Builder<hyper_util::rt::TokioExecutor>,
+    /// The service the requests inside an intercepted tunnel go through.
+    pub inner: Requests,
+}
+
+/// What the front does with a request.
+pub(super) enum Door {
+    /// `CONNECT` to this host.
+    Connect(HostPort),
+    /// Absolute-form, to a host no API serves.
+    Pass(HostPort),
+    /// The API's request: the request path takes it.
+    Api,
+}
+
+impl Front {
+    pub fn door(s: &Sidecar, req: &Request<Incoming>) -> Door {
+        let authority = req.uri().authority().map(|a| a.as_str());
+        if req.method() == Method::CONNECT {
+            return match authority.and_then(|a| HostPort::parse(a, 443)) {
+                Some(host) => Door::Connect(host),
+                None => Door::Api, // no authority: `vet` refuses it as the request path does
+            };
+        }
+        let default = match req.uri().scheme_str() {
+            Some("https") => 443,
+            _ => 80,
+        };
+        match authority.and_then(|a| HostPort::parse(a, default)) {
+            Some(host) if !s.intercepts(&host) => Door::Pass(host),
+            _ => Door::Api,
+        }
+    }
+
+    /// Answer a `CONNECT`, leaving the tunnel or the intercepted connection to `after`.
+    pub async fn connect(
+        &self,
+        s: &Arc<Sidecar>,
+        req: Request<Incoming>,
+        host: HostPort,
+    ) -> Response<ResponseBody> {
+        if s.intercepts(&host) {
+            return self.intercept(s, req, host);
+        }
+        if s.settings.forward.unknown_hosts == UnknownHosts::Refuse {
+            s.tunnels.count(&host.to_string(), Tunnel::Refused);
+            return refused(&host);
+        }
+        let to = match dial(s, &host).await {
+            Ok(to) => to,
+            Err(reason) => {
+                s.tunnels.count(&host.to_string(), Tunnel::Failed);
+                return unreachable(&host, &reason);
+            }
+        };
+        s.tunnels.count(&host.to_string(), Tunnel::Passed);
+        let upgrade = hyper::upgrade::on(req);
+        self.after.set(Box::pin(async move {
+            let Ok(upgraded) = upgrade.await else { return };
+            let mut from = TokioIo::new(upgraded);
+            let mut to = to;
+            let _ = tokio::io::copy_bidirectional(&mut from, &mut to).await;
+        }));
+        established()
+    }
+
+    /// End the client's TLS with a leaf for `host` and serve the requests inside.
+    fn intercept(
+        &self,
+        s: &Arc<Sidecar>,
+        req: Request<Incoming>,
+        host: HostPort,
+    ) -> Response<ResponseBody> {
+        let ca = s.ca.as_ref().expect("a forward proxy has its CA");
+        let config = match ca.server_config(&host.host) {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::error!("{e}");
+                return unreachable(&host, &e.to_string());
+            }
+        };
+        let upgrade = hyper::upgrade::on(req);
+        let (builder, inner) = (self.builder.clone(), self.inner.clone());
+        self.after.set(Box::pin(async move {
+            let Ok(upgraded) = upgrade.await else { return };
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let tls = match acceptor.accept(TokioIo::new(upgraded)).await {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::debug!(%host, "TLS handshake inside CONNECT failed: {e}");
+                    return;
+                }
+            };
+            let served = builder.serve_connection(TokioIo::new(tls), inner).await;
+            if let Err(e) = served {
+                tracing::debug!(%host, "intercepted connection ended: {e}");
+            }
+        }));
+        established()
+    }
+
+    /// Send an absolute-form request for a host no API serves on to that host, untouched
+    /// but for its hop-by-hop headers; or refuse it.
+    pub async fn pass(
+        &self,
+        s: &Arc<Sidecar>,
+        req: Request<Incoming>,
+        host: HostPort,
+    ) -> Response<ResponseBody> {
+        if s.settings.forward.unknown_hosts == UnknownHosts::Refuse {
+            s.tunnels.count(&host.to_string(), Tunnel::Refused);
+            return refused(&host);
+        }
+        match pass_on(s, req, &host).await {
+            Ok(response) => {
+                s.tunnels.count(&host.to_string(), Tunnel::Passed);
+                response
+            }
+            Err(reason) => {
+                s.tunnels.count(&host.to_string(), Tunnel::Failed);
+                unreachable(&host, &reason)
+            }
+        }
+    }
+}
+
+async fn dial(s: &Sidecar, host: &HostPort) -> Result<TcpStream, String> {
+    let timeout = s.settings.proxy.connect_timeout;
+    let address = (host.host.as_str(), host.port);
+    match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
+        Ok(Ok(stream)) => {
+            let _ = stream.set_nodelay(true);
+            Ok(stream)
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no connection within {} ms", timeout.as_millis())),
+    }
+}
+
+async fn pass_on(
+    s: &Sidecar,
+    req: Request<Incoming>,
+    host: &HostPort,
+) -> Result<Response<ResponseBody>, String> {
+    let to = dial(s, host).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(to))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let (mut parts, body) = req.into_parts();
+    super::headers::strip_hop_by_hop(&mut parts.headers, None);
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    let mut sender = sender;
+    let request = Request::from_parts(parts, body);
+    let timeout = s.settings.proxy.request_timeout;
+    let response = match tokio::time::timeout(timeout, sender.send_request(request)).await {
+        Ok(sent) => sent.map_err(|e| e.to_string())?,
+        Err(_) => return Err(format!("no answer within {} ms", timeout.as_millis())),
+    };
+    let stall = s.settings.proxy.body_stall_timeout;
+    let stalls = s.metrics.body_stalls();
+    Ok(response.map(|b| {
+        let b = super::stall::Stalling::new(b, stall, stalls);
+        Either::Left(super::tee::Tee::pass(b))
+    }))
+}
+
+fn established() -> Response<ResponseBody> {
+    Response::new(Either::Right(Full::new(Bytes::new())))
+}
+
+fn refused(host: &HostPort) -> Response<ResponseBody> {
+    let detail =
+        format!("no API of this sidecar serves {host}, and forward.unknown_hosts is \"refuse\"");
+    problem::response(StatusCode::FORBIDDEN, "Host not served", &detail, "", None)
+        .map(|b| Either::Right(Full::new(b)))
+}
+
+fn unreachable(host: &HostPort, reason: &str) -> Response<ResponseBody> {
+    let detail = format!("driftwatch could not reach {host}: {reason}");
+    problem::response(
+        StatusCode::BAD_GATEWAY,
+        "Upstream unreachable",
+        &detail,
+        "",
+        None,
+    )
+    .map(|b| Either::Right(Full::new(b)))
+}

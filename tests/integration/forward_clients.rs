@@ -1,0 +1,179 @@
+//! Clients nobody here wrote, through the forward proxy with nothing but their environment
+//! changed (`HTTPS_PROXY` and the variable that makes them trust driftwatch's CA): Python's
+//! httpx and requests, Node's axios and undici's `ProxyAgent`. Each gets the findings the
+//! reverse proxy reports for the same request (`scripts/forward-clients` installs them under
+//! target/tools/ when missing; Go's client is the github-mcp-server binary, driven end to end
+//! by scripts/real-mcp-servers).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::forward_proxy::{api, forward_config};
+use super::sidecar::{config, sample, scrape, start};
+
+const DRIFTED: &str = "/api/v1/playouts?pageSize=abc&customer_id=7";
+
+/// The clients' directory, installed when missing.
+fn clients() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("bash")
+        .arg(root.join("scripts/forward-clients"))
+        .output()
+        .expect("scripts/forward-clients");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    root.join(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// One client: its name, the program and arguments that fetch `url` and print the status and
+/// the `driftwatch-findings` header on two lines, and how it is told to trust a CA file.
+struct Client {
+    name: &'static str,
+    program: PathBuf,
+    script: &'static str,
+    trust: &'static [&'static str],
+}
+
+fn all(dir: &Path) -> Vec<Client> {
+    let python = dir.join("venv/bin/python");
+    vec![
+        Client {
+            name: "httpx",
+            program: python.clone(),
+            script: "import httpx, sys\n\
+                     r = httpx.get(sys.argv[1])\n\
+                     print(r.status_code); print(r.headers.get('driftwatch-findings', ''))",
+            trust: &["SSL_CERT_FILE"],
+        },
+        Client {
+            name: "requests",
+            program: python,
+            script: "import requests, sys\n\
+                     r = requests.get(sys.argv[1])\n\
+                     print(r.status_code); print(r.headers.get('driftwatch-findings', ''))",
+            trust: &["REQUESTS_CA_BUNDLE"],
+        },
+        Client {
+            name: "axios",
+            program: "node".into(),
+            script: "require('axios').get(process.argv[1]).then(r => console.log(r.status + '\\n' + (r.headers['driftwatch-findings'] || '')), e => { console.error(String(e)); process.exit(1) })",
+            trust: &["NODE_EXTRA_CA_CERTS"],
+        },
+        Client {
+            name: "undici ProxyAgent",
+            program: "node".into(),
+            script: "const { ProxyAgent, request } = require('undici');\n\
+                     const via = process.env.HTTPS_PROXY ? { dispatcher: new ProxyAgent(process.env.HTTPS_PROXY) } : {};\n\
+                     request(process.argv[1], via)\n\
+                     .then(async r => { await r.body.text(); console.log(r.statusCode + '\\n' + (r.headers['driftwatch-findings'] || '')) }, e => { console.error(String(e)); process.exit(1) })",
+            trust: &["NODE_EXTRA_CA_CERTS"],
+        },
+    ]
+}
+
+fn fetch(client: &Client, dir: &Path, url: &str, proxy: &str, ca: &Path) -> (u16, String) {
+    let mut command = Command::new(&client.program);
+    let flag = if client.program.ends_with("python") {
+        "-c"
+    } else {
+        "-e"
+    };
+    command.arg(flag).arg(client.script).arg(url);
+    for var in [
+        "NO_PROXY",
+        "no_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .env("HTTPS_PROXY", proxy)
+        .env("https_proxy", proxy)
+        .env("NODE_PATH", dir.join("node_modules"));
+    for var in client.trust {
+        command.env(var, ca);
+    }
+    let out = command.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}: {text}{}",
+        client.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = text.lines();
+    let status = lines.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, lines.next().unwrap_or_default().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_node_clients_get_through_the_forward_proxy_what_the_reverse_proxy_finds() {
+    let dir = clients();
+    let api = api("clients").await;
+    let upstream_url = format!("https://localhost:{}", api.up.addr.port());
+    let reverse = start(config(&upstream_url, |c| {
+        c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
+        c.proxy.report_header = true;
+    }))
+    .await;
+    let forward = start(forward_config(&api, |_| {})).await;
+    let proxy = format!("http://{}", forward.addr);
+    let ca = api.ca_dir.join("ca.pem");
+    let reverse_url = format!("http://{}{DRIFTED}", reverse.addr);
+    let clients = all(&dir);
+    // Reverse mode first, with the same clients and no proxy: what each should get.
+    let mut expected = None;
+    for client in &clients {
+        let got = fetch(client, &dir, &reverse_url, "", &ca);
+        assert_eq!(got.0, 200, "{}", client.name);
+        assert!(
+            got.1.contains("unknown_query_param:customer_id"),
+            "{}: {}",
+            client.name,
+            got.1
+        );
+        assert_eq!(
+            expected.get_or_insert(got.1.clone()),
+            &got.1,
+            "{}",
+            client.name
+        );
+    }
+    let expected = expected.unwrap();
+    for client in &clients {
+        let got = fetch(
+            client,
+            &dir,
+            &format!("https://api.test{DRIFTED}"),
+            &proxy,
+            &ca,
+        );
+        assert_eq!(
+            got,
+            (200, expected.clone()),
+            "{} through the forward proxy",
+            client.name
+        );
+    }
+    let m = scrape(forward.admin).await;
+    let series =
+        "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\"}";
+    assert_eq!(sample(&m, series), clients.len() as f64, "{m}");
+    for outcome in ["tunneled", "refused", "failed"] {
+        let series = format!("driftwatch_tunnels_total{{host=\"_other\",outcome=\"{outcome}\"}}");
+        assert_eq!(
+            sample(&m, &series),
+            0.0,
+            "no client went past the audit: {m}"
+        );
+    }
+    assert_eq!(m.matches("driftwatch_tunnels_total{").count(), 3, "{m}");
+    reverse.stop().await;
+    forward.stop().await;
+}

@@ -1,0 +1,258 @@
+//! The forward proxy (`proxy.kind = "forward"`), over real sockets with curl: a `CONNECT` to a
+//! host an API serves is intercepted with a leaf from driftwatch's CA and audited exactly as the
+//! reverse proxy audits the same request; an absolute-form request too; a host no API serves is
+//! tunneled byte for byte (or refused) and counted; an API whose certificate does not verify is
+//! a 502 that forwards nothing; the CA's key shows in no answer, scrape or event.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use driftwatch::config::{ApiConfig, Config, ProxyKind, UnknownHosts};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::sidecar::{Running, config, sample, scrape, start};
+use super::transport::{Pki, pki_for};
+use super::upstream::{self, Upstream, ok};
+use super::util::example;
+
+/// The query the reverse and the forward proxy both audit: a renamed parameter and a type.
+const DRIFTED: &str = "/api/v1/playouts?pageSize=abc&customer_id=7";
+
+/// A TLS mock of the Channels API, the PKI that signed it, and a fresh CA directory.
+pub struct Api {
+    pub up: Upstream,
+    pub pki: Pki,
+    pub ca_dir: PathBuf,
+}
+
+pub async fn api(name: &str) -> Api {
+    let pki = pki_for(&format!("fwd-{name}"), &["localhost", "127.0.0.1"]);
+    let up = upstream::start(ok(), Duration::ZERO, Some(pki.acceptor.clone())).await;
+    let ca_dir =
+        std::env::temp_dir().join(format!("driftwatch-fwd-ca-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ca_dir);
+    Api { up, pki, ca_dir }
+}
+
+/// A forward proxy whose one API, the Channels spec, serves `api.test` (443 and 80) and sends
+/// its requests to the mock; `edit` changes the rest.
+pub fn forward_config(api: &Api, edit: impl FnOnce(&mut Config)) -> Config {
+    let mut c = Config::default();
+    c.proxy.kind = ProxyKind::Forward;
+    c.proxy.report_header = true;
+    c.forward.ca_dir = api.ca_dir.clone();
+    c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
+    c.events.output = "none".into();
+    c.api = vec![ApiConfig {
+        name: "channels".into(),
+        spec: example("channels.openapi.yaml").display().to_string(),
+        hosts: vec!["api.test:443".into(), "api.test:80".into()],
+        upstream: Some(format!("https://127.0.0.1:{}", api.up.addr.port())),
+        ..ApiConfig::default()
+    }];
+    edit(&mut c);
+    c
+}
+
+/// curl's status line and `driftwatch-findings` header, for `args`.
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-D", "-", "--max-time", "20"])
+        .args(args)
+        .output()
+        .expect("curl");
+    let head = String::from_utf8_lossy(&out.stdout).to_string();
+    let responses = head.split("\r\n\r\n").filter(|r| !r.trim().is_empty());
+    // A CONNECT's own `200 Connection established` comes first; the API's answer last.
+    let last = responses.last().unwrap_or_default();
+    let status = last
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let findings = last
+        .lines()
+        .find_map(|l| l.strip_prefix("driftwatch-findings: "))
+        .unwrap_or_default();
+    (status, findings.to_string())
+}
+
+fn ca_pem(dir: &Path) -> String {
+    dir.join("ca.pem").display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_through_connect_and_absolute_form_gets_what_the_reverse_proxy_finds() {
+    let api = api("curl").await;
+    let upstream_url = format!("https://localhost:{}", api.up.addr.port());
+    let reverse = start(config(&upstream_url, |c| {
+        c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
+        c.proxy.report_header = true;
+    }))
+    .await;
+    let forward = start(forward_config(&api, |_| {})).await;
+    let (status, expected) = curl(&[&format!("http://{}{DRIFTED}", reverse.addr)]);
+    assert_eq!(status, 200);
+    assert!(
+        expected.contains("unknown_query_param:customer_id"),
+        "{expected}"
+    );
+    assert!(
+        expected.contains("param_type_mismatch:pageSize"),
+        "{expected}"
+    );
+
+    let proxy = format!("http://{}", forward.addr);
+    let ca = ca_pem(&api.ca_dir);
+    let tunneled = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        &ca,
+        &format!("https://api.test{DRIFTED}"),
+    ]);
+    assert_eq!(tunneled, (200, expected.clone()), "CONNECT, intercepted");
+    let h1 = curl(&[
+        "--http1.1",
+        "-x",
+        &proxy,
+        "--cacert",
+        &ca,
+        &format!("https://api.test{DRIFTED}"),
+    ]);
+    assert_eq!(h1, (200, expected.clone()), "CONNECT, HTTP/1.1 inside");
+    let absolute = curl(&["-x", &proxy, &format!("http://api.test{DRIFTED}")]);
+    assert_eq!(absolute, (200, expected.clone()), "absolute-form");
+
+    let got = api.up.recorded();
+    assert_eq!(got.len(), 4, "each request reached the API once");
+    for r in &got[1..] {
+        assert_eq!(r.target, DRIFTED, "origin-form upstream");
+        assert_eq!(
+            r.header("host"),
+            Some(format!("127.0.0.1:{}", api.up.addr.port()).as_str())
+        );
+    }
+    let m = scrape(forward.admin).await;
+    let requests =
+        "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\"}";
+    assert_eq!(sample(&m, requests), 3.0, "{m}");
+    assert!(!m.contains("PRIVATE KEY"));
+    stop_all([reverse, forward]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_no_api_serves_is_tunneled_byte_for_byte_and_counted_or_refused() {
+    let api = api("tunnel").await;
+    let echo = echo_server().await;
+    let forward = start(forward_config(&api, |_| {})).await;
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let back = through_connect(forward.addr, echo, &payload).await;
+    assert_eq!(back.0, 200);
+    assert!(back.1 == payload, "the tunnel's bytes came back changed");
+    let m = scrape(forward.admin).await;
+    let series = format!(
+        "driftwatch_tunnels_total{{host=\"127.0.0.1:{}\",outcome=\"tunneled\"}}",
+        echo.port()
+    );
+    assert_eq!(sample(&m, &series), 1.0, "{m}");
+    assert!(api.up.recorded().is_empty(), "nothing went to the API");
+
+    let refusing = start(forward_config(&api, |c| {
+        c.forward.unknown_hosts = UnknownHosts::Refuse
+    }))
+    .await;
+    let refused = through_connect(refusing.addr, echo, b"never sent").await;
+    assert_eq!(refused.0, 403);
+    let m = scrape(refusing.admin).await;
+    let series = series.replace("tunneled", "refused");
+    assert_eq!(sample(&m, &series), 1.0, "{m}");
+    stop_all([forward, refusing]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_whose_certificate_does_not_verify_is_a_502_and_nothing_is_forwarded() {
+    let api = api("untrusted").await;
+    let forward = start(forward_config(&api, |c| c.upstream_tls.ca_file = None)).await;
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "20",
+            "-x",
+            &format!("http://{}", forward.addr),
+        ])
+        .args(["--cacert", &ca_pem(&api.ca_dir), "-w", "\n%{http_code}"])
+        .arg(format!("https://api.test{DRIFTED}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.ends_with("\n502"), "{text}");
+    assert!(
+        text.contains("invalid peer certificate: UnknownIssuer"),
+        "{text}"
+    );
+    assert!(api.up.recorded().is_empty(), "nothing reached the API");
+    forward.stop().await;
+}
+
+/// `CONNECT` to `to`, then `payload` through the tunnel; the status and the bytes that came
+/// back (all of them, for a 200).
+async fn through_connect(
+    proxy: std::net::SocketAddr,
+    to: std::net::SocketAddr,
+    payload: &[u8],
+) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    let head = format!("CONNECT {to} HTTP/1.1\r\nhost: {to}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the CONNECT's answer");
+        got.extend_from_slice(&buf[..n]);
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+    };
+    let status: u16 = String::from_utf8_lossy(&got[9..12]).parse().unwrap();
+    if status != 200 {
+        return (status, Vec::new());
+    }
+    let mut back = got[end..].to_vec();
+    let (mut read, mut write) = stream.into_split();
+    let payload = payload.to_vec();
+    let len = payload.len();
+    let writer = tokio::spawn(async move { write.write_all(&payload).await.unwrap() });
+    while back.len() < len {
+        let n = read.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the tunnel closed early");
+        back.extend_from_slice(&buf[..n]);
+    }
+    writer.await.unwrap();
+    (status, back)
+}
+
+/// A server that sends back every byte it gets.
+async fn echo_server() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = stream.into_split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+async fn stop_all<const N: usize>(running: [Running; N]) {
+    for r in running {
+        r.stop().await;
+    }
+}
