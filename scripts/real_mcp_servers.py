@@ -6,6 +6,11 @@ requests are the mock's count before and after it; its findings are driftwatch's
 between. Prints one JSON report per server and mode, then a summary; exits 1 when an error or
 critical finding is not in the triage (docs/real-mcp-servers.md, TRIAGED below).
 
+A server whose HTTP client honours HTTPS_PROXY (Notion's, through axios) runs a third time,
+unchanged but for its environment (HTTPS_PROXY, NODE_EXTRA_CA_CERTS): driftwatch as a forward
+proxy (`proxy.kind = "forward"`) intercepting the API's real host, the mock serving TLS with a
+certificate of its own CA (made with openssl); that run's findings must be the observe run's.
+
 Usage: python real_mcp_servers.py DRIFTWATCH NODE_MODULES SHARED_SPECS DIRECTORY OUT_DIR
 """
 
@@ -13,6 +18,7 @@ import asyncio
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -160,9 +166,31 @@ def wait_port(port, timeout=20):
     raise SystemExit(f"nothing listens on {port}")
 
 
-def mock_count(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/__count") as r:
+def mock_count(port, ca=None):
+    scheme = "https" if ca else "http"
+    context = ssl.create_default_context(cafile=ca) if ca else None
+    with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/__count", context=context) as r:
         return json.load(r)["requests"]
+
+
+def mock_pki(out_dir):
+    """A CA and a certificate it signed for 127.0.0.1, for the mock to serve TLS with."""
+    d = os.path.join(out_dir, "mock-pki")
+    os.makedirs(d, exist_ok=True)
+    ca, ca_key = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    cert, key, csr = (os.path.join(d, n) for n in ("mock.pem", "mock.key", "mock.csr"))
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True}
+    subprocess.run(["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2",
+                    "-subj", "/CN=mock API CA", "-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign"], **quiet)
+    subprocess.run(["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"], **quiet)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+                    "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext], **quiet)
+    return ca, cert, key
 
 
 def events_since(path, offset):
@@ -202,6 +230,18 @@ def servers(node_modules, shared, directory):
                 ),
             },
             "how": "BASE_URL",
+            # Unchanged but for its environment: axios opens a CONNECT tunnel to the real host.
+            "forward": {
+                "hosts": ["api.notion.com:443"],
+                "env": lambda proxy, ca: {
+                    "HTTPS_PROXY": proxy,
+                    "NODE_EXTRA_CA_CERTS": ca,
+                    "OPENAPI_MCP_HEADERS": json.dumps(
+                        {"Authorization": "Bearer ntn_placeholder", "Notion-Version": "2025-09-03"}
+                    ),
+                },
+                "how": "HTTPS_PROXY (axios), NODE_EXTRA_CA_CERTS",
+            },
         },
         {
             "name": "slack",
@@ -219,8 +259,10 @@ def servers(node_modules, shared, directory):
     ]
 
 
-async def call_all(server, dw_url, mock_port, events_path):
-    env = dict(os.environ, **server["env"](dw_url))
+async def call_all(server_env, command, mock_count_now, events_path):
+    env = {k: v for k, v in os.environ.items() if k.upper() not in ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY")}
+    env.update(server_env)
+    server = {"command": command}
     params = StdioServerParameters(command=server["command"][0], args=server["command"][1:], env=env)
     calls = []
     offset = 0
@@ -231,7 +273,7 @@ async def call_all(server, dw_url, mock_port, events_path):
             for tool in tools:
                 schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None)
                 args = fill(schema or {})
-                before = mock_count(mock_port)
+                before = mock_count_now()
                 try:
                     result = await asyncio.wait_for(session.call_tool(tool.name, args), 30)
                     error = bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
@@ -256,7 +298,7 @@ async def call_all(server, dw_url, mock_port, events_path):
                     {
                         "tool": tool.name,
                         "args": args,
-                        "requests": mock_count(mock_port) - before,
+                        "requests": mock_count_now() - before,
                         "blocked": sum(1 for e in events if e["action"] == "blocked"),
                         "error": error,
                         "text": text if error else "",
@@ -271,7 +313,9 @@ def run(server, mode, driftwatch, out_dir):
     port_file = os.path.join(out_dir, f"{name}.mock-port")
     if os.path.exists(port_file):
         os.remove(port_file)
-    mock = subprocess.Popen([sys.executable, os.path.join(HERE, "spec-mock.py"), server["spec"], port_file])
+    pki = mock_pki(out_dir) if mode == "forward" else None
+    tls = list(pki[1:]) if pki else []
+    mock = subprocess.Popen([sys.executable, os.path.join(HERE, "spec-mock.py"), server["spec"], port_file, *tls])
     deadline = time.time() + 30
     while not os.path.exists(port_file) or not open(port_file).read():
         if time.time() > deadline or mock.poll() is not None:
@@ -281,25 +325,45 @@ def run(server, mode, driftwatch, out_dir):
     listen, admin = free_port(), free_port()
     events = os.path.join(out_dir, f"{name}.events.jsonl")
     open(events, "w").close()
+    proxy = f"http://127.0.0.1:{listen}"
+    common = ["--admin-listen", f"127.0.0.1:{admin}", "--log-format", "text"]
+    if mode == "forward":
+        ca_dir = os.path.join(out_dir, f"{name}-ca")
+        config = os.path.join(out_dir, f"{name}.toml")
+        with open(config, "w") as f:
+            f.write(
+                f'[proxy]\nkind = "forward"\nlisten = "127.0.0.1:{listen}"\n'
+                f'[forward]\nca_dir = {json.dumps(ca_dir)}\nupstream_ca_file = {json.dumps(pki[0])}\n'
+                f'[[api]]\nname = "{server["name"]}"\nspec = {json.dumps(server["spec"])}\n'
+                f'hosts = {json.dumps(server["forward"]["hosts"])}\n'
+                f'upstream = "https://127.0.0.1:{mock_port}"\n'
+            )
+        argv = [driftwatch, "serve", "--config", config, *common]
+        server_env = server["forward"]["env"](proxy, os.path.join(ca_dir, "ca.pem"))
+    else:
+        argv = [driftwatch, "serve", "--spec", server["spec"], "--upstream", f"http://127.0.0.1:{mock_port}",
+                "--listen", f"127.0.0.1:{listen}", "--mode", mode, *common]
+        server_env = server["env"](proxy)
     dw = subprocess.Popen(
-        [
-            driftwatch, "serve", "--spec", server["spec"],
-            "--upstream", f"http://127.0.0.1:{mock_port}",
-            "--listen", f"127.0.0.1:{listen}", "--admin-listen", f"127.0.0.1:{admin}",
-            "--mode", mode, "--log-format", "text",
-        ],
+        argv,
         env=dict(os.environ, DRIFTWATCH_EVENTS_OUTPUT=events),
         stderr=open(os.path.join(out_dir, f"{name}.driftwatch.log"), "w"),
     )
     try:
         wait_port(listen)
-        calls = asyncio.run(call_all(server, f"http://127.0.0.1:{listen}", mock_port, events))
+        count = lambda: mock_count(mock_port, pki[0] if pki else None)
+        calls = asyncio.run(call_all(server_env, server["command"], count, events))
     finally:
         dw.terminate()
         mock.terminate()
         dw.wait()
         mock.wait()
     return calls
+
+
+def seen(calls):
+    """Each call's findings, as (tool, kind, field, severity)."""
+    return sorted({(c["tool"], f["kind"], f["field"], f["severity"]) for c in calls for f in c["findings"]})
 
 
 def summary(server, mode, calls):
@@ -311,7 +375,7 @@ def summary(server, mode, calls):
     return {
         "server": server["name"],
         "package": server["package"],
-        "reached_by": server["how"],
+        "reached_by": server["forward"]["how"] if mode == "forward" else server["how"],
         "mode": mode,
         "tools": len(calls),
         "tools_failed": sum(1 for c in calls if c["error"]),
@@ -329,8 +393,13 @@ def main():
     for server in servers(node_modules, shared, directory):
         if only and server["name"] not in only:
             continue
-        for mode in ("observe", "enforce"):
+        found = {}
+        for mode in ("observe", "enforce") + (("forward",) if "forward" in server else ()):
             calls = run(server, mode, driftwatch, out_dir)
+            found[mode] = seen(calls)
+            if mode == "forward" and found["forward"] != found["observe"]:
+                print(f"{server['name']}: the forward proxy found {found['forward']}, the reverse proxy {found['observe']}")
+                untriaged.append((server["name"], "forward", "differs", "from observe"))
             with open(os.path.join(out_dir, f"{server['name']}-{mode}.json"), "w") as f:
                 json.dump(calls, f, indent=1)
             print(json.dumps(summary(server, mode, calls)), flush=True)

@@ -2,12 +2,14 @@
 routed by the spec's templates (a parameter marked x-multi-segment takes several segments) and
 answered with the first 2xx response's example when the spec has one, else an empty object
 (or no body for a 204). It never judges the request: driftwatch, in front of it, does.
-Usage: python spec-mock.py SPEC PORT_FILE  (binds 127.0.0.1:0 and writes its port to PORT_FILE)
+Usage: python spec-mock.py SPEC PORT_FILE [CERT KEY]  (binds 127.0.0.1:0 and writes its port to
+PORT_FILE; with a PEM certificate and key it serves TLS, as the API itself does)
 """
 
 import gzip
 import json
 import re
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -86,7 +88,7 @@ def routes(doc):
     return table
 
 
-def serve(spec, port_file):
+def serve(spec, port_file, cert=None, key=None):
     table = routes(load(spec))
     count = {"requests": 0}
     lock = threading.Lock()
@@ -124,10 +126,14 @@ def serve(spec, port_file):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(cert, key)
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     with open(port_file, "w") as f:
         f.write(str(server.server_address[1]))
     server.serve_forever()
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2])
+    serve(*sys.argv[1:5])

