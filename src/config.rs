@@ -64,6 +64,15 @@ pub enum UnknownHosts {
     Refuse,
 }
 
+impl UnknownHosts {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnknownHosts::Tunnel => "tunneled",
+            UnknownHosts::Refuse => "refused (403)",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ForwardConfig {

@@ -43,9 +43,9 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         let ca = crate::proxy::ca::Ca::open(&forward.ca_dir)?;
         writeln!(
             out,
-            "  forward   intercepts {}; other hosts: {:?}; CA {}",
+            "  forward   intercepts {}; other hosts: {}; CA {}",
             hosts.join(", "),
-            forward.unknown_hosts,
+            forward.unknown_hosts.as_str(),
             ca.cert_path().display()
         )?;
     }

@@ -256,3 +256,139 @@ async fn stop_all<const N: usize>(running: [Running; N]) {
         r.stop().await;
     }
 }
+
+/// Every sink an operator or a client can read, after a forward proxy intercepted, tunneled
+/// and answered: `driftwatch ca`'s output, `serve --check`'s, the debug log, the event file,
+/// and every admin answer. None holds the CA's key, or any line of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ca_key_appears_in_no_output_log_event_or_answer() {
+    use super::deploy::{log_of, ready};
+    use super::sidecar::admin_get;
+    let api = api("secret").await;
+    let echo = echo_server().await;
+    let bin = env!("CARGO_BIN_EXE_driftwatch");
+    let ca = std::process::Command::new(bin)
+        .args(["ca", "--ca-dir", api.ca_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(ca.status.success());
+    let key = std::fs::read_to_string(api.ca_dir.join("ca.key")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(api.ca_dir.join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let cert = std::fs::read_to_string(api.ca_dir.join("ca.pem")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ca.stdout),
+        cert,
+        "stdout is the certificate"
+    );
+    let events = api.ca_dir.with_extension("events.jsonl");
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (listen, admin) = (free(), free());
+    let env = [
+        ("DRIFTWATCH_PROXY_KIND", "forward".to_string()),
+        (
+            "DRIFTWATCH_FORWARD_CA_DIR",
+            api.ca_dir.display().to_string(),
+        ),
+        (
+            "DRIFTWATCH_UPSTREAM_TLS_CA_FILE",
+            api.pki.ca_pem.display().to_string(),
+        ),
+        ("DRIFTWATCH_EVENTS_OUTPUT", events.display().to_string()),
+        ("DRIFTWATCH_PROXY_REPORT_HEADER", "true".to_string()),
+        ("RUST_LOG", "debug".to_string()),
+    ];
+    let args = [
+        "serve",
+        "--spec",
+        &example("channels.openapi.yaml").display().to_string(),
+        "--upstream",
+        &format!("https://127.0.0.1:{}", api.up.addr.port()),
+        "--listen",
+        &listen.to_string(),
+        "--admin-listen",
+        &admin.to_string(),
+    ]
+    .map(String::from);
+    let check = std::process::Command::new(bin)
+        .args(&args)
+        .arg("--check")
+        .envs(env.clone())
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let child = tokio::process::Command::new(bin)
+        .args(&args)
+        .envs(env)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    ready(admin).await;
+    let proxy = format!("http://{listen}");
+    let ca_file = ca_pem(&api.ca_dir);
+    let host = format!("127.0.0.1:{}", api.up.addr.port());
+    let (status, findings) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        &ca_file,
+        &format!("https://{host}{DRIFTED}"),
+    ]);
+    assert_eq!(status, 200);
+    assert!(findings.contains("customer_id"), "{findings}");
+    assert_eq!(through_connect(listen, echo, b"ping").await.1, b"ping");
+    let mut seen = vec![
+        String::from_utf8_lossy(&ca.stdout).to_string(),
+        String::from_utf8_lossy(&ca.stderr).to_string(),
+        String::from_utf8_lossy(&check.stdout).to_string(),
+        String::from_utf8_lossy(&check.stderr).to_string(),
+    ];
+    for path in [
+        "/metrics",
+        "/findings",
+        "/spec",
+        "/spec/diff",
+        "/readyz",
+        "/healthz",
+    ] {
+        seen.push(String::from_utf8_lossy(&admin_get(admin, path).await.body).to_string());
+    }
+    seen.push(log_of(child).await);
+    seen.push(std::fs::read_to_string(&events).unwrap());
+    assert!(
+        seen[2].contains("forward   intercepts 127.0.0.1:"),
+        "{}",
+        seen[2]
+    );
+    assert!(
+        seen[11].contains("customer_id"),
+        "the event file holds the findings"
+    );
+    // The secret scalar of a PKCS#8 P-256 key is in its first two lines of base64; the last
+    // holds the public key, which the certificate carries too.
+    let key_lines: Vec<&str> = key.lines().filter(|l| !l.starts_with("-----")).take(2).collect();
+    assert_eq!(key_lines.len(), 2);
+    for (i, text) in seen.iter().enumerate() {
+        assert!(!text.contains("PRIVATE KEY"), "sink {i}: {text}");
+        for line in &key_lines {
+            assert!(!text.contains(line), "sink {i} holds a line of the CA key");
+        }
+    }
+}
