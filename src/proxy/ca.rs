@@ -8,14 +8,16 @@
 //! DNS SAN otherwise. The CA's key is read into rcgen's `KeyPair` and never written anywhere
 //! else: `Ca`'s `Debug` shows the certificate's path alone, and no error holds key bytes.
 
+mod issuer;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SerialNumber,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyIdMethod, KeyPair, KeyUsagePurpose, PublicKeyData, SerialNumber,
 };
 use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -143,11 +145,20 @@ impl Ca {
         // rcgen's messages name what failed to parse, never the key's bytes.
         let signing = KeyPair::from_pem(&key_pem)
             .map_err(|e| unusable(key, &format!("not a private key rcgen reads: {e}")))?;
-        let issuer = Issuer::from_ca_cert_pem(&cert_pem, signing)
-            .map_err(|e| unusable(cert, &format!("not a CA certificate: {e}")))?;
-        let der = rustls_pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
-            .map_err(|e| unusable(cert, &format!("not a PEM certificate: {e}")))?;
-        Ok(Ca::new(issuer, der, cert_pem, cert))
+        let der: CertificateDer<'static> =
+            rustls_pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
+                .map_err(|e| unusable(cert, &format!("not a PEM certificate: {e}")))?;
+        let subject = issuer::read(&der)
+            .map_err(|e| unusable(cert, &format!("not a CA certificate driftwatch reads: {e}")))?;
+        if subject.public_key != signing.subject_public_key_info() {
+            return Err(unusable(key, "is not the key of ca.pem beside it"));
+        }
+        let mut params = CertificateParams::default();
+        params.distinguished_name = subject.name;
+        params.key_identifier_method = subject
+            .key_id
+            .map_or(KeyIdMethod::Sha256, KeyIdMethod::PreSpecified);
+        Ok(Ca::new(Issuer::new(params, signing), der, cert_pem, cert))
     }
 
     fn make(dir: &Path, cert: &Path, key: &Path) -> Result<Ca, CaError> {

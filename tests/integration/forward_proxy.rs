@@ -383,12 +383,69 @@ async fn the_ca_key_appears_in_no_output_log_event_or_answer() {
     );
     // The secret scalar of a PKCS#8 P-256 key is in its first two lines of base64; the last
     // holds the public key, which the certificate carries too.
-    let key_lines: Vec<&str> = key.lines().filter(|l| !l.starts_with("-----")).take(2).collect();
+    let key_lines: Vec<&str> = key
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .take(2)
+        .collect();
     assert_eq!(key_lines.len(), 2);
     for (i, text) in seen.iter().enumerate() {
         assert!(!text.contains("PRIVATE KEY"), "sink {i}: {text}");
         for line in &key_lines {
             assert!(!text.contains(line), "sink {i} holds a line of the CA key");
         }
+    }
+}
+
+/// An operator's own CA, made with openssl as operators make one (a subject of C, O and CN;
+/// a SHA-1 subject key identifier), EC and RSA: put in `forward.ca_dir`, it signs the leaves,
+/// and curl (OpenSSL, which finds the issuer by that identifier) trusts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_the_operator_made_with_openssl_signs_leaves_curl_trusts() {
+    for (kind, key) in [
+        (
+            "ec",
+            ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
+        ),
+        (
+            "rsa",
+            ["-newkey", "rsa:2048", "-pkeyopt", "rsa_keygen_bits:2048"],
+        ),
+    ] {
+        let api = api(&format!("operator-{kind}")).await;
+        std::fs::create_dir_all(&api.ca_dir).unwrap();
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-nodes", "-days", "2"])
+            .args(key)
+            .arg("-keyout")
+            .arg(api.ca_dir.join("ca.key"))
+            .arg("-out")
+            .arg(api.ca_dir.join("ca.pem"))
+            .args(["-subj", "/C=NL/O=Example Ops/CN=Example Egress CA"])
+            .args([
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let forward = start(forward_config(&api, |_| {})).await;
+        let proxy = format!("http://{}", forward.addr);
+        let (status, findings) = curl(&[
+            "-x",
+            &proxy,
+            "--cacert",
+            &ca_pem(&api.ca_dir),
+            &format!("https://api.test{DRIFTED}"),
+        ]);
+        assert_eq!(status, 200, "{kind}: curl trusts the leaf");
+        assert!(findings.contains("customer_id"), "{kind}: {findings}");
+        forward.stop().await;
     }
 }
