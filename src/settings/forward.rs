@@ -118,9 +118,13 @@ pub(super) fn fold(c: &Config, fail: &Fail<'_>) -> Result<(Config, Vec<String>),
         c.proxy.upstream = Some(upstream.clone());
     }
     if c.proxy.upstream.is_none()
-        && let Some(first) = api.hosts.first()
+        && let Some(first) = api.hosts.first().and_then(|h| HostPort::parse(h, 443))
     {
-        c.proxy.upstream = Some(format!("https://{first}"));
+        // The host as the client named it; `Host` gets no default port.
+        c.proxy.upstream = Some(match first.port {
+            443 => format!("https://{}", first.to_string().trim_end_matches(":443")),
+            _ => format!("https://{first}"),
+        });
     }
     if api.prefix.is_some() {
         return Err(fail(

@@ -415,3 +415,71 @@ fn the_prometheus_rule_is_the_alert_rules_file_unchanged() {
     assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
     assert_eq!(rule["spec"]["groups"], alerts["groups"]);
 }
+
+/// The forward variant (config/k8s/forward/): the MCP server keeps its URLs and names the
+/// sidecar in HTTPS_PROXY, trusts the CA's certificate and never mounts its key; driftwatch's
+/// config is one it accepts, in forward mode, intercepting the API's host with the Secret's CA.
+#[test]
+fn the_forward_variant_mounts_the_ca_certificate_alone_into_the_mcp_server() {
+    let deployment: yaml_serde::Value =
+        yaml_serde::from_str(&repo_file("config/k8s/forward/deployment.yaml")).unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let mcp = &pod["containers"][0];
+    let env: Vec<(&str, &str)> = mcp["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+        .collect();
+    assert!(
+        env.contains(&("HTTPS_PROXY", "http://127.0.0.1:8080")),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("NODE_EXTRA_CA_CERTS", "/etc/driftwatch-ca/ca.pem")),
+        "{env:?}"
+    );
+    let mounted = mcp["volumeMounts"][0]["name"].as_str().unwrap();
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"].as_str() == Some(mounted))
+        .unwrap();
+    let items: Vec<&str> = volume["secret"]["items"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|i| i["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(items, ["ca.pem"], "the MCP server never gets the CA's key");
+    let dw = &pod["initContainers"][0];
+    assert_eq!(dw["restartPolicy"].as_str(), Some("Always"));
+    assert_eq!(dw["env"][0]["value"].as_str(), Some("127.0.0.1:8080"));
+    let config: yaml_serde::Value =
+        yaml_serde::from_str(&repo_file("config/k8s/forward/configmap.yaml")).unwrap();
+    let toml = config["data"]["driftwatch.toml"].as_str().unwrap();
+    let path = std::env::temp_dir().join(format!("driftwatch-k8s-fwd-{}.toml", std::process::id()));
+    std::fs::write(&path, toml).unwrap();
+    let layers = driftwatch::config::Layers {
+        file: Some(&path),
+        ..Default::default()
+    };
+    let settings = driftwatch::settings::Settings::load(layers).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(settings.proxy.kind, driftwatch::config::ProxyKind::Forward);
+    assert_eq!(
+        settings.forward.ca_dir,
+        std::path::PathBuf::from("/etc/driftwatch-ca")
+    );
+    let hosts: Vec<String> = settings
+        .forward
+        .hosts
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
+    assert_eq!(hosts, ["api.github.com:443"]);
+    assert_eq!(
+        settings.upstream().unwrap().authority.as_str(),
+        "api.github.com"
+    );
+}
