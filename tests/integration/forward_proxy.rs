@@ -79,6 +79,24 @@ fn curl(args: &[&str]) -> (u16, String) {
     (status, findings.to_string())
 }
 
+/// The HTTP version curl spoke for `args` (`2`, `1.1`).
+fn curl_version(args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version}",
+            "--max-time",
+            "20",
+        ])
+        .args(args)
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 fn ca_pem(dir: &Path) -> String {
     dir.join("ca.pem").display().to_string()
 }
@@ -125,10 +143,15 @@ async fn curl_through_connect_and_absolute_form_gets_what_the_reverse_proxy_find
     assert_eq!(h1, (200, expected.clone()), "CONNECT, HTTP/1.1 inside");
     let absolute = curl(&["-x", &proxy, &format!("http://api.test{DRIFTED}")]);
     assert_eq!(absolute, (200, expected.clone()), "absolute-form");
+    let https = "https://api.test/api/v1/channels/7";
+    let h2 = curl_version(&["-x", &proxy, "--cacert", &ca, https]);
+    assert_eq!(h2, "2", "the leaf offers h2, and curl takes it");
+    let h1 = curl_version(&["--http1.1", "-x", &proxy, "--cacert", &ca, https]);
+    assert_eq!(h1, "1.1");
 
     let got = api.up.recorded();
-    assert_eq!(got.len(), 4, "each request reached the API once");
-    for r in &got[1..] {
+    assert_eq!(got.len(), 6, "each request reached the API once");
+    for r in &got[1..4] {
         assert_eq!(r.target, DRIFTED, "origin-form upstream");
         assert_eq!(
             r.header("host"),
