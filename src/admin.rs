@@ -19,7 +19,7 @@ use serde_json::json;
 use sha2::Digest;
 
 use crate::policy::Mode;
-use crate::revision::Revisions;
+use crate::revision::{ReloadError, Revision, Revisions};
 use crate::sink::{Recent, RecentQuery};
 
 /// What the admin listener reads and may trigger.
@@ -125,37 +125,43 @@ async fn answer(
             "not ready\n".into(),
         ),
         "/spec" => {
-            let rev = s.revisions.current();
-            let spec = &rev.spec;
-            let warnings = &rev.contract.warnings;
-            let body = json!({"revision": spec.revision, "openapi": spec.openapi, "operations": spec.operations,
-                              "source": spec.source, "mode": s.mode.as_str(),
-                              "warning_count": warnings.len(),
-                              "warnings": &warnings[..warnings.len().min(200)]});
+            let all = s.revisions.all();
+            let each = |(name, rev): &(Option<String>, Arc<Revision>)| {
+                let (spec, warnings) = (&rev.spec, &rev.contract.warnings);
+                json!({"api": name, "revision": spec.revision, "openapi": spec.openapi,
+                       "operations": spec.operations, "source": spec.source,
+                       "warning_count": warnings.len(),
+                       "warnings": &warnings[..warnings.len().min(200)]})
+            };
+            // The first API's fields at the top, as a sidecar of one API always answered.
+            let mut body = each(&all[0]);
+            body["mode"] = json!(s.mode.as_str());
+            if all.len() > 1 {
+                body["apis"] = all.iter().map(each).collect();
+            }
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         "/spec/reload" if req.method() == http::Method::POST => {
-            match s.revisions.reload("POST /spec/reload").await {
-                Ok(rev) => {
-                    let body = json!({"result": "success", "revision": rev.spec.revision,
-                                      "previous": rev.previous, "changes": rev.changes.len()});
-                    respond(StatusCode::OK, "application/json", body.to_string())
-                }
-                Err(error) => {
-                    let body = json!({"result": "error", "error": error.to_string(),
-                                      "revision": s.revisions.current().spec.revision});
-                    respond(StatusCode::UNPROCESSABLE_ENTITY, "application/json", body.to_string())
-                }
-            }
+            let only = form_urlencoded::parse(query.as_bytes())
+                .find(|(k, _)| k == "api")
+                .map(|(_, v)| v.into_owned());
+            let outcomes = s.revisions.reload("POST /spec/reload", only.as_deref()).await;
+            reloaded(&outcomes, &s.revisions.all())
         }
         "/spec/reload" => respond(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            "POST /spec/reload reloads the spec file\n".into(),
+            "POST /spec/reload reloads the spec file (?api=NAME: that API's alone)\n".into(),
         ),
         "/spec/diff" => {
-            let rev = s.revisions.current();
-            let body = json!({"from": rev.previous, "to": rev.spec.revision, "changes": rev.changes});
+            let all = s.revisions.all();
+            let each = |(name, rev): &(Option<String>, Arc<Revision>)| {
+                json!({"api": name, "from": rev.previous, "to": rev.spec.revision, "changes": rev.changes})
+            };
+            let mut body = each(&all[0]);
+            if all.len() > 1 {
+                body["apis"] = all.iter().map(each).collect();
+            }
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         "/findings" => match parse_query(query) {
@@ -176,6 +182,41 @@ async fn answer(
         ),
     };
     Ok(reply)
+}
+
+/// `POST /spec/reload`'s answer: 200 when every API asked for reloaded, else 422. With one
+/// API, its outcome at the top, as before; with several, each in `apis` as well.
+fn reloaded(
+    outcomes: &crate::revision::Reloaded,
+    all: &[(Option<String>, Arc<Revision>)],
+) -> Response<Full<Bytes>> {
+    let in_force = |name: &Option<String>| {
+        all.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, rev)| rev.spec.revision.clone())
+    };
+    let each =
+        |(name, outcome): &(Option<String>, Result<Arc<Revision>, ReloadError>)| match outcome {
+            Ok(rev) => json!({"api": name, "result": "success", "revision": rev.spec.revision,
+                          "previous": rev.previous, "changes": rev.changes.len()}),
+            Err(error) => json!({"api": name, "result": "error", "error": error.to_string(),
+                             "revision": in_force(name)}),
+        };
+    let Some(first) = outcomes.first() else {
+        let body = json!({"result": "error", "error": "no API of that name"});
+        return respond(StatusCode::NOT_FOUND, "application/json", body.to_string());
+    };
+    let failed = outcomes.iter().any(|(_, o)| o.is_err());
+    let mut body = each(first);
+    if outcomes.len() > 1 {
+        body["result"] = json!(if failed { "error" } else { "success" });
+        body["apis"] = outcomes.iter().map(each).collect();
+    }
+    let status = match failed {
+        true => StatusCode::UNPROCESSABLE_ENTITY,
+        false => StatusCode::OK,
+    };
+    respond(status, "application/json", body.to_string())
 }
 
 fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {

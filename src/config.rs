@@ -108,12 +108,15 @@ pub struct ApiConfig {
     pub spec: String,
     /// `host:port` the forward proxy intercepts for this API (`host` alone: port 443).
     pub hosts: Vec<String>,
-    /// Reverse mode: the path prefix that selects this API.
+    /// Reverse mode: the path prefix that selects this API (taken off before routing and
+    /// sending). Its `hosts` select it by `Host` there too.
     pub prefix: Option<String>,
     /// Where its requests go; in forward mode, by default the host the client asked for.
     pub upstream: Option<String>,
     pub base_path: Option<String>,
     pub write: HashMap<String, WriteSemantics>,
+    /// Observe or enforce for this API, over `proxy.mode`.
+    pub mode: Option<Mode>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -3,6 +3,7 @@
 //! (enforce). Plumbing only: every decision about drift is the core's. A request goes through
 //! the stages of `forward` and is recorded once, at `record`.
 
+mod api;
 mod body;
 pub mod ca;
 mod check;
@@ -31,6 +32,7 @@ use std::sync::atomic::AtomicBool;
 
 use prometheus_client::registry::Registry;
 
+pub use api::Api;
 pub use error::{Fault, ProxyError, StartError};
 pub use server::run;
 pub use source::{Source, fetch};
@@ -38,16 +40,15 @@ pub use store::Health as StoreHealth;
 pub use upstream::{client, read_certs, read_key};
 
 use crate::revision::Revision;
-use crate::settings::{Settings, Upstream};
+use crate::settings::{HostPort, Settings};
 use crate::sink::{Event, EventLog, Metrics, Recent};
 
 /// Everything a request needs, shared by all connections. Built once from validated settings;
 /// the admin listener sees it only through [`crate::revision::Revisions`] and the shared sinks.
 pub struct Sidecar {
-    /// The spec in force; a reload swaps it whole (see [`Sidecar::revision`]).
-    current: arc_swap::ArcSwap<Revision>,
+    /// The APIs served, each with its spec in force (see [`Api::revision`]); never empty.
+    pub apis: Vec<Arc<Api>>,
     pub settings: Settings,
-    upstream: Upstream,
     /// What fetches the spec from `spec.url`; requests go upstream through each serving
     /// thread's `pool::Pool`.
     client: Arc<upstream::UpstreamClient>,
@@ -59,13 +60,6 @@ pub struct Sidecar {
     pub memory: crate::memory::Memory,
     /// The store replicas share the memory through (`memory.backend = "redis"`), if any.
     store: Option<store::Store>,
-    /// `replace_will_drop_field` reported so far: each write and field once.
-    reported: crate::audit::ReportedOnce,
-    /// Held while a reload runs, so that two never race; holds the spec URL's last `ETag`.
-    reloading: tokio::sync::Mutex<reload::Reloading>,
-    /// Reloads started so far, counted under `reloading`'s lock and read before it: a reload
-    /// asked for notes it first, to know whether one started after it asked.
-    reloads_started: std::sync::atomic::AtomicU64,
     /// Response work (audit, memory) done off the async workers after the response went out.
     late: late::LateTasks,
     /// Set once the listener is serving; `/readyz` reports it.
@@ -75,12 +69,34 @@ pub struct Sidecar {
     /// streams of HTTP/2 connections ever wait here; without it, 5 connections of 200 streams
     /// to a slow API opened 1,000 upstream sockets.
     pub(crate) requests: Arc<tokio::sync::Semaphore>,
-    /// Whether most recent requests route nowhere (a wrong base path or spec version).
-    pub unrouted: Arc<unrouted::Unrouted>,
     /// The CA that signs intercepted hosts' leaves (`proxy.kind = "forward"` only).
     ca: Option<Arc<ca::Ca>>,
     /// Requests for hosts no API serves.
     tunnels: crate::sink::Tunnels,
+}
+
+/// Each API with its revision in force, its metrics' series made.
+fn apis(
+    settings: &Settings,
+    revisions: Vec<(Revision, Option<String>)>,
+    metrics: &Metrics,
+) -> Result<Vec<Arc<Api>>, StartError> {
+    let mut apis = Vec::with_capacity(revisions.len());
+    for (index, ((revision, etag), api)) in revisions.into_iter().zip(&settings.apis).enumerate() {
+        let upstream = api.upstream.clone().ok_or_else(|| crate::config::ConfigError::Missing {
+            key: "proxy.upstream".into(),
+            how: "pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM, or an [[api]]'s upstream".into(),
+        })?;
+        let api = Api::new(index, api.clone(), upstream, revision, etag);
+        let spec = &api.revision().spec;
+        metrics.spec(&api.label, &spec.revision, &spec.openapi, spec.operations);
+        metrics.spec_loaded(&api.label, true);
+        metrics.spec_changes(&api.label, 0, 0, 0);
+        metrics.prepare(&api.label, &api.revision().contract);
+        metrics.unrouted_share(&api.label, 0.0);
+        apis.push(Arc::new(api));
+    }
+    Ok(apis)
 }
 
 /// The CA a forward proxy signs its leaves with; none for a reverse proxy.
@@ -99,21 +115,18 @@ impl Sidecar {
         self.metrics.limit_hits()
     }
 
-    /// Assemble the sidecar from validated settings and a compiled contract. The registry is
-    /// the caller's (tests pass a fresh one); metrics are registered in it here.
+    /// Assemble the sidecar from validated settings and each API's compiled spec (with the
+    /// `ETag` of one fetched from a URL, so that the first poll is already conditional), in
+    /// the order of `settings.apis`. The registry is the caller's (tests pass a fresh one);
+    /// metrics are registered in it here.
     pub fn new(
         settings: Settings,
-        revision: Revision,
+        revisions: Vec<(Revision, Option<String>)>,
         mut registry: Registry,
     ) -> Result<Sidecar, StartError> {
-        let upstream = settings.upstream()?.clone();
         let client = upstream::client(&settings)?;
         let metrics = Metrics::new(&mut registry, settings.audit.unknown_param_labels);
-        let spec = &revision.spec;
-        metrics.spec(&spec.revision, &spec.openapi, spec.operations);
-        metrics.spec_loaded(true);
-        metrics.spec_changes(0, 0, 0);
-        metrics.prepare(&revision.contract);
+        let apis = apis(&settings, revisions, &metrics)?;
         let store = match &settings.memory.shared {
             Some(shared) => Some(
                 store::Store::start(shared, &settings.memory, &mut registry).map_err(|e| {
@@ -143,12 +156,8 @@ impl Sidecar {
                 settings.memory.hash_key,
             ),
             store,
-            reported: Default::default(),
             late: late::LateTasks::new(),
-            reloading: Default::default(),
-            reloads_started: Default::default(),
-            current: arc_swap::ArcSwap::from_pointee(revision),
-            upstream,
+            apis,
             client: Arc::new(client),
             registry: Arc::new(registry),
             metrics,
@@ -156,17 +165,9 @@ impl Sidecar {
             events,
             settings,
             ready: Arc::new(AtomicBool::new(false)),
-            unrouted: Default::default(),
             ca,
             tunnels,
         })
-    }
-
-    /// The `ETag` of the spec fetched from `spec.url` at start, so that the first poll is
-    /// already conditional.
-    pub fn with_etag(mut self, tag: Option<String>) -> Sidecar {
-        self.reloading = tokio::sync::Mutex::new(reload::Reloading::new(tag));
-        self
     }
 
     /// The shared memory store's health, for `/readyz`; `None` with the local backend.
@@ -174,19 +175,16 @@ impl Sidecar {
         self.store.as_ref().map(|s| s.health.clone())
     }
 
-    /// Whether the forward proxy ends TLS for `host` and audits its requests: an API serves it.
-    fn intercepts(&self, host: &crate::settings::HostPort) -> bool {
-        self.settings.forward.hosts.contains(host)
+    /// The API whose host the forward proxy ends TLS for, if any: driftwatch never
+    /// intercepts a host it has no spec for.
+    fn intercepts(&self, host: &HostPort) -> Option<&Arc<Api>> {
+        self.apis.iter().find(|api| api.serves(host))
     }
 
-    /// The spec in force. A request takes it once and keeps it to its end.
+    /// The first API's spec in force: the one API of the commands that serve one (`mcp`,
+    /// `demo`). A request takes its API's once and keeps it to its end.
     pub fn revision(&self) -> Arc<Revision> {
-        self.current.load_full()
-    }
-
-    /// Put `next` in force; requests already running keep the revision they started with.
-    fn swap(&self, next: Revision) {
-        self.current.store(Arc::new(next));
+        self.apis[0].revision()
     }
 
     /// A request path as events and logs write it: with its values only under

@@ -117,9 +117,15 @@ impl ReloadError {
 /// What the admin listener may do with the spec: read the revision in force, ask for a reload.
 /// The proxy implements it; the admin listener sees nothing else of the proxy.
 pub trait Revisions: Send + Sync {
-    fn current(&self) -> Arc<Revision>;
+    /// Each API's name (`None`: the one unnamed API) and revision in force, in config order.
+    fn all(&self) -> Vec<(Option<String>, Arc<Revision>)>;
+    /// Reload the API named `only` (every API for `None`); the outcome of each.
     fn reload<'a>(
         &'a self,
         trigger: &'static str,
-    ) -> Pin<Box<dyn Future<Output = Result<Arc<Revision>, ReloadError>> + Send + 'a>>;
+        only: Option<&'a str>,
+    ) -> Pin<Box<dyn Future<Output = Reloaded> + Send + 'a>>;
 }
+
+/// Each API reloaded, by name, and what came of it.
+pub type Reloaded = Vec<(Option<String>, Result<Arc<Revision>, ReloadError>)>;

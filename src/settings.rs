@@ -4,7 +4,7 @@
 //! is refused here, naming its key and the source that set it; nothing downstream parses,
 //! checks or edits a setting again.
 
-mod forward;
+mod apis;
 mod upstream;
 
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-pub use forward::{ForwardSettings, HostPort};
+pub use apis::{ApiSettings, ForwardSettings, HostPort};
 pub use upstream::Upstream;
 
 use crate::config::{
@@ -47,8 +47,11 @@ pub struct Settings {
     /// The admin listener's bounds.
     pub admin_bounds: Bounds,
     pub mcp: McpSettings,
-    /// The forward proxy's CA, hosts and unknown hosts (read when `proxy.kind` is forward).
+    /// The forward proxy's CA and unknown hosts (read when `proxy.kind` is forward).
     pub forward: ForwardSettings,
+    /// Every API served: each `[[api]]`, or the one of `[spec]` and `proxy.upstream`. The
+    /// first is also `spec`, `proxy.upstream` and `policy` above.
+    pub apis: Vec<ApiSettings>,
 }
 
 /// `driftwatch mcp`'s listener and the bounds on a message before it is parsed.
@@ -226,8 +229,8 @@ impl Settings {
             (None, None) => Ok(None),
             _ => Err(fail(key, format!("{what} go together"))),
         };
-        let (c, hosts) = forward::fold(c, &fail)?;
-        let c = &c;
+        let raw = c;
+        let c = &apis::first(raw, &fail)?;
         let policy = policy(c, &fail)?;
         let proxy = ProxySettings {
             listen: c.proxy.listen,
@@ -336,10 +339,19 @@ impl Settings {
             hash_key: hash_key(c, &fail)?,
             shared: shared_store(c, &fail)?,
         };
-        let forward = forward::forward(c, &hosts, proxy.upstream.as_ref(), &fail)?;
+        let spec = spec(c, &fail)?;
+        let first = ApiSettings {
+            name: None,
+            spec: spec.clone(),
+            upstream: proxy.upstream.clone(),
+            hosts: Vec::new(),
+            prefix: None,
+            policy: policy.clone(),
+        };
         Ok(Settings {
-            forward,
-            spec: spec(c, &fail)?,
+            apis: apis::apis(raw, &first, &fail)?,
+            forward: apis::forward(c),
+            spec,
             proxy,
             upstream_tls: c.upstream_tls.clone(),
             admin: c.admin.clone(),

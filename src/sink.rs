@@ -9,6 +9,6 @@ mod recent;
 mod tunnels;
 
 pub use events::{Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS};
-pub use metrics::{LimitHits, Metrics, NO_OPERATION, Outcome, encode};
+pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};
 pub use tunnels::{Tunnel, Tunnels};

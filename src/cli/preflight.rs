@@ -7,30 +7,55 @@
 use std::io::Write;
 
 use crate::revision::Revision;
-use crate::settings::Settings;
+use crate::settings::{ApiSettings, Settings};
 
-/// Read what is left to read, then print what would run.
-pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> anyhow::Result<()> {
+/// Read what is left to read, then print what would run: each API with its spec revision
+/// (`revisions` in the order of `settings.apis`).
+pub fn check(
+    settings: &Settings,
+    revisions: &[Revision],
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     crate::proxy::client(settings)?;
     if let Some((cert, key)) = &settings.proxy.tls {
         crate::proxy::read_certs(cert)?;
         crate::proxy::read_key(key)?;
     }
-    let upstream = settings.upstream()?;
+    for api in &settings.apis {
+        api.upstream
+            .as_ref()
+            .ok_or_else(|| crate::config::ConfigError::Missing {
+                key: "proxy.upstream".into(),
+                how: "pass --upstream, set proxy.upstream or an [[api]]'s upstream".into(),
+            })?;
+    }
+    writeln!(
+        out,
+        "driftwatch serve --check: the config and the spec load"
+    )?;
+    listeners(settings, out)?;
+    let audit = if settings.audit.enabled { "on" } else { "off" };
+    for (api, revision) in settings.apis.iter().zip(revisions) {
+        one_api(api, revision, settings.apis.len() > 1, audit, out)?;
+    }
+    for name in &settings.service_links {
+        writeln!(
+            out,
+            "  ignored   {name} (a Kubernetes service link, not a setting)"
+        )?;
+    }
+    Ok(())
+}
+
+/// The listeners, the forward proxy, the memory and the events: what every API shares.
+fn listeners(settings: &Settings, out: &mut impl Write) -> anyhow::Result<()> {
     let threads = settings.proxy.serving_threads();
     let scheme = if settings.proxy.tls.is_some() {
         "https"
     } else {
         "http"
     };
-    let audit = if settings.audit.enabled { "on" } else { "off" };
     let memory = &settings.memory;
-    let spec = &revision.spec;
-    let warnings = &revision.contract.warnings;
-    writeln!(
-        out,
-        "driftwatch serve --check: the config and the spec load"
-    )?;
     writeln!(
         out,
         "  listen    {scheme}://{} ({threads} serving threads)",
@@ -39,7 +64,12 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
     writeln!(out, "  admin     http://{}", settings.admin.listen)?;
     if settings.proxy.kind == crate::config::ProxyKind::Forward {
         let forward = &settings.forward;
-        let hosts: Vec<String> = forward.hosts.iter().map(|h| h.to_string()).collect();
+        let hosts: Vec<String> = settings
+            .apis
+            .iter()
+            .flat_map(|api| &api.hosts)
+            .map(|h| h.to_string())
+            .collect();
         let ca = crate::proxy::ca::Ca::open(&forward.ca_dir)?;
         writeln!(
             out,
@@ -49,16 +79,6 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
             ca.cert_path().display()
         )?;
     }
-    writeln!(
-        out,
-        "  upstream  {}://{}{}",
-        upstream.scheme, upstream.authority, upstream.prefix
-    )?;
-    writeln!(
-        out,
-        "  mode      {}, audit {audit}",
-        settings.policy.mode.as_str()
-    )?;
     if memory.enabled {
         writeln!(
             out,
@@ -76,13 +96,52 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
         writeln!(out, "  memory    off")?;
     }
     writeln!(out, "  events    {}", settings.events.output)?;
+    Ok(())
+}
+
+/// One API: what selects it, where it goes, its mode, spec, base path, writes and what of its
+/// spec was skipped.
+fn one_api(
+    api: &ApiSettings,
+    revision: &Revision,
+    named: bool,
+    audit: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if named {
+        let hosts: Vec<String> = api.hosts.iter().map(|h| h.to_string()).collect();
+        let by = match (&api.prefix, hosts.is_empty()) {
+            (Some(prefix), _) => format!("prefix {prefix}"),
+            (None, false) => format!("hosts {}", hosts.join(", ")),
+            (None, true) => "every request no other API takes".to_string(),
+        };
+        writeln!(
+            out,
+            "  api       {} ({by})",
+            api.name.as_deref().unwrap_or("default")
+        )?;
+    }
+    if let Some(upstream) = &api.upstream {
+        writeln!(
+            out,
+            "  upstream  {}://{}{}",
+            upstream.scheme, upstream.authority, upstream.prefix
+        )?;
+    }
+    writeln!(
+        out,
+        "  mode      {}, audit {audit}",
+        api.policy.mode.as_str()
+    )?;
+    let spec = &revision.spec;
+    let warnings = &revision.contract.warnings;
     writeln!(
         out,
         "  spec      {}: OpenAPI {}, revision {}, {} operations",
         spec.source, spec.openapi, spec.revision, spec.operations
     )?;
     let base = crate::proxy::unrouted::base_text(
-        settings.spec.contract.base_path.as_deref(),
+        api.spec.contract.base_path.as_deref(),
         &revision.contract,
     );
     writeln!(out, "  base path {base}")?;
@@ -101,12 +160,6 @@ pub fn check(settings: &Settings, revision: &Revision, out: &mut impl Write) -> 
             "  shared id {id}: {} ({})",
             labels.join(", "),
             crate::contract::Contract::SHARED_ID_MEANS
-        )?;
-    }
-    for name in &settings.service_links {
-        writeln!(
-            out,
-            "  ignored   {name} (a Kubernetes service link, not a setting)"
         )?;
     }
     Ok(())

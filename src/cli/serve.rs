@@ -177,8 +177,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     if args.check {
-        let (revision, _) = runtime.block_on(load(&settings, None))?;
-        super::preflight::check(&settings, &revision, &mut std::io::stdout().lock())?;
+        let loaded = runtime.block_on(load_all(&settings, None))?;
+        let revisions: Vec<Revision> = loaded.into_iter().map(|(rev, _)| rev).collect();
+        super::preflight::check(&settings, &revisions, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
     }
     runtime.block_on(async move {
@@ -190,13 +191,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
         };
         let (proxy, admin) = (bind(listen).await?, bind(admin_listen).await?);
-        let rev = sidecar.revision();
-        rev.log_warnings();
-        tracing::info!(
-            listen = %proxy.local_addr()?, admin = %admin.local_addr()?, upstream = %sidecar.settings.upstream()?.authority,
-            mode = sidecar.settings.policy.mode.as_str(), kind = sidecar.settings.proxy.kind.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
-            operations = rev.spec.operations, "driftwatch serving"
-        );
+        for api in &sidecar.apis {
+            let rev = api.revision();
+            rev.log_warnings();
+            tracing::info!(
+                listen = %proxy.local_addr()?, admin = %admin.local_addr()?, api = api.name(), upstream = %api.upstream.authority,
+                mode = api.settings.policy.mode.as_str(), kind = sidecar.settings.proxy.kind.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
+                operations = rev.spec.operations, "driftwatch serving"
+            );
+        }
         serve(proxy, admin, Arc::new(sidecar), shutdown_signal()).await?;
         tracing::info!("drained, exiting");
         Ok(ExitCode::SUCCESS)
@@ -231,42 +234,60 @@ pub async fn serve(
     served
 }
 
-/// Load and compile the spec the settings name (a file or a URL, or given in memory) and
+/// Load and compile each API's spec (a file or a URL, or given in memory for the first) and
 /// assemble a sidecar with a fresh registry.
 pub async fn build(
     settings: Settings,
     embedded: Option<(&Path, &[u8])>,
 ) -> anyhow::Result<Sidecar> {
-    let (revision, etag) = load(&settings, embedded).await?;
-    Ok(Sidecar::new(settings, revision, Registry::default())?.with_etag(etag))
+    let revisions = load_all(&settings, embedded).await?;
+    Ok(Sidecar::new(settings, revisions, Registry::default())?)
 }
 
-/// The spec the settings name (a file or a URL, or given in memory), compiled, and the URL's
+/// Every API's spec, in the order of `settings.apis`; an error names the API when there are
+/// several.
+async fn load_all(
+    settings: &Settings,
+    embedded: Option<(&Path, &[u8])>,
+) -> anyhow::Result<Vec<(Revision, Option<String>)>> {
+    let mut loaded = Vec::with_capacity(settings.apis.len());
+    for (i, api) in settings.apis.iter().enumerate() {
+        let one = load(settings, &api.spec, embedded.filter(|_| i == 0)).await;
+        loaded.push(match (&api.name, one) {
+            (Some(name), Err(e)) if settings.apis.len() > 1 => {
+                return Err(e.context(format!("API `{name}`")));
+            }
+            (_, one) => one?,
+        });
+    }
+    Ok(loaded)
+}
+
+/// The spec `spec` names (a file or a URL, or given in memory), compiled, and the URL's
 /// `ETag` if it came from one.
 async fn load(
     settings: &Settings,
+    spec: &crate::settings::SpecSettings,
     embedded: Option<(&Path, &[u8])>,
 ) -> anyhow::Result<(Revision, Option<String>)> {
-    let (spec, etag) = match (embedded, &settings.spec.source) {
-        (Some((name, bytes)), _) => (Spec::parse_with(name, bytes, &settings.spec.load)?, None),
-        (None, SpecSource::File(path)) => {
-            (Source::File(path.clone()).read(&settings.spec.load)?, None)
-        }
+    let (spec_doc, etag) = match (embedded, &spec.source) {
+        (Some((name, bytes)), _) => (Spec::parse_with(name, bytes, &spec.load)?, None),
+        (None, SpecSource::File(path)) => (Source::File(path.clone()).read(&spec.load)?, None),
         (None, SpecSource::Url(spec_url)) => {
             let url = spec_url.uri.to_string();
             let client = crate::proxy::client(settings)?;
             let timeout = settings.proxy.request_timeout;
-            let max = settings.spec.load.max_bytes;
+            let max = spec.load.max_bytes;
             let (source, etag) = crate::proxy::fetch(&client, timeout, spec_url, None, max)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("{url}: answered 304 to an unconditional GET"))?;
-            (source.read(&settings.spec.load)?, etag)
+            (source.read(&spec.load)?, etag)
         }
         (None, SpecSource::Embedded) => {
             anyhow::bail!("no spec: pass --spec or set spec.path or spec.url")
         }
     };
-    Ok((Revision::compile(&spec, &settings.spec.contract)?, etag))
+    Ok((Revision::compile(&spec_doc, &spec.contract)?, etag))
 }
 
 /// Logs on stderr, filtered by `RUST_LOG` (default `info`): one JSON object per line when
@@ -307,13 +328,17 @@ pub(super) async fn shutdown_signal() {
 /// route nowhere.
 fn ready_detail(sidecar: &crate::proxy::Sidecar) -> Arc<dyn Fn() -> String + Send + Sync> {
     let store = sidecar.store_health();
-    let unrouted = sidecar.unrouted.clone();
+    let unrouted: Vec<_> = sidecar
+        .apis
+        .iter()
+        .map(|api| api.unrouted.clone())
+        .collect();
     Arc::new(move || {
         let lines: Vec<String> = store
             .as_ref()
             .map(|health| health.line())
             .into_iter()
-            .chain(unrouted.warning())
+            .chain(unrouted.iter().filter_map(|u| u.warning()))
             .collect();
         lines.join("\n")
     })

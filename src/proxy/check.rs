@@ -8,9 +8,9 @@ use std::time::{Instant, SystemTime};
 use http::request::Parts;
 use serde_json::json;
 
-use super::Sidecar;
 use super::forward::BodyRead;
 use super::record::Ledger;
+use super::{Api, Sidecar};
 use crate::audit::audit;
 use crate::contract::{Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
@@ -51,7 +51,7 @@ pub(super) fn check<'c>(
         BodyRead::TooLarge => None,
     };
     let started = Instant::now();
-    let audited = audit_request(s, rev, parts, body);
+    let audited = audit_request(s, ledger.api.index, rev, parts, body);
     s.metrics.audit_seconds(started.elapsed().as_secs_f64());
     let Some((operation, mut findings, memory_key, truncated)) = audited else {
         s.metrics.audit_error();
@@ -59,7 +59,7 @@ pub(super) fn check<'c>(
         tracing::error!(method = %parts.method, path, "internal audit error; request forwarded unaudited");
         return Pending::default();
     };
-    watch_routing(s, rev, parts, operation.is_some(), &findings);
+    watch_routing(s, &ledger.api, rev, parts, operation.is_some(), &findings);
     if matches!(read, BodyRead::TooLarge) {
         unaudited_body(s, &mut findings);
     }
@@ -124,15 +124,22 @@ pub(super) async fn compare_with_last_get(
 
 /// Count whether the request routed to an operation (a known path with another method did);
 /// each closed window sets the share metric and the warning.
-fn watch_routing(s: &Sidecar, rev: &Revision, parts: &Parts, found: bool, findings: &[Finding]) {
+fn watch_routing(
+    s: &Sidecar,
+    api: &Api,
+    rev: &Revision,
+    parts: &Parts,
+    found: bool,
+    findings: &[Finding],
+) {
     let routed = found || findings.iter().any(|f| f.kind == Kind::MethodNotAllowed);
-    if let Some(closed) = s.unrouted.record(routed, parts.uri.path()) {
-        s.metrics.unrouted_share(closed.share);
+    if let Some(closed) = api.unrouted.record(routed, parts.uri.path()) {
+        s.metrics.unrouted_share(&api.label, closed.share);
         let base = super::unrouted::base_text(
-            s.settings.spec.contract.base_path.as_deref(),
+            api.settings.spec.contract.base_path.as_deref(),
             &rev.contract,
         );
-        s.unrouted.settle(&closed, &rev.contract, &base);
+        api.unrouted.settle(&closed, &rev.contract, &base);
     }
 }
 
@@ -142,6 +149,7 @@ type Audited<'c> = (Option<&'c Operation>, Vec<Finding>, Option<Key>, bool);
 /// The core's audit, and the resource's memory key; `None` if the audit panicked.
 fn audit_request<'c>(
     s: &Sidecar,
+    api: usize,
     rev: &'c Revision,
     parts: &Parts,
     body: Option<&[u8]>,
@@ -157,11 +165,18 @@ fn audit_request<'c>(
             .filter(|_| s.settings.memory.enabled)
             .and_then(|op| {
                 let credential = view.headers.get(s.settings.memory.scope_header.as_str());
-                resource_key(op, &a.path_values, s.memory.hash_key.scope(credential))
+                let scope = s.memory.hash_key.scope(credential) ^ api_salt(api);
+                resource_key(op, &a.path_values, scope)
             });
         (a.operation, a.findings, key, a.truncated)
     }))
     .ok()
+}
+
+/// What keeps two APIs' resources apart in the memory (and in a shared store): mixed into the
+/// credential scope. The first API's is 0, so a sidecar of one API keeps the keys it had.
+fn api_salt(index: usize) -> u64 {
+    (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// A body too large to read: its findings cannot be known, and one `unaudited` says so.

@@ -16,7 +16,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 
-use super::Sidecar;
 use super::body::{Captured, UpstreamBody, capture};
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
@@ -29,6 +28,7 @@ use super::record::{Ledger, Reply};
 use super::stall::Stalling;
 use super::tee::Tee;
 use super::vet::vet;
+use super::{Api, Sidecar};
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
 
@@ -48,16 +48,17 @@ pub(super) enum BodyRead {
 /// thread that accepted the connection, so that the request never waits on another thread.
 pub async fn handle(
     s: Arc<Sidecar>,
-    pool: Arc<Pool>,
+    api: Arc<Api>,
+    pool: &Pool,
     req: Request<Incoming>,
     peer: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let _in_flight = s.metrics.in_flight();
     // The spec in force when the request arrived; it stays with the request to its end.
-    let rev = s.revision();
+    let rev = api.revision();
     let (mut parts, body) = req.into_parts();
-    let mut ledger = Ledger::open(&s, &mut parts);
-    let reply = match stages(&s, &pool, &rev, &mut ledger, parts, body, &peer).await {
+    let mut ledger = Ledger::open(&s, api, &mut parts);
+    let reply = match stages(&s, pool, &rev, &mut ledger, parts, body, &peer).await {
         Ok(reply) => reply,
         Err(error) => Reply::Failed(error),
     };
@@ -77,11 +78,12 @@ async fn stages<'c>(
     let (read, forward) = read(s, &parts, body).await?;
     let mut pending = check(s, rev, &parts, &read, ledger);
     compare_with_last_get(s, ledger, &mut pending).await;
-    if let Some(refused) = decide(s, ledger) {
+    if let Some(refused) = decide(ledger) {
         return Ok(refused);
     }
-    let request = outgoing(s, parts, forward, peer)?;
-    let response = send(s, pool, request).await?;
+    let upstream = &ledger.api.upstream;
+    let request = outgoing(s, upstream, parts, forward, peer)?;
+    let response = send(s, upstream, pool, request).await?;
     Ok(stream_back(s, rev, ledger, response, pending))
 }
 
@@ -121,9 +123,9 @@ async fn read(
 
 /// Enforce mode: refuse the request when a finding's action is `block` (409 for a silent
 /// clear, else 422), naming each blocked kind once.
-fn decide(s: &Sidecar, ledger: &Ledger<'_>) -> Option<Reply> {
+fn decide(ledger: &Ledger<'_>) -> Option<Reply> {
     let op_id = ledger.operation.map(|op| op.id.as_str());
-    let blocking = s.settings.policy.blocking(op_id, &ledger.findings);
+    let blocking = ledger.api.settings.policy.blocking(op_id, &ledger.findings);
     if blocking.is_empty() {
         return None;
     }
@@ -200,6 +202,7 @@ fn late_work(
     let rate = s.settings.audit.response_sample_rate;
     Some(Late {
         s: s.clone(),
+        api: ledger.api.clone(),
         rev: rev.clone(),
         op: op.index,
         request_id: ledger.request_id.clone(),

@@ -23,10 +23,10 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 
-use super::Sidecar;
 use super::forward::ResponseBody;
 use super::problem;
 use super::server::Requests;
+use super::{Api, Sidecar};
 use crate::config::UnknownHosts;
 use crate::settings::HostPort;
 use crate::sink::Tunnel;
@@ -60,23 +60,36 @@ pub(super) struct Front {
     pub inner: Requests,
 }
 
-/// What the front does with a request.
+/// Where a request goes.
 pub(super) enum Door {
     /// `CONNECT` to this host.
     Connect(HostPort),
     /// Absolute-form, to a host no API serves.
     Pass(HostPort),
-    /// The API's request: the request path takes it.
-    Api,
+    /// This API's request: the request path takes it.
+    Api(Arc<Api>),
+    /// No API serves it: 404.
+    Nowhere,
+}
+
+impl Door {
+    /// An origin-form request's API, by prefix or `Host` (`api::select`).
+    pub fn select(s: &Sidecar, req: &mut Request<Incoming>) -> Door {
+        match super::api::select(&s.apis, req) {
+            Some(api) => Door::Api(api),
+            None => Door::Nowhere,
+        }
+    }
 }
 
 impl Front {
-    pub fn door(s: &Sidecar, req: &Request<Incoming>) -> Door {
+    pub fn door(s: &Sidecar, req: &mut Request<Incoming>) -> Door {
         let authority = req.uri().authority().map(|a| a.as_str());
         if req.method() == Method::CONNECT {
             return match authority.and_then(|a| HostPort::parse(a, 443)) {
                 Some(host) => Door::Connect(host),
-                None => Door::Api, // no authority: `vet` refuses it as the request path does
+                // No authority: the request path's `vet` refuses it.
+                None => Door::select(s, req),
             };
         }
         let default = match req.uri().scheme_str() {
@@ -84,8 +97,11 @@ impl Front {
             _ => 80,
         };
         match authority.and_then(|a| HostPort::parse(a, default)) {
-            Some(host) if !s.intercepts(&host) => Door::Pass(host),
-            _ => Door::Api,
+            Some(host) => match s.intercepts(&host) {
+                Some(api) => Door::Api(api.clone()),
+                None => Door::Pass(host),
+            },
+            None => Door::select(s, req),
         }
     }
 
@@ -96,8 +112,8 @@ impl Front {
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        if s.intercepts(&host) {
-            return self.intercept(s, req, host);
+        if let Some(api) = s.intercepts(&host) {
+            return self.intercept(s, req, host, api.clone());
         }
         if s.settings.forward.unknown_hosts == UnknownHosts::Refuse {
             s.tunnels.count(&host.to_string(), Tunnel::Refused);
@@ -127,6 +143,7 @@ impl Front {
         s: &Arc<Sidecar>,
         req: Request<Incoming>,
         host: HostPort,
+        api: Arc<Api>,
     ) -> Response<ResponseBody> {
         let ca = s.ca.as_ref().expect("a forward proxy has its CA");
         let config = match ca.server_config(&host.host) {
@@ -137,7 +154,7 @@ impl Front {
             }
         };
         let upgrade = hyper::upgrade::on(req);
-        let (builder, inner) = (self.builder.clone(), self.inner.clone());
+        let (builder, inner) = (self.builder.clone(), self.inner.clone().for_api(api));
         self.after.set(Box::pin(async move {
             let Ok(upgraded) = upgrade.await else { return };
             let acceptor = tokio_rustls::TlsAcceptor::from(config);
@@ -225,6 +242,27 @@ async fn pass_on(
         let b = super::stall::Stalling::new(b, stall, stalls);
         Either::Left(super::tee::Tee::pass(b))
     }))
+}
+
+/// 404 for an origin-form request no API serves (several APIs, and neither a prefix nor a
+/// `Host` names one), counted as a client error.
+pub(super) fn no_api<B>(s: &Sidecar, req: &Request<B>) -> Response<ResponseBody> {
+    s.metrics.client_error("no_api");
+    let names: Vec<String> = s
+        .apis
+        .iter()
+        .map(|api| match &api.settings.prefix {
+            Some(prefix) => format!("{} ({prefix})", api.name()),
+            None => api.name().to_string(),
+        })
+        .collect();
+    let detail = format!(
+        "no API of this sidecar serves {}: its APIs are {}",
+        req.uri().path(),
+        names.join(", ")
+    );
+    problem::response(StatusCode::NOT_FOUND, "No API", &detail, "", None)
+        .map(|b| Either::Right(Full::new(b)))
 }
 
 fn established() -> Response<ResponseBody> {

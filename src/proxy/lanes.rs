@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use super::Sidecar;
 use super::error::StartError;
-use super::pool::Pool;
+use super::pool::Pools;
 use super::server::{Accepting, drain, spawn_connection};
 
 /// An accepted connection, with its `proxy.max_connections` place.
@@ -48,7 +48,7 @@ impl Lanes {
         };
         for thread in 1..threads {
             let failed = |source| StartError::Threads { thread, source };
-            let pool = Arc::new(Pool::new(&s.settings, &s.upstream)?);
+            let pool = Arc::new(super::pool::pools(&s.settings, &s.apis)?);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -123,7 +123,7 @@ impl Lanes {
 async fn serve_handed(
     mut handed: mpsc::UnboundedReceiver<Handed>,
     s: &Arc<Sidecar>,
-    pool: &Arc<Pool>,
+    pool: &Arc<Pools>,
     accepting: &Accepting,
     graceful: &GracefulShutdown,
 ) {

@@ -146,6 +146,8 @@ pub(super) struct Remember {
 
 pub(super) struct Late {
     pub s: Arc<Sidecar>,
+    /// The API the request was for.
+    pub api: Arc<super::Api>,
     /// The spec revision the request was audited with.
     pub rev: Arc<super::Revision>,
     /// The routed operation's place in `rev`'s contract (its id may not be unique).
@@ -190,7 +192,7 @@ impl Late {
                 parsed: json.as_ref().map(crate::json::Doc::root),
             };
             findings = audit_response(&rev.contract, op, &view);
-            s.reported.retain_new(&mut findings);
+            self.api.reported.retain_new(&mut findings);
         }
         if let Some(remember) = self.remember.take() {
             let body = json.as_ref().map(crate::json::Doc::root);
@@ -201,7 +203,7 @@ impl Late {
             let path = s.path_text(&rev.contract, self.meta.uri.path());
             record(
                 s,
-                op,
+                (&self.api, op),
                 revision,
                 self.request_id,
                 (self.meta, path),
@@ -256,6 +258,7 @@ impl Late {
         if let Some(snapshot) = remembered {
             let heard = Heard {
                 s: self.s.clone(),
+                api: self.api.clone(),
                 rev: rev.clone(),
                 op: self.op,
                 request_id: self.request_id.clone(),
@@ -297,6 +300,7 @@ impl Late {
 /// A GET's context, for a clear another replica left that this GET confirms.
 struct Heard {
     s: Arc<Sidecar>,
+    api: Arc<super::Api>,
     rev: Arc<super::Revision>,
     op: usize,
     request_id: RequestId,
@@ -318,7 +322,7 @@ impl Heard {
         let meta = (self.meta, path);
         record(
             &self.s,
-            op,
+            (&self.api, op),
             revision,
             self.request_id,
             meta,
@@ -331,7 +335,7 @@ impl Heard {
 /// Count the findings and write one event for them.
 fn record(
     s: &Sidecar,
-    op: &crate::contract::Operation,
+    (api, op): (&super::Api, &crate::contract::Operation),
     revision: String,
     request_id: RequestId,
     (meta, path): (LateMeta, String),
@@ -340,9 +344,10 @@ fn record(
 ) {
     for f in &findings {
         s.metrics
-            .finding(f.operation.as_deref().unwrap_or(&op.id), f);
+            .finding(&api.label, f.operation.as_deref().unwrap_or(&op.id), f);
     }
     let event = Event {
+        api: api.settings.name.clone(),
         at: SystemTime::now(),
         request_id: request_id.as_str().to_owned(),
         traceparent: value_text(meta.traceparent.as_ref()),
@@ -354,7 +359,7 @@ fn record(
         status: Some(status),
         action: "observed",
         error: None,
-        mode: s.settings.policy.mode.as_str(),
+        mode: api.settings.policy.mode.as_str(),
         spec_revision: revision,
         findings: findings
             .into_iter()

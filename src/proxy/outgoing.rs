@@ -16,6 +16,7 @@ use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::pool::Pool;
 use super::upstream::{cause, client_body_failed, root_cause};
+use crate::settings::Upstream;
 
 /// Who sent the request, for `X-Forwarded-For` and `-Proto`: made once per connection, so a
 /// request does not write its client's address out again.
@@ -34,6 +35,7 @@ impl Peer {
 
 pub(super) fn outgoing(
     s: &Sidecar,
+    upstream: &Upstream,
     mut parts: Parts,
     body: UpstreamBody,
     peer: &Peer,
@@ -60,12 +62,12 @@ pub(super) fn outgoing(
     }
     let host = match original_host {
         Some(host) if s.settings.proxy.preserve_host => Some(host),
-        _ => s.upstream.host.clone(),
+        _ => upstream.host.clone(),
     };
     if let Some(host) = host {
         parts.headers.insert(HOST, host);
     }
-    if let Some(basic) = &s.upstream.basic
+    if let Some(basic) = &upstream.basic
         && !parts.headers.contains_key(http::header::AUTHORIZATION)
     {
         parts
@@ -76,8 +78,7 @@ pub(super) fn outgoing(
     if parts.version != Version::HTTP_10 {
         parts.version = Version::HTTP_11;
     }
-    parts.uri = s
-        .upstream
+    parts.uri = upstream
         .target(parts.uri.path_and_query())
         .map_err(ProxyError::BadTarget)?;
     Ok(Request::from_parts(parts, body))
@@ -85,6 +86,7 @@ pub(super) fn outgoing(
 
 pub(super) async fn send(
     s: &Sidecar,
+    upstream: &Upstream,
     pool: &Pool,
     request: Request<UpstreamBody>,
 ) -> Result<Response<Incoming>, ProxyError> {
@@ -92,7 +94,7 @@ pub(super) async fn send(
     let timeout = s.settings.proxy.request_timeout;
     let sent = tokio::time::timeout(timeout, pool.request(request)).await;
     s.metrics.upstream_seconds(started.elapsed().as_secs_f64());
-    let authority = || s.upstream.authority.to_string();
+    let authority = || upstream.authority.to_string();
     match sent {
         Ok(Ok(response)) => Ok(response),
         Ok(Err(e)) if let Some(client) = client_body_failed(&e) => Err(client),

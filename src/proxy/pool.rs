@@ -76,6 +76,16 @@ impl Kept {
     }
 }
 
+/// A serving thread's connections to every API, by the API's index.
+pub type Pools = Vec<Pool>;
+
+/// One pool per API, for one serving thread.
+pub fn pools(settings: &Settings, apis: &[Arc<super::Api>]) -> Result<Pools, StartError> {
+    apis.iter()
+        .map(|api| Pool::new(settings, &api.upstream))
+        .collect()
+}
+
 /// How long a request at the bound waits to be told of a kept connection before it looks
 /// again (a connection becomes ready when its response is read, which nobody announces).
 const LOOK_AGAIN: Duration = Duration::from_millis(5);

@@ -11,12 +11,14 @@ use http::request::Parts;
 use http::{Method, Response, Uri};
 use http_body_util::{Either, Full};
 
-use super::Sidecar;
+use std::sync::Arc;
+
 use super::error::{Fault, ProxyError};
 use super::forward::ResponseBody;
 use super::headers::{RequestId, value_text};
 use super::late::LateMeta;
 use super::problem;
+use super::{Api, Sidecar};
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind};
 use crate::policy::Action;
@@ -45,6 +47,8 @@ pub(super) enum Reply {
 /// What is known of a request so far. Header values and the URI share the request's buffers
 /// (a clone is a reference count): a clean request makes no text for an event it never writes.
 pub(super) struct Ledger<'c> {
+    /// The API the request is for.
+    pub api: Arc<Api>,
     /// The client's id, or the one made for it; returned on the response.
     pub request_id: RequestId,
     method: Method,
@@ -59,7 +63,7 @@ pub(super) struct Ledger<'c> {
 
 impl<'c> Ledger<'c> {
     /// Open the ledger; a request without an id gets one, and the upstream sees it.
-    pub fn open(s: &Sidecar, parts: &mut Parts) -> Ledger<'c> {
+    pub fn open(s: &Sidecar, api: Arc<Api>, parts: &mut Parts) -> Ledger<'c> {
         let name = &s.settings.events.request_id_header;
         let request_id = match parts.headers.get(name).and_then(RequestId::given) {
             Some(id) => id,
@@ -70,6 +74,7 @@ impl<'c> Ledger<'c> {
             }
         };
         Ledger {
+            api,
             request_id,
             method: parts.method.clone(),
             uri: parts.uri.clone(),
@@ -120,12 +125,13 @@ impl<'c> Ledger<'c> {
             let id = self.request_id.value().clone();
             response.headers_mut().insert(name.clone(), id);
         }
-        s.metrics.request(op_id, outcome, response.status());
+        let api = &self.api.label;
+        s.metrics.request(api, op_id, outcome, response.status());
         for kind in &kinds {
-            s.metrics.blocked(op_id, kind.as_str());
+            s.metrics.blocked(api, op_id, kind.as_str());
         }
         for f in &self.findings {
-            s.metrics.finding(op_id, f);
+            s.metrics.finding(api, op_id, f);
         }
         if !self.findings.is_empty() || error.is_some() {
             self.event(s, rev, outcome, response.status().as_u16(), error);
@@ -169,7 +175,7 @@ impl<'c> Ledger<'c> {
         status: u16,
         error: Option<EventError>,
     ) {
-        let policy = &s.settings.policy;
+        let policy = &self.api.settings.policy;
         let operation = self.operation.map(|op| op.id.clone());
         let blocked = |f: &Finding| {
             outcome == Outcome::Blocked && policy.action(operation.as_deref(), f) == Action::Block
@@ -183,6 +189,7 @@ impl<'c> Ledger<'c> {
             })
             .collect();
         let event = Event {
+            api: self.api.settings.name.clone(),
             at: SystemTime::now(),
             request_id: self.request_id.as_str().to_owned(),
             traceparent: value_text(self.traceparent.as_ref()),

@@ -9,22 +9,34 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::Sidecar;
 use super::source::Source;
+use super::{Api, Sidecar};
 use crate::diff::{Class, diff};
-use crate::revision::{ReloadError, Revision, Revisions};
+use crate::revision::{ReloadError, Reloaded, Revision, Revisions};
 use crate::settings::SpecSource;
 
 impl Revisions for Sidecar {
-    fn current(&self) -> Arc<Revision> {
-        self.revision()
+    fn all(&self) -> Vec<(Option<String>, Arc<Revision>)> {
+        let each = |api: &Arc<Api>| (api.settings.name.clone(), api.revision());
+        self.apis.iter().map(each).collect()
     }
 
     fn reload<'a>(
         &'a self,
         trigger: &'static str,
-    ) -> Pin<Box<dyn Future<Output = Result<Arc<Revision>, ReloadError>> + Send + 'a>> {
-        Box::pin(reload(self, trigger))
+        only: Option<&'a str>,
+    ) -> Pin<Box<dyn Future<Output = Reloaded> + Send + 'a>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for api in self
+                .apis
+                .iter()
+                .filter(|a| only.is_none_or(|n| a.name() == n))
+            {
+                out.push((api.settings.name.clone(), reload(self, api, trigger).await));
+            }
+            out
+        })
     }
 }
 
@@ -51,22 +63,22 @@ impl Reloading {
 /// Reloads asked for while one runs are coalesced: each waits for the running one (which may
 /// have read the spec before it changed), then all take the outcome of the next, which one
 /// of them runs. Fifty `POST /spec/reload` at once compile the spec twice, not fifty times.
-pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadError> {
+pub async fn reload(s: &Sidecar, api: &Api, trigger: &str) -> Result<Arc<Revision>, ReloadError> {
     use std::sync::atomic::Ordering::SeqCst;
-    let asked = s.reloads_started.load(SeqCst);
+    let asked = api.reloads_started.load(SeqCst);
     // One reload at a time: two triggers at once must not race each other's swap.
-    let mut state = s.reloading.lock().await;
-    if s.reloads_started.load(SeqCst) > asked {
+    let mut state = api.reloading.lock().await;
+    if api.reloads_started.load(SeqCst) > asked {
         // One started after this was asked for, and has ended: its outcome is this one's.
         return match &state.last {
             Some(Ok(rev)) => Ok(rev.clone()),
             Some(Err(why)) => Err(ReloadError::Shared(why.clone())),
-            None => Ok(s.revision()),
+            None => Ok(api.revision()),
         };
     }
     // Counted under the lock, and read before it by those who ask.
-    s.reloads_started.fetch_add(1, SeqCst);
-    let outcome = reload_now(s, trigger, &mut state.etag).await;
+    api.reloads_started.fetch_add(1, SeqCst);
+    let outcome = reload_now(s, api, trigger, &mut state.etag).await;
     state.last = Some(match &outcome {
         Ok(rev) => Ok(rev.clone()),
         Err(e) => Err(e.to_string()),
@@ -76,52 +88,56 @@ pub async fn reload(s: &Sidecar, trigger: &str) -> Result<Arc<Revision>, ReloadE
 
 async fn reload_now(
     s: &Sidecar,
+    api: &Api,
     trigger: &str,
     etag: &mut Option<String>,
 ) -> Result<Arc<Revision>, ReloadError> {
-    let old = s.revision();
-    let loaded = match read(s, etag).await {
+    let old = api.revision();
+    let name = api.name();
+    let loaded = match read(s, api, etag).await {
         Ok(None) => return Ok(old), // 304: the spec in force is the current one
-        Ok(Some(source)) => compile(s, source).await,
+        Ok(Some(source)) => compile(api, source).await,
         Err(e) => Err(e),
     };
     let mut next = match loaded {
         Ok(next) => next,
         Err(reason) => {
-            s.metrics.spec_loaded(false);
+            s.metrics.spec_loaded(&api.label, false);
             if reason.too_large() {
                 s.metrics.limit_hit("spec_bytes");
             }
-            tracing::error!(trigger, in_force = %old.spec.revision, "spec reload failed, the revision in force stays: {reason}");
+            tracing::error!(trigger, api = name, in_force = %old.spec.revision, "spec reload failed, the revision in force stays: {reason}");
             return Err(reason);
         }
     };
-    s.metrics.spec_loaded(true);
+    s.metrics.spec_loaded(&api.label, true);
     next.log_warnings();
     if next.spec.revision == old.spec.revision {
-        tracing::info!(trigger, revision = %old.spec.revision, "spec reloaded: unchanged");
+        tracing::info!(trigger, api = name, revision = %old.spec.revision, "spec reloaded: unchanged");
         return Ok(old);
     }
     next.changes = diff(&old.contract, &next.contract);
     next.previous = Some(old.spec.revision.clone());
-    report_changes(s, trigger, &old, &next);
-    s.metrics.spec(
-        &next.spec.revision,
-        &next.spec.openapi,
-        next.spec.operations,
-    );
-    s.metrics.prepare(&next.contract);
-    s.swap(next);
-    Ok(s.revision())
+    report_changes(s, api, trigger, &old, &next);
+    let spec = &next.spec;
+    s.metrics
+        .spec(&api.label, &spec.revision, &spec.openapi, spec.operations);
+    s.metrics.prepare(&api.label, &next.contract);
+    api.swap(next);
+    Ok(api.revision())
 }
 
 /// The document to load: the file, or the URL's body (`None`: unchanged, a 304).
-async fn read(s: &Sidecar, etag: &mut Option<String>) -> Result<Option<Source>, ReloadError> {
-    match &s.settings.spec.source {
+async fn read(
+    s: &Sidecar,
+    api: &Api,
+    etag: &mut Option<String>,
+) -> Result<Option<Source>, ReloadError> {
+    match &api.settings.spec.source {
         SpecSource::File(path) => Ok(Some(Source::File(path.clone()))),
         SpecSource::Url(url) => {
             let timeout = s.settings.proxy.request_timeout;
-            let max = s.settings.spec.load.max_bytes;
+            let max = api.settings.spec.load.max_bytes;
             match super::fetch(&s.client, timeout, url, etag.as_deref(), max).await? {
                 None => Ok(None),
                 Some((source, tag)) => {
@@ -135,9 +151,9 @@ async fn read(s: &Sidecar, etag: &mut Option<String>) -> Result<Option<Source>, 
 }
 
 /// Read and compile off the runtime's workers: a large spec takes seconds of CPU.
-async fn compile(s: &Sidecar, source: Source) -> Result<Revision, ReloadError> {
-    let options = s.settings.spec.contract.clone();
-    let load = s.settings.spec.load.clone();
+async fn compile(api: &Api, source: Source) -> Result<Revision, ReloadError> {
+    let options = api.settings.spec.contract.clone();
+    let load = api.settings.spec.load.clone();
     let compiled =
         tokio::task::spawn_blocking(move || Revision::compile(&source.read(&load)?, &options))
             .await;
@@ -148,35 +164,42 @@ async fn compile(s: &Sidecar, source: Source) -> Result<Revision, ReloadError> {
 }
 
 /// Log what changed, and count it by class.
-fn report_changes(s: &Sidecar, trigger: &str, old: &Revision, next: &Revision) {
+fn report_changes(s: &Sidecar, api: &Api, trigger: &str, old: &Revision, next: &Revision) {
     let count = |c: Class| next.changes.iter().filter(|x| x.class == c).count();
     let (breaking, hazard, info) = (
         count(Class::Breaking),
         count(Class::Hazard),
         count(Class::Info),
     );
-    tracing::info!(trigger, from = %old.spec.revision, to = %next.spec.revision, breaking, hazard, info, "spec reloaded");
-    s.metrics.spec_changes(breaking, hazard, info);
+    let name = api.name();
+    tracing::info!(trigger, api = name, from = %old.spec.revision, to = %next.spec.revision, breaking, hazard, info, "spec reloaded");
+    s.metrics.spec_changes(&api.label, breaking, hazard, info);
     for c in &next.changes {
-        tracing::info!(class = %c.class, kind = c.kind, operation = %c.operation, location = c.location,
+        tracing::info!(api = name, class = %c.class, kind = c.kind, operation = %c.operation, location = c.location,
             field = %c.field, from = c.from.as_deref(), to = c.to.as_deref(), "spec change");
     }
 }
 
-/// Poll the spec file's length and modification time (or the spec URL) every
-/// `spec.watch_interval_ms` and reload on a change. Polling, not inotify: Kubernetes updates a mounted ConfigMap by swapping a
-/// symlinked directory, which a watch on the file itself never sees; `metadata` follows the link.
+/// Poll each API's spec file's length and modification time (or its spec URL) every
+/// `spec.watch_interval_ms` and reload that API on a change. Polling, not inotify: Kubernetes
+/// updates a mounted ConfigMap by swapping a symlinked directory, which a watch on the file
+/// itself never sees; `metadata` follows the link.
 pub async fn watch(s: Arc<Sidecar>) {
-    let Some(interval) = s.settings.spec.watch_interval else {
+    let watching = s.apis.iter().map(|api| watch_one(&s, api));
+    futures_join_all(watching).await;
+}
+
+async fn watch_one(s: &Sidecar, api: &Api) {
+    let Some(interval) = api.settings.spec.watch_interval else {
         return;
     };
-    let path = match &s.settings.spec.source {
+    let path = match &api.settings.spec.source {
         SpecSource::File(path) => path.clone(),
         SpecSource::Embedded => return,
         // A URL: ask every interval; an unchanged spec answers 304.
         SpecSource::Url(_) => loop {
             tokio::time::sleep(interval).await;
-            let _ = reload(&s, "poll").await;
+            let _ = reload(s, api, "poll").await;
         },
     };
     let stamp = |path: &std::path::Path| -> Option<(u64, SystemTime)> {
@@ -189,9 +212,22 @@ pub async fn watch(s: Arc<Sidecar>) {
         let now = stamp(&path);
         if now != seen && now.is_some() {
             seen = now;
-            let _ = reload(&s, "file changed").await;
+            let _ = reload(s, api, "file changed").await;
         }
     }
+}
+
+/// Run every future to its end, together on this task.
+async fn futures_join_all<F: Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let mut set: Vec<Pin<Box<F>>> = futures.map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        match set.is_empty() {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Reload on SIGHUP, the usual way to tell a daemon to re-read its files. The handler is
@@ -205,7 +241,9 @@ pub fn on_sighup(s: Arc<Sidecar>) -> impl std::future::Future<Output = ()> {
             return;
         };
         while hup.recv().await.is_some() {
-            let _ = reload(&s, "SIGHUP").await;
+            for api in &s.apis {
+                let _ = reload(&s, api, "SIGHUP").await;
+            }
         }
     }
 }

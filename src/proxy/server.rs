@@ -19,14 +19,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
 
-use super::Sidecar;
 use super::error::StartError;
 use super::forward::{ResponseBody, handle};
 use super::front::{After, Door, Front};
 use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
-use super::pool::Pool;
+use super::pool::Pools;
 use super::upstream::{read_certs, read_key};
+use super::{Api, Sidecar};
 use crate::config::ProxyKind;
 use crate::listener::{Accepted, Activity, Counted, Held, Listener, ended, watched};
 
@@ -48,7 +48,7 @@ pub async fn run(
     // SIGHUP's handler first: once anything answers, a SIGHUP must reload, not end the process.
     let hup_task = tokio::spawn(super::reload::on_sighup(s.clone()));
     let watch_task = tokio::spawn(super::reload::watch(s.clone()));
-    let pool = Arc::new(Pool::new(&s.settings, &s.upstream)?);
+    let pool = Arc::new(super::pool::pools(&s.settings, &s.apis)?);
     let mut lanes = Lanes::start(&s, &accepting)?;
     let graceful = GracefulShutdown::new();
     let mut listener = Listener::new(proxy, s.settings.proxy.bounds(), s.limit_hits());
@@ -85,7 +85,7 @@ pub(super) struct Accepting {
 /// thread's connections); its place is given back when it ends.
 pub(super) fn spawn_connection(
     s: &Arc<Sidecar>,
-    pool: &Arc<Pool>,
+    pool: &Arc<Pools>,
     handed: Handed<TcpStream>,
     accepting: &Accepting,
     graceful: &GracefulShutdown,
@@ -154,7 +154,7 @@ fn acceptor(s: &Sidecar) -> Result<Option<TlsAcceptor>, StartError> {
 /// time bounds (`listener`).
 async fn connection(
     s: Arc<Sidecar>,
-    pool: Arc<Pool>,
+    pool: Arc<Pools>,
     stream: TcpStream,
     peer: SocketAddr,
     accepting: Accepting,
@@ -177,7 +177,7 @@ async fn connection(
 
 async fn serve(
     s: Arc<Sidecar>,
-    pool: Arc<Pool>,
+    pool: Arc<Pools>,
     stream: Counted<TcpStream>,
     peer: SocketAddr,
     accepting: Accepting,
@@ -217,31 +217,41 @@ async fn serve(
 
 /// Every request of a connection: a place among the requests in flight, held to the
 /// response's last byte (only an HTTP/2 connection's extra streams ever wait for one), then the
-/// forward proxy's front (`CONNECT`, a host no API serves) or the request path.
+/// API it is for (fixed inside an intercepted tunnel; else by host, prefix or `Host`), or the
+/// forward proxy's front (`CONNECT`, a host no API serves).
 #[derive(Clone)]
 pub(super) struct Requests {
     s: Arc<Sidecar>,
-    pool: Arc<Pool>,
+    pools: Arc<Pools>,
     from: Peer,
     activity: Arc<Activity>,
     front: Option<Box<Front>>,
+    /// The API of every request on this connection: an intercepted host's.
+    fixed: Option<Arc<Api>>,
 }
 
 impl Requests {
     fn new(
         s: &Arc<Sidecar>,
-        pool: &Arc<Pool>,
+        pools: &Arc<Pools>,
         from: Peer,
         activity: &Arc<Activity>,
         front: Option<Front>,
     ) -> Requests {
         Requests {
             s: s.clone(),
-            pool: pool.clone(),
+            pools: pools.clone(),
             from,
             activity: activity.clone(),
             front: front.map(Box::new),
+            fixed: None,
         }
+    }
+
+    /// The same service with every request for `api`.
+    pub fn for_api(mut self, api: Arc<Api>) -> Requests {
+        self.fixed = Some(api);
+        self
     }
 }
 
@@ -252,29 +262,34 @@ impl hyper::service::Service<Request<Incoming>> for Requests {
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.begin();
         let Requests {
             s,
-            pool,
+            pools,
             from,
             front,
+            fixed,
             ..
         } = self.clone();
         Box::pin(async move {
             let Ok(place) = s.requests.clone().acquire_owned().await else {
                 unreachable!("the requests' semaphore is never closed");
             };
-            let door = match &front {
-                Some(_) => Front::door(&s, &req),
-                None => Door::Api,
+            let door = match (fixed, &front) {
+                (Some(api), _) => Door::Api(api),
+                (None, Some(_)) => Front::door(&s, &mut req),
+                (None, None) => Door::select(&s, &mut req),
             };
             let response = match (door, front) {
                 (Door::Connect(host), Some(front)) => front.connect(&s, req, host).await,
                 (Door::Pass(host), Some(front)) => front.pass(&s, req, host).await,
-                _ => match handle(s, pool, req, from).await {
-                    Ok(response) => response,
-                },
+                (Door::Api(api), _) => {
+                    let pool = &pools[api.index];
+                    let Ok(response) = handle(s, api, pool, req, from).await;
+                    response
+                }
+                _ => super::front::no_api(&s, &req),
             };
             drop(in_flight);
             Ok(response.map(|body| Held::new(body, place)))

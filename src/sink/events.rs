@@ -19,6 +19,9 @@ use crate::finding::Finding;
 pub struct Event {
     #[serde(rename = "timestamp", serialize_with = "crate::finding::rfc3339")]
     pub at: SystemTime,
+    /// The `[[api]]` the request was for; absent for the one API of `[spec]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
     pub request_id: String,
     pub traceparent: Option<String>,
     /// From the configured tool header (`x-mcp-tool`).

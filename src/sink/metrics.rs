@@ -42,6 +42,8 @@ struct OperationOutcome {
     outcome: &'static str,
     /// The status the client received.
     code: u16,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -51,12 +53,16 @@ struct FindingLabels {
     severity: String,
     /// `client` (request kinds) or `server` (response kinds).
     blame: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ParamLabels {
     operation: String,
     param: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -64,12 +70,16 @@ struct SilentLabels {
     operation: String,
     field: String,
     stage: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BlockedLabels {
     operation: String,
     kind: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,6 +90,38 @@ struct Cause {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Reason {
     reason: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
+}
+
+/// The `api` label: an `[[api]]` table's name, or no label at all for the one API of `[spec]`
+/// (so that a sidecar of one API exports the series it always did). Names come from the
+/// config, so the label is bounded.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, Default)]
+pub struct ApiLabel(Option<std::sync::Arc<str>>);
+
+impl ApiLabel {
+    pub fn new(name: Option<&str>) -> ApiLabel {
+        ApiLabel(name.map(std::sync::Arc::from))
+    }
+
+    /// The name, if the API has one.
+    pub fn name(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl EncodeLabelSet for ApiLabel {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        match &self.0 {
+            Some(name) => ("api", &**name).encode(encoder.encode_label()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A label value held inline when it is short (up to 24 bytes, as most operation ids are), so
@@ -101,13 +143,14 @@ struct Why {
 }
 
 /// The `reason` label's values of `client_errors`.
-const CLIENT_ERRORS: [&str; 6] = [
+const CLIENT_ERRORS: [&str; 7] = [
     "body_unreadable",
     "body_stalled",
     "bad_target",
     "transfer_encoding",
     "connect",
     "host",
+    "no_api",
 ];
 
 /// The `cause` label's values of `upstream_errors` (`proxy::upstream::cause`).
@@ -186,17 +229,23 @@ impl LimitHits {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ChangeClass {
     class: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LoadResult {
     result: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SpecLabels {
     revision: String,
     openapi: String,
+    #[prometheus(flatten)]
+    api: ApiLabel,
 }
 
 /// Label for requests that matched no operation.
@@ -219,7 +268,7 @@ pub struct Metrics {
     audit_duration: Histogram,
     upstream_duration: Histogram,
     spec_info: Family<SpecLabels, Gauge>,
-    spec_operations: Gauge,
+    spec_operations: Family<ApiLabel, Gauge>,
     spec_reloads: Family<LoadResult, Counter>,
     spec_changes: Family<ChangeClass, Gauge>,
     spec_warnings: Family<Reason, Gauge>,
@@ -227,9 +276,11 @@ pub struct Metrics {
     memory_entries: Gauge,
     memory_evictions: Counter,
     in_flight: Gauge,
-    unrouted_share: Gauge<f64, std::sync::atomic::AtomicU64>,
+    unrouted_share: Family<ApiLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// Each API's `spec_info` series, to take out when its revision changes.
+    spec_now: Mutex<HashMap<ApiLabel, SpecLabels>>,
     /// Unknown parameter names given a label so far, per operation.
-    param_labels: Mutex<HashMap<String, HashSet<String>>>,
+    param_labels: Mutex<HashMap<(ApiLabel, String), HashSet<String>>>,
     param_label_limit: usize,
 }
 
@@ -252,7 +303,7 @@ impl Metrics {
             audit_duration: Histogram::new(exponential_buckets(1e-6, 4.0, 10)),
             upstream_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 10)),
             spec_info: Family::default(),
-            spec_operations: Gauge::default(),
+            spec_operations: Family::default(),
             spec_reloads: Family::default(),
             spec_changes: Family::default(),
             spec_warnings: Family::default(),
@@ -260,7 +311,8 @@ impl Metrics {
             memory_entries: Gauge::default(),
             memory_evictions: Counter::default(),
             in_flight: Gauge::default(),
-            unrouted_share: Gauge::default(),
+            unrouted_share: Family::default(),
+            spec_now: Mutex::default(),
             param_labels: Mutex::new(HashMap::new()),
             param_label_limit,
         };
@@ -413,25 +465,33 @@ impl Metrics {
     }
 
     /// The share of the last closed window of requests that routed nowhere.
-    pub fn unrouted_share(&self, share: f64) {
-        self.unrouted_share.set(share);
+    pub fn unrouted_share(&self, api: &ApiLabel, share: f64) {
+        self.unrouted_share.get_or_create(api).set(share);
     }
 
-    pub fn request(&self, operation: &str, outcome: Outcome, status: http::StatusCode) {
+    pub fn request(
+        &self,
+        api: &ApiLabel,
+        operation: &str,
+        outcome: Outcome,
+        status: http::StatusCode,
+    ) {
         let labels = OperationOutcome {
             operation: Inline(operation.into()),
             outcome: outcome.as_str(),
             code: status.as_u16(),
+            api: api.clone(),
         };
         self.requests.get_or_create(&labels).inc();
     }
 
-    pub fn finding(&self, operation: &str, finding: &Finding) {
+    pub fn finding(&self, api: &ApiLabel, operation: &str, finding: &Finding) {
         let labels = FindingLabels {
             kind: finding.kind.as_str().into(),
             operation: operation.into(),
             severity: finding.severity.as_str().into(),
             blame: finding.blame.as_str().into(),
+            api: api.clone(),
         };
         self.findings.get_or_create(&labels).inc();
         let stage = match finding.kind {
@@ -447,23 +507,27 @@ impl Metrics {
                     operation: operation.into(),
                     field,
                     stage: stage.into(),
+                    api: api.clone(),
                 })
                 .inc();
         }
         if finding.kind == crate::finding::Kind::UnknownQueryParam {
-            let param = self.param_label(operation, &finding.field);
+            let param = self.param_label(api, operation, &finding.field);
             self.unknown_params
                 .get_or_create(&ParamLabels {
                     operation: operation.into(),
                     param,
+                    api: api.clone(),
                 })
                 .inc();
         }
     }
 
-    fn param_label(&self, operation: &str, name: &str) -> String {
+    fn param_label(&self, api: &ApiLabel, operation: &str, name: &str) -> String {
         let mut seen = self.param_labels.lock().unwrap_or_else(|e| e.into_inner());
-        let names = seen.entry(operation.to_string()).or_default();
+        let names = seen
+            .entry((api.clone(), operation.to_string()))
+            .or_default();
         if names.contains(name)
             || (names.len() < self.param_label_limit && names.insert(name.to_string()))
         {
@@ -473,11 +537,12 @@ impl Metrics {
         }
     }
 
-    pub fn blocked(&self, operation: &str, kind: &str) {
+    pub fn blocked(&self, api: &ApiLabel, operation: &str, kind: &str) {
         self.blocked
             .get_or_create(&BlockedLabels {
                 operation: operation.into(),
                 kind: kind.into(),
+                api: api.clone(),
             })
             .inc();
     }
@@ -556,12 +621,13 @@ impl Metrics {
     /// Create, at zero, the series the paging alerts watch, for every replace write and each
     /// of its declared body fields: Prometheus's `increase()` cannot see a counter's first
     /// increment if the series is born at 1, and a first silent clear must page.
-    pub fn prepare(&self, contract: &crate::contract::Contract) {
+    pub fn prepare(&self, api: &ApiLabel, contract: &crate::contract::Contract) {
         use crate::contract::WriteSemantics;
         for (reason, n) in crate::contract::count_by_reason(&contract.warnings) {
             self.spec_warnings
                 .get_or_create(&Reason {
                     reason: reason.as_str().into(),
+                    api: api.clone(),
                 })
                 .set(n as i64);
         }
@@ -576,6 +642,7 @@ impl Metrics {
                         operation: op.id.clone(),
                         field: p.name.clone(),
                         stage: stage.into(),
+                        api: api.clone(),
                     });
                 }
             }
@@ -585,16 +652,18 @@ impl Metrics {
                 operation: op.id.clone(),
                 severity: hazard.default_severity().as_str().into(),
                 blame: hazard.blame().as_str().into(),
+                api: api.clone(),
             });
         }
     }
 
     /// The changes of the last reload, by class.
-    pub fn spec_changes(&self, breaking: usize, hazard: usize, info: usize) {
+    pub fn spec_changes(&self, api: &ApiLabel, breaking: usize, hazard: usize, info: usize) {
         for (class, n) in [("breaking", breaking), ("hazard", hazard), ("info", info)] {
             self.spec_changes
                 .get_or_create(&ChangeClass {
                     class: class.into(),
+                    api: api.clone(),
                 })
                 .set(n as i64);
         }
@@ -602,10 +671,11 @@ impl Metrics {
 
     /// Count a load of the spec (at start, or a reload); both results are exported from the
     /// start so that `increase()` sees the first error.
-    pub fn spec_loaded(&self, ok: bool) {
+    pub fn spec_loaded(&self, api: &ApiLabel, ok: bool) {
         for result in ["success", "error"] {
             let counter = self.spec_reloads.get_or_create(&LoadResult {
                 result: result.into(),
+                api: api.clone(),
             });
             if (result == "success") == ok {
                 counter.inc();
@@ -613,15 +683,21 @@ impl Metrics {
         }
     }
 
-    pub fn spec(&self, revision: &str, openapi: &str, operations: usize) {
-        self.spec_info.clear();
-        self.spec_info
-            .get_or_create(&SpecLabels {
-                revision: revision.into(),
-                openapi: openapi.into(),
-            })
-            .set(1);
-        self.spec_operations.set(operations as i64);
+    /// The revision in force for `api`, in place of its last one.
+    pub fn spec(&self, api: &ApiLabel, revision: &str, openapi: &str, operations: usize) {
+        let labels = SpecLabels {
+            revision: revision.into(),
+            openapi: openapi.into(),
+            api: api.clone(),
+        };
+        let mut now = self.spec_now.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = now.insert(api.clone(), labels.clone()) {
+            self.spec_info.remove(&old);
+        }
+        self.spec_info.get_or_create(&labels).set(1);
+        self.spec_operations
+            .get_or_create(api)
+            .set(operations as i64);
     }
 }
 
@@ -668,13 +744,16 @@ mod tests {
     fn unknown_parameter_labels_are_bounded_per_operation() {
         let mut registry = Registry::default();
         let m = Metrics::new(&mut registry, 2);
+        let api = ApiLabel::default();
         for name in ["a", "b", "c", "a", "d"] {
             m.finding(
+                &api,
                 "listX",
                 &Finding::new(Kind::UnknownQueryParam, Location::Query, name),
             );
         }
         m.finding(
+            &api,
             "listY",
             &Finding::new(Kind::UnknownQueryParam, Location::Query, "c"),
         );

@@ -162,8 +162,7 @@ async fn python_and_node_clients_get_through_the_forward_proxy_what_the_reverse_
         );
     }
     let m = scrape(forward.admin).await;
-    let series =
-        "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\"}";
+    let series = "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\",api=\"channels\"}";
     assert_eq!(sample(&m, series), clients.len() as f64, "{m}");
     for outcome in ["tunneled", "refused", "failed"] {
         let series = format!("driftwatch_tunnels_total{{host=\"_other\",outcome=\"{outcome}\"}}");

@@ -159,8 +159,7 @@ async fn curl_through_connect_and_absolute_form_gets_what_the_reverse_proxy_find
         );
     }
     let m = scrape(forward.admin).await;
-    let requests =
-        "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\"}";
+    let requests = "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\",api=\"channels\"}";
     assert_eq!(sample(&m, requests), 3.0, "{m}");
     assert!(!m.contains("PRIVATE KEY"));
     stop_all([reverse, forward]).await;

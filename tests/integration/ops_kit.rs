@@ -471,8 +471,7 @@ fn the_forward_variant_mounts_the_ca_certificate_alone_into_the_mcp_server() {
         settings.forward.ca_dir,
         std::path::PathBuf::from("/etc/driftwatch-ca")
     );
-    let hosts: Vec<String> = settings
-        .forward
+    let hosts: Vec<String> = settings.apis[0]
         .hosts
         .iter()
         .map(|h| h.to_string())

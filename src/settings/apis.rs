@@ -1,0 +1,316 @@
+//! The APIs the sidecar serves, and the forward proxy's settings.
+//!
+//! An `[[api]]` table says what `[spec]` and `proxy.upstream` say for one API, plus the hosts
+//! it serves and the prefix that selects it; each is read by folding it into a copy of those
+//! keys, so that one path checks a spec source, an upstream and a policy however they were
+//! given. Without `[[api]]`, the one API is `[spec]`'s and `proxy.upstream`'s, unnamed, and a
+//! forward proxy intercepts the upstream's own host: `--upstream https://api.github.com` in
+//! forward mode audits what the client sends to `api.github.com:443`. The first API is also
+//! what the one-API commands (`check`, `mcp`) read as `Settings::spec`.
+
+use std::path::PathBuf;
+
+use crate::config::{ApiConfig, Config, ConfigError, ProxyKind, UnknownHosts};
+use crate::policy::Policy;
+
+use super::{Fail, SpecSettings, Upstream};
+
+#[derive(Debug, Clone)]
+pub struct ForwardSettings {
+    pub ca_dir: PathBuf,
+    pub unknown_hosts: UnknownHosts,
+    pub host_labels: usize,
+}
+
+/// One API the sidecar serves.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// `[[api]]`'s name, the `api` label of its metrics and events; `None` for the one API of
+    /// `[spec]` and `proxy.upstream`, whose metrics carry no `api` label, as before.
+    pub name: Option<String>,
+    pub spec: SpecSettings,
+    /// `None` only where no proxy runs (`check`).
+    pub upstream: Option<Upstream>,
+    /// Forward: the hosts whose TLS is ended here. Reverse: the `Host` values that select it.
+    pub hosts: Vec<HostPort>,
+    /// Reverse: the path prefix that selects it, taken off before routing and sending.
+    pub prefix: Option<String>,
+    pub policy: Policy,
+}
+
+/// A host and port as a `CONNECT` names it: the host lowercased, an IPv6 address without its
+/// brackets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HostPort {
+    /// `host:port`, `host` (port `default`), `[v6]:port` or `[v6]`; `None` when it is none.
+    pub fn parse(text: &str, default: u16) -> Option<HostPort> {
+        let authority: http::uri::Authority = text.parse().ok()?;
+        if authority.as_str().contains('@') {
+            return None;
+        }
+        let host = authority.host();
+        let host = host.strip_prefix('[').unwrap_or(host);
+        let host = host.strip_suffix(']').unwrap_or(host);
+        Some(HostPort {
+            host: host.to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(default),
+        })
+    }
+
+    /// The upstream's host and port.
+    pub fn of(upstream: &Upstream) -> HostPort {
+        let default = match upstream.scheme.as_str() {
+            "https" => 443,
+            _ => 80,
+        };
+        HostPort::parse(upstream.authority.as_str(), default)
+            .expect("an upstream's authority is a host and port")
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.host.contains(':') {
+            true => write!(f, "[{}]:{}", self.host, self.port),
+            false => write!(f, "{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// `c` with `forward.upstream_ca_file` read into `upstream_tls.ca_file`, and its first
+/// `[[api]]` (if any) into `[spec]` and `proxy.upstream`.
+pub(super) fn first(c: &Config, fail: &Fail<'_>) -> Result<Config, ConfigError> {
+    let mut c = c.clone();
+    if let Some(file) = c.forward.upstream_ca_file.take() {
+        if c.upstream_tls.ca_file.as_ref().is_some_and(|f| *f != file) {
+            return Err(fail(
+                "forward.upstream_ca_file",
+                "is the same setting as upstream_tls.ca_file: set one of them".into(),
+            ));
+        }
+        c.upstream_tls.ca_file = Some(file);
+    }
+    match c.api.first().cloned() {
+        Some(api) => fold(&c, &api, fail),
+        None => Ok(c),
+    }
+}
+
+/// `c` (already `first`'s) as one API's: its spec, base path, writes, upstream and mode.
+fn fold(c: &Config, api: &ApiConfig, fail: &Fail<'_>) -> Result<Config, ConfigError> {
+    let mut c = c.clone();
+    let set_twice = |key: &str| fail(key, "is set both here and in [[api]]: set it once".into());
+    if api.spec.is_empty() {
+        return Err(fail("api.spec", "is empty: a spec file path or URL".into()));
+    }
+    if c.spec.path.is_some() || c.spec.url.is_some() {
+        return Err(set_twice("spec.path"));
+    }
+    match api.spec.starts_with("http://") || api.spec.starts_with("https://") {
+        true => c.spec.url = Some(api.spec.clone()),
+        false => c.spec.path = Some(PathBuf::from(&api.spec)),
+    }
+    if api.base_path.is_some() {
+        if c.spec.base_path.is_some() {
+            return Err(set_twice("spec.base_path"));
+        }
+        c.spec.base_path = api.base_path.clone();
+    }
+    c.spec.write.extend(api.write.clone());
+    if let Some(mode) = api.mode {
+        c.proxy.mode = mode;
+    }
+    match (&api.upstream, c.api.len()) {
+        (Some(_), 1) if c.proxy.upstream.is_some() => return Err(set_twice("proxy.upstream")),
+        (Some(upstream), _) => c.proxy.upstream = Some(upstream.clone()),
+        (None, _) => {
+            if let Some(first) = api.hosts.first().and_then(|h| HostPort::parse(h, 443)) {
+                // The host as the client named it; `Host` gets no default port.
+                c.proxy.upstream = Some(match first.port {
+                    443 => format!("https://{}", first.to_string().trim_end_matches(":443")),
+                    _ => format!("https://{first}"),
+                });
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// Every API: each `[[api]]` table, or the one of `[spec]` and `proxy.upstream`.
+/// `first` is `c` as [`first`] made it, already checked into `spec`, `upstream` and `policy`.
+pub(super) fn apis(
+    c: &Config,
+    first: &ApiSettings,
+    fail: &Fail<'_>,
+) -> Result<Vec<ApiSettings>, ConfigError> {
+    if c.api.is_empty() {
+        let mut only = first.clone();
+        if c.proxy.kind == ProxyKind::Forward {
+            only.hosts.extend(only.upstream.as_ref().map(HostPort::of));
+        }
+        return Ok(vec![only]);
+    }
+    let base = self::first(
+        &Config {
+            api: Vec::new(),
+            ..c.clone()
+        },
+        fail,
+    )?;
+    let mut apis = Vec::with_capacity(c.api.len());
+    for (i, api) in c.api.iter().enumerate() {
+        let one = match i {
+            0 => first.clone(),
+            _ => {
+                let ci = fold(
+                    &Config {
+                        api: c.api.clone(),
+                        ..base.clone()
+                    },
+                    api,
+                    fail,
+                )?;
+                let upstream = match &ci.proxy.upstream {
+                    Some(url) => Some(
+                        Upstream::parse(url).map_err(|e| fail("api.upstream", e.to_string()))?,
+                    ),
+                    None => None,
+                };
+                ApiSettings {
+                    name: None,
+                    spec: super::spec(&ci, fail)?,
+                    upstream,
+                    hosts: Vec::new(),
+                    prefix: None,
+                    policy: super::policy(&ci, fail)?,
+                }
+            }
+        };
+        apis.push(ApiSettings {
+            name: Some(name(&api.name, fail)?),
+            hosts: hosts(&api.hosts, fail)?,
+            prefix: prefix(api.prefix.as_deref(), fail)?,
+            ..one
+        });
+    }
+    distinct(&apis, c.proxy.kind, fail)?;
+    Ok(apis)
+}
+
+/// A name fit for a label value and a log line.
+fn name(name: &str, fail: &Fail<'_>) -> Result<String, ConfigError> {
+    let fits = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    match !name.is_empty() && name.len() <= 64 && name.bytes().all(fits) {
+        true => Ok(name.to_string()),
+        false => Err(fail(
+            "api.name",
+            format!("`{name}`: 1 to 64 letters, digits, `_`, `-` or `.` (it is the `api` label)"),
+        )),
+    }
+}
+
+fn hosts(texts: &[String], fail: &Fail<'_>) -> Result<Vec<HostPort>, ConfigError> {
+    texts
+        .iter()
+        .map(|text| {
+            HostPort::parse(text, 443)
+                .ok_or_else(|| fail("api.hosts", format!("`{text}` is not a host[:port]")))
+        })
+        .collect()
+}
+
+/// `/github/` as `/github`; a prefix must start with `/`.
+fn prefix(text: Option<&str>, fail: &Fail<'_>) -> Result<Option<String>, ConfigError> {
+    let Some(text) = text else { return Ok(None) };
+    let trimmed = text.trim_end_matches('/');
+    match text.starts_with('/') && !trimmed.is_empty() {
+        true => Ok(Some(trimmed.to_string())),
+        false => Err(fail(
+            "api.prefix",
+            format!("`{text}` must start with `/` and name a path"),
+        )),
+    }
+}
+
+/// Each request must find one API: names, hosts and prefixes distinct; in forward mode every
+/// API names its hosts; in reverse mode at most one API is selected by neither.
+fn distinct(apis: &[ApiSettings], kind: ProxyKind, fail: &Fail<'_>) -> Result<(), ConfigError> {
+    let mut names = std::collections::HashSet::new();
+    let mut hosts = std::collections::HashSet::new();
+    let mut prefixes = std::collections::HashSet::new();
+    let mut unselected = 0;
+    for api in apis {
+        let name = api.name.as_deref().unwrap_or_default();
+        if !names.insert(name) {
+            return Err(fail("api.name", format!("`{name}` names two APIs")));
+        }
+        for host in &api.hosts {
+            if !hosts.insert(host) {
+                return Err(fail("api.hosts", format!("`{host}` is served by two APIs")));
+            }
+        }
+        if let Some(prefix) = &api.prefix
+            && !prefixes.insert(prefix)
+        {
+            return Err(fail("api.prefix", format!("`{prefix}` selects two APIs")));
+        }
+        unselected += usize::from(api.hosts.is_empty() && api.prefix.is_none());
+        if kind == ProxyKind::Forward && api.hosts.is_empty() {
+            return Err(fail(
+                "api.hosts",
+                format!(
+                    "API `{name}` names no hosts: a forward proxy finds an API by the host asked for"
+                ),
+            ));
+        }
+    }
+    if kind == ProxyKind::Reverse && apis.len() > 1 && unselected > 1 {
+        return Err(fail(
+            "api.prefix",
+            "several APIs have neither a prefix nor hosts: give each a prefix (or Host names), one at most without".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The forward proxy's settings.
+pub(super) fn forward(c: &Config) -> ForwardSettings {
+    ForwardSettings {
+        ca_dir: c.forward.ca_dir.clone(),
+        unknown_hosts: c.forward.unknown_hosts,
+        host_labels: c.forward.host_labels,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostPort;
+
+    #[test]
+    fn host_ports_are_read_as_connect_names_them() {
+        let hp = |h: &str, p| HostPort {
+            host: h.into(),
+            port: p,
+        };
+        assert_eq!(
+            HostPort::parse("API.github.com", 443),
+            Some(hp("api.github.com", 443))
+        );
+        assert_eq!(
+            HostPort::parse("api.test:8443", 443),
+            Some(hp("api.test", 8443))
+        );
+        assert_eq!(HostPort::parse("[::1]:9", 443), Some(hp("::1", 9)));
+        assert_eq!(
+            HostPort::parse("[::1]:9", 443).unwrap().to_string(),
+            "[::1]:9"
+        );
+        assert_eq!(HostPort::parse("user:pw@host", 443), None);
+        assert_eq!(HostPort::parse("a b", 443), None);
+    }
+}
