@@ -27,6 +27,7 @@ mod integration {
     pub mod layout;
     pub mod listeners;
     pub mod live_responses;
+    pub mod many_apis;
     pub mod mcp;
     pub mod operations;
     pub mod ops_kit;

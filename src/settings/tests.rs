@@ -384,3 +384,73 @@ fn a_shared_memory_store_needs_its_url_and_a_shared_hash_key_and_never_shows_a_p
         "local by default"
     );
 }
+
+#[test]
+fn api_tables_become_one_api_each_and_every_request_can_find_one() {
+    let ok = write(
+        "apis.toml",
+        "[proxy]\nmode = \"forward\"\n[[api]]\nname = \"github\"\nspec = \"gh.json\"\nhosts = [\"api.github.com\", \"uploads.github.com:443\"]\nmode = \"enforce\"\n[[api]]\nname = \"slack\"\nspec = \"https://example.test/slack.json\"\nhosts = [\"slack.com\"]\nupstream = \"https://slack.com/api\"\n",
+    );
+    let s = load(Some(&ok), Vec::new(), Vec::new()).unwrap();
+    assert_eq!(
+        s.proxy.kind,
+        crate::config::ProxyKind::Forward,
+        "`mode = \"forward\"` is the kind"
+    );
+    assert_eq!(s.apis.len(), 2);
+    let (gh, slack) = (&s.apis[0], &s.apis[1]);
+    assert_eq!(gh.name.as_deref(), Some("github"));
+    assert_eq!(gh.policy.mode, Mode::Enforce, "the API's own mode");
+    assert_eq!(slack.policy.mode, Mode::Observe);
+    assert_eq!(
+        gh.upstream.as_ref().unwrap().authority.as_str(),
+        "api.github.com"
+    );
+    assert_eq!(slack.upstream.as_ref().unwrap().prefix, "/api");
+    assert!(matches!(slack.spec.source, SpecSource::Url(_)));
+    assert_eq!(
+        s.spec.source,
+        SpecSource::File("gh.json".into()),
+        "the first API is `spec`"
+    );
+    let refused = |name: &str, text: &str, expected: &str| {
+        let e = load(Some(&write(name, text)), Vec::new(), Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(expected), "{name}: {e}");
+    };
+    let table = |name: &str, extra: &str| {
+        format!("[[api]]\nname = \"{name}\"\nspec = \"a.json\"\nupstream = \"http://a\"\n{extra}")
+    };
+    refused(
+        "dup.toml",
+        &(table("a", "prefix = \"/a\"\n") + &table("a", "prefix = \"/b\"\n")),
+        "`a` names two APIs",
+    );
+    refused(
+        "none.toml",
+        &(table("a", "") + &table("b", "")),
+        "several APIs have neither a prefix nor hosts",
+    );
+    refused("label.toml", &table("a b", ""), "1 to 64 letters");
+    refused(
+        "prefix.toml",
+        &table("a", "prefix = \"a\"\n"),
+        "must start with `/`",
+    );
+    refused(
+        "fwd.toml",
+        &format!("[proxy]\nkind = \"forward\"\n{}", table("a", "")),
+        "names no hosts",
+    );
+    refused(
+        "host.toml",
+        &(table("a", "hosts = [\"x.test\"]\n") + &table("b", "hosts = [\"x.test:443\"]\n")),
+        "served by two APIs",
+    );
+    refused(
+        "twice.toml",
+        &format!("[spec]\npath = \"b.json\"\n{}", table("a", "")),
+        "set both here and in [[api]]",
+    );
+}
