@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use driftwatch::config::{ApiConfig, Config, ProxyKind};
+use driftwatch::config::{ApiConfig, Config};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
