@@ -133,6 +133,9 @@ fn connector(ca: &str) -> TlsConnector {
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Every handshake a full one: a resumed session would make one host's connections cheaper
+    // than many hosts' for the client's sake, not the proxy's.
+    config.resumption = rustls::client::Resumption::disabled();
     TlsConnector::from(Arc::new(config))
 }
 
