@@ -344,6 +344,7 @@ impl Settings {
             name: None,
             spec: spec.clone(),
             upstream: proxy.upstream.clone(),
+            per_host: Vec::new(),
             hosts: Vec::new(),
             prefix: None,
             policy: policy.clone(),

@@ -195,7 +195,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             let rev = api.revision();
             rev.log_warnings();
             tracing::info!(
-                listen = %proxy.local_addr()?, admin = %admin.local_addr()?, api = api.name(), upstream = %api.upstream.authority,
+                listen = %proxy.local_addr()?, admin = %admin.local_addr()?, api = api.name(), upstream = %api.upstreams[0].authority,
                 mode = api.settings.policy.mode.as_str(), kind = sidecar.settings.proxy.kind.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
                 operations = rev.spec.operations, "driftwatch serving"
             );

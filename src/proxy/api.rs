@@ -20,7 +20,8 @@ pub struct Api {
     pub settings: ApiSettings,
     /// The `api` label of its metrics, and the name its events carry.
     pub label: ApiLabel,
-    pub upstream: Upstream,
+    /// Where its requests go: one upstream, or one per host (`ApiSettings::per_host`).
+    pub upstreams: Vec<Upstream>,
     current: arc_swap::ArcSwap<Revision>,
     /// `replace_will_drop_field` reported so far: each write and field once.
     pub(super) reported: crate::audit::ReportedOnce,
@@ -41,11 +42,15 @@ impl Api {
         revision: Revision,
         etag: Option<String>,
     ) -> Api {
+        let upstreams = match settings.per_host.is_empty() {
+            true => vec![upstream],
+            false => settings.per_host.clone(),
+        };
         Api {
             index,
             label: ApiLabel::new(settings.name.as_deref()),
             settings,
-            upstream,
+            upstreams,
             current: arc_swap::ArcSwap::from_pointee(revision),
             reported: Default::default(),
             reloading: tokio::sync::Mutex::new(Reloading::new(etag)),
@@ -72,6 +77,19 @@ impl Api {
     /// Whether a forward proxy ends TLS for `host` for this API.
     pub fn serves(&self, host: &HostPort) -> bool {
         self.settings.hosts.contains(host)
+    }
+
+    /// Which of its upstreams a request sent to `host` goes to.
+    pub fn upstream_for(&self, host: &HostPort) -> usize {
+        match self.upstreams.len() {
+            1 => 0,
+            _ => self
+                .settings
+                .hosts
+                .iter()
+                .position(|h| h == host)
+                .unwrap_or(0),
+        }
     }
 }
 

@@ -48,7 +48,7 @@ pub(super) enum BodyRead {
 /// thread that accepted the connection, so that the request never waits on another thread.
 pub async fn handle(
     s: Arc<Sidecar>,
-    api: Arc<Api>,
+    (api, upstream): (Arc<Api>, usize),
     pool: &Pool,
     req: Request<Incoming>,
     peer: Peer,
@@ -57,7 +57,7 @@ pub async fn handle(
     // The spec in force when the request arrived; it stays with the request to its end.
     let rev = api.revision();
     let (mut parts, body) = req.into_parts();
-    let mut ledger = Ledger::open(&s, api, &mut parts);
+    let mut ledger = Ledger::open(&s, (api, upstream), &mut parts);
     let reply = match stages(&s, pool, &rev, &mut ledger, parts, body, &peer).await {
         Ok(reply) => reply,
         Err(error) => Reply::Failed(error),
@@ -81,7 +81,7 @@ async fn stages<'c>(
     if let Some(refused) = decide(ledger) {
         return Ok(refused);
     }
-    let upstream = &ledger.api.upstream;
+    let upstream = &ledger.api.upstreams[ledger.upstream];
     let request = outgoing(s, upstream, parts, forward, peer)?;
     let response = send(s, upstream, pool, request).await?;
     Ok(stream_back(s, rev, ledger, response, pending))

@@ -66,8 +66,8 @@ pub(super) enum Door {
     Connect(HostPort),
     /// Absolute-form, to a host no API serves.
     Pass(HostPort),
-    /// This API's request: the request path takes it.
-    Api(Arc<Api>),
+    /// This API's request, for its upstream of that index: the request path takes it.
+    Api(Arc<Api>, usize),
     /// No API serves it: 404.
     Nowhere,
 }
@@ -76,7 +76,7 @@ impl Door {
     /// An origin-form request's API, by prefix or `Host` (`api::select`).
     pub fn select(s: &Sidecar, req: &mut Request<Incoming>) -> Door {
         match super::api::select(&s.apis, req) {
-            Some(api) => Door::Api(api),
+            Some(api) => Door::Api(api, 0),
             None => Door::Nowhere,
         }
     }
@@ -98,7 +98,7 @@ impl Front {
         };
         match authority.and_then(|a| HostPort::parse(a, default)) {
             Some(host) => match s.intercepts(&host) {
-                Some(api) => Door::Api(api.clone()),
+                Some(api) => Door::Api(api.clone(), api.upstream_for(&host)),
                 None => Door::Pass(host),
             },
             None => Door::select(s, req),
@@ -154,7 +154,9 @@ impl Front {
             }
         };
         let upgrade = hyper::upgrade::on(req);
-        let (builder, inner) = (self.builder.clone(), self.inner.clone().for_api(api));
+        let upstream = api.upstream_for(&host);
+        let inner = self.inner.clone().for_api(api, upstream);
+        let builder = self.builder.clone();
         self.after.set(Box::pin(async move {
             let Ok(upgraded) = upgrade.await else { return };
             let acceptor = tokio_rustls::TlsAcceptor::from(config);

@@ -76,14 +76,20 @@ impl Kept {
     }
 }
 
-/// A serving thread's connections to every API, by the API's index.
-pub type Pools = Vec<Pool>;
+/// A serving thread's connections to every API's upstreams, by the API's index and then the
+/// upstream's.
+pub type Pools = Vec<Vec<Pool>>;
 
-/// One pool per API, for one serving thread.
+/// One pool per API and upstream, for one serving thread.
 pub fn pools(settings: &Settings, apis: &[Arc<super::Api>]) -> Result<Pools, StartError> {
-    apis.iter()
-        .map(|api| Pool::new(settings, &api.upstream))
-        .collect()
+    let each = |api: &Arc<super::Api>| {
+        let one = |upstream| Pool::new(settings, upstream);
+        api.upstreams
+            .iter()
+            .map(one)
+            .collect::<Result<Vec<Pool>, StartError>>()
+    };
+    apis.iter().map(each).collect()
 }
 
 /// How long a request at the bound waits to be told of a kept connection before it looks

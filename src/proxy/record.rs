@@ -47,8 +47,9 @@ pub(super) enum Reply {
 /// What is known of a request so far. Header values and the URI share the request's buffers
 /// (a clone is a reference count): a clean request makes no text for an event it never writes.
 pub(super) struct Ledger<'c> {
-    /// The API the request is for.
+    /// The API the request is for, and which of its upstreams it goes to.
     pub api: Arc<Api>,
+    pub upstream: usize,
     /// The client's id, or the one made for it; returned on the response.
     pub request_id: RequestId,
     method: Method,
@@ -63,7 +64,7 @@ pub(super) struct Ledger<'c> {
 
 impl<'c> Ledger<'c> {
     /// Open the ledger; a request without an id gets one, and the upstream sees it.
-    pub fn open(s: &Sidecar, api: Arc<Api>, parts: &mut Parts) -> Ledger<'c> {
+    pub fn open(s: &Sidecar, (api, upstream): (Arc<Api>, usize), parts: &mut Parts) -> Ledger<'c> {
         let name = &s.settings.events.request_id_header;
         let request_id = match parts.headers.get(name).and_then(RequestId::given) {
             Some(id) => id,
@@ -75,6 +76,7 @@ impl<'c> Ledger<'c> {
         };
         Ledger {
             api,
+            upstream,
             request_id,
             method: parts.method.clone(),
             uri: parts.uri.clone(),

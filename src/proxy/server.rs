@@ -226,8 +226,8 @@ pub(super) struct Requests {
     from: Peer,
     activity: Arc<Activity>,
     front: Option<Box<Front>>,
-    /// The API of every request on this connection: an intercepted host's.
-    fixed: Option<Arc<Api>>,
+    /// The API (and its upstream) of every request on this connection: an intercepted host's.
+    fixed: Option<(Arc<Api>, usize)>,
 }
 
 impl Requests {
@@ -248,9 +248,9 @@ impl Requests {
         }
     }
 
-    /// The same service with every request for `api`.
-    pub fn for_api(mut self, api: Arc<Api>) -> Requests {
-        self.fixed = Some(api);
+    /// The same service with every request for `api`, sent to its upstream `upstream`.
+    pub fn for_api(mut self, api: Arc<Api>, upstream: usize) -> Requests {
+        self.fixed = Some((api, upstream));
         self
     }
 }
@@ -277,16 +277,16 @@ impl hyper::service::Service<Request<Incoming>> for Requests {
                 unreachable!("the requests' semaphore is never closed");
             };
             let door = match (fixed, &front) {
-                (Some(api), _) => Door::Api(api),
+                (Some((api, upstream)), _) => Door::Api(api, upstream),
                 (None, Some(_)) => Front::door(&s, &mut req),
                 (None, None) => Door::select(&s, &mut req),
             };
             let response = match (door, front) {
                 (Door::Connect(host), Some(front)) => front.connect(&s, req, host).await,
                 (Door::Pass(host), Some(front)) => front.pass(&s, req, host).await,
-                (Door::Api(api), _) => {
-                    let pool = &pools[api.index];
-                    let Ok(response) = handle(s, api, pool, req, from).await;
+                (Door::Api(api, upstream), _) => {
+                    let pool = &pools[api.index][upstream];
+                    let Ok(response) = handle(s, (api, upstream), pool, req, from).await;
                     response
                 }
                 _ => super::front::no_api(&s, &req),

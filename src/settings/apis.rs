@@ -31,6 +31,10 @@ pub struct ApiSettings {
     pub spec: SpecSettings,
     /// `None` only where no proxy runs (`check`).
     pub upstream: Option<Upstream>,
+    /// A forward API of several hosts and no `upstream` of its own: each host's, by the
+    /// position of the host in `hosts`, so that a request goes to the host it was sent to.
+    /// Empty otherwise: every request goes to `upstream`.
+    pub per_host: Vec<Upstream>,
     /// Forward: the hosts whose TLS is ended here. Reverse: the `Host` values that select it.
     pub hosts: Vec<HostPort>,
     /// Reverse: the path prefix that selects it, taken off before routing and sending.
@@ -130,15 +134,34 @@ fn fold(c: &Config, api: &ApiConfig, fail: &Fail<'_>) -> Result<Config, ConfigEr
         (Some(upstream), _) => c.proxy.upstream = Some(upstream.clone()),
         (None, _) => {
             if let Some(first) = api.hosts.first().and_then(|h| HostPort::parse(h, 443)) {
-                // The host as the client named it; `Host` gets no default port.
-                c.proxy.upstream = Some(match first.port {
-                    443 => format!("https://{}", first.to_string().trim_end_matches(":443")),
-                    _ => format!("https://{first}"),
-                });
+                c.proxy.upstream = Some(host_url(&first));
             }
         }
     }
     Ok(c)
+}
+
+/// The upstream URL of a host a client asked for: https, and `Host` without a default port.
+fn host_url(host: &HostPort) -> String {
+    match host.port {
+        443 => format!("https://{}", host.to_string().trim_end_matches(":443")),
+        _ => format!("https://{host}"),
+    }
+}
+
+/// Each host's own upstream, for a forward API of several hosts that names no `upstream`.
+fn per_host(
+    api: &ApiConfig,
+    hosts: &[HostPort],
+    kind: ProxyKind,
+    fail: &Fail<'_>,
+) -> Result<Vec<Upstream>, ConfigError> {
+    if kind != ProxyKind::Forward || api.upstream.is_some() || hosts.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let parse =
+        |h: &HostPort| Upstream::parse(&host_url(h)).map_err(|e| fail("api.hosts", e.to_string()));
+    hosts.iter().map(parse).collect()
 }
 
 /// Every API: each `[[api]]` table, or the one of `[spec]` and `proxy.upstream`.
@@ -185,15 +208,18 @@ pub(super) fn apis(
                     name: None,
                     spec: super::spec(&ci, fail)?,
                     upstream,
+                    per_host: Vec::new(),
                     hosts: Vec::new(),
                     prefix: None,
                     policy: super::policy(&ci, fail)?,
                 }
             }
         };
+        let hosts = hosts(&api.hosts, fail)?;
         apis.push(ApiSettings {
             name: Some(name(&api.name, fail)?),
-            hosts: hosts(&api.hosts, fail)?,
+            per_host: per_host(api, &hosts, c.proxy.kind, fail)?,
+            hosts,
             prefix: prefix(api.prefix.as_deref(), fail)?,
             ..one
         });

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::forward_proxy::{api, forward_config};
+use super::forward_proxy::{api, forward_config, reverse_and_forward};
 use super::sidecar::{config, sample, scrape, start};
 
 const DRIFTED: &str = "/api/v1/playouts?pageSize=abc&customer_id=7";
@@ -116,13 +116,7 @@ fn fetch(client: &Client, dir: &Path, url: &str, proxy: &str, ca: &Path) -> (u16
 async fn python_and_node_clients_get_through_the_forward_proxy_what_the_reverse_proxy_finds() {
     let dir = clients();
     let api = api("clients").await;
-    let upstream_url = format!("https://localhost:{}", api.up.addr.port());
-    let reverse = start(config(&upstream_url, |c| {
-        c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
-        c.proxy.report_header = true;
-    }))
-    .await;
-    let forward = start(forward_config(&api, |_| {})).await;
+    let (reverse, forward) = reverse_and_forward(&api).await;
     let proxy = format!("http://{}", forward.addr);
     let ca = api.ca_dir.join("ca.pem");
     let reverse_url = format!("http://{}{DRIFTED}", reverse.addr);

@@ -56,6 +56,19 @@ pub fn forward_config(api: &Api, edit: impl FnOnce(&mut Config)) -> Config {
     c
 }
 
+/// A reverse proxy in front of `api`'s mock (its TLS trusted) and the forward proxy of
+/// [`forward_config`], both adding the `driftwatch-findings` header: the same request through
+/// each must find the same.
+pub async fn reverse_and_forward(api: &Api) -> (Running, Running) {
+    let upstream_url = format!("https://localhost:{}", api.up.addr.port());
+    let reverse = start(config(&upstream_url, |c| {
+        c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
+        c.proxy.report_header = true;
+    }))
+    .await;
+    (reverse, start(forward_config(api, |_| {})).await)
+}
+
 /// curl's status line and `driftwatch-findings` header, for `args`.
 fn curl(args: &[&str]) -> (u16, String) {
     let out = Command::new("curl")
@@ -104,13 +117,7 @@ fn ca_pem(dir: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_through_connect_and_absolute_form_gets_what_the_reverse_proxy_finds() {
     let api = api("curl").await;
-    let upstream_url = format!("https://localhost:{}", api.up.addr.port());
-    let reverse = start(config(&upstream_url, |c| {
-        c.upstream_tls.ca_file = Some(api.pki.ca_pem.clone());
-        c.proxy.report_header = true;
-    }))
-    .await;
-    let forward = start(forward_config(&api, |_| {})).await;
+    let (reverse, forward) = reverse_and_forward(&api).await;
     let (status, expected) = curl(&[&format!("http://{}{DRIFTED}", reverse.addr)]);
     assert_eq!(status, 200);
     assert!(

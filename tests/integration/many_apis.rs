@@ -318,3 +318,53 @@ async fn admin_post(admin: std::net::SocketAddr, path: &str) -> String {
     let request = format!("POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n");
     String::from_utf8_lossy(&raw(admin, request.as_bytes()).await.body).to_string()
 }
+
+/// One API on two hosts, with no `upstream` of its own: a request goes to the host the client
+/// sent it to (not to the first host), and both are audited against the API's one spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_api_on_two_hosts_sends_each_request_to_the_host_it_was_sent_to() {
+    let tls = tls_api("two-hosts").await;
+    let second = upstream::start(ok(), Duration::ZERO, Some(tls.pki.acceptor.clone())).await;
+    let hosts = [
+        format!("localhost:{}", tls.up.addr.port()),
+        format!("127.0.0.1:{}", second.addr.port()),
+    ];
+    let dw = start(super::forward_proxy::forward_config(&tls, |c| {
+        c.api[0].hosts = hosts.to_vec();
+        c.api[0].upstream = None;
+    }))
+    .await;
+    let proxy = format!("http://{}", dw.addr);
+    let ca = tls.ca_dir.join("ca.pem").display().to_string();
+    for host in &hosts {
+        let url = format!("https://{host}/api/v1/playouts?pageSize=abc");
+        let out = std::process::Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-x",
+                &proxy,
+                "--cacert",
+                &ca,
+                &url,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{url}");
+    }
+    let (first, other) = (tls.up.recorded(), second.recorded());
+    assert_eq!(
+        (first.len(), other.len()),
+        (1, 1),
+        "each host got its own request"
+    );
+    assert_eq!(first[0].header("host"), Some(hosts[0].as_str()));
+    assert_eq!(other[0].header("host"), Some(hosts[1].as_str()));
+    let m = scrape(dw.admin).await;
+    let series = "driftwatch_findings_total{kind=\"param_type_mismatch\",operation=\"listPlayouts\",severity=\"error\",blame=\"client\",api=\"channels\"}";
+    assert_eq!(sample(&m, series), 2.0, "{m}");
+    dw.stop().await;
+}
