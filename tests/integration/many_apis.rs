@@ -170,22 +170,7 @@ async fn two_apis_behind_one_forward_proxy_are_found_by_the_host_asked_for() {
         "https://api.test/api/v1/playouts?pageSize=abc",
         "https://billing.test/v2/invoices?customer_id=cus_1",
     ] {
-        let out = std::process::Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "-x",
-                &proxy,
-                "--cacert",
-                &ca,
-                url,
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{url}");
+        assert_eq!(status_through(&proxy, &ca, url), "200", "{url}");
     }
     assert_eq!(tls.up.recorded()[0].target, "/api/v1/playouts?pageSize=abc");
     assert_eq!(
@@ -314,6 +299,26 @@ async fn reloading_one_api_under_load_loses_and_misroutes_no_request_of_either()
     dw.stop().await;
 }
 
+/// The status curl gets for `url` through the forward proxy at `proxy`, trusting `ca`.
+fn status_through(proxy: &str, ca: &str, url: &str) -> String {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-x",
+            proxy,
+            "--cacert",
+            ca,
+            url,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 async fn admin_post(admin: std::net::SocketAddr, path: &str) -> String {
     let request = format!("POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n");
     String::from_utf8_lossy(&raw(admin, request.as_bytes()).await.body).to_string()
@@ -338,22 +343,7 @@ async fn one_api_on_two_hosts_sends_each_request_to_the_host_it_was_sent_to() {
     let ca = tls.ca_dir.join("ca.pem").display().to_string();
     for host in &hosts {
         let url = format!("https://{host}/api/v1/playouts?pageSize=abc");
-        let out = std::process::Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "-x",
-                &proxy,
-                "--cacert",
-                &ca,
-                &url,
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{url}");
+        assert_eq!(status_through(&proxy, &ca, &url), "200", "{url}");
     }
     let (first, other) = (tls.up.recorded(), second.recorded());
     assert_eq!(
