@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 
 use super::forward::ResponseBody;
 use super::problem;
-use super::server::Requests;
+use super::server::{Requests, Stream};
 use super::{Api, Sidecar};
 use crate::config::UnknownHosts;
 use crate::settings::HostPort;
@@ -167,7 +167,9 @@ impl Front {
                     return;
                 }
             };
-            let served = builder.serve_connection(TokioIo::new(tls), inner).await;
+            let tls: Stream = Box::new(tls);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), inner);
+            let served = conn.await;
             if let Err(e) = served {
                 tracing::debug!(%host, "intercepted connection ended: {e}");
             }
