@@ -358,3 +358,44 @@ async fn one_api_on_two_hosts_sends_each_request_to_the_host_it_was_sent_to() {
     assert_eq!(sample(&m, series), 2.0, "{m}");
     dw.stop().await;
 }
+
+/// `serve --check` with two `[[api]]` tables loads both specs and prints each API: what
+/// selects it, where it goes, its mode and its spec.
+#[test]
+fn serve_check_prints_every_api() {
+    let dir = std::env::temp_dir().join(format!("driftwatch-check-apis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("two.toml");
+    let spec = |name: &str| example(name).display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "[[api]]\nname = \"channels\"\nspec = {:?}\nprefix = \"/channels\"\nupstream = \"http://127.0.0.1:5000\"\n\
+             [[api]]\nname = \"billing\"\nspec = {:?}\nhosts = [\"billing.test\"]\nupstream = \"https://billing.test\"\nmode = \"enforce\"\n",
+            spec("channels.openapi.yaml"),
+            spec("billing.openapi.yaml")
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["serve", "--check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "  api       channels (prefix /channels)",
+        "  upstream  http://127.0.0.1:5000",
+        "  api       billing (hosts billing.test:443)",
+        "  upstream  https://billing.test",
+        "  mode      enforce, audit on",
+        "channels.openapi.yaml: OpenAPI 3.1.0",
+        "billing.openapi.yaml: OpenAPI",
+    ] {
+        assert!(text.contains(line), "`{line}` in:\n{text}");
+    }
+}
