@@ -189,6 +189,12 @@ pub async fn watch(s: Arc<Sidecar>) {
     futures_join_all(watching).await;
 }
 
+/// A spec file's length and modification time: what the watcher compares.
+pub(super) fn stamp(path: &std::path::Path) -> Option<(u64, SystemTime)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
 async fn watch_one(s: &Sidecar, api: &Api) {
     let Some(interval) = api.settings.spec.watch_interval else {
         return;
@@ -202,11 +208,9 @@ async fn watch_one(s: &Sidecar, api: &Api) {
             let _ = reload(s, api, "poll").await;
         },
     };
-    let stamp = |path: &std::path::Path| -> Option<(u64, SystemTime)> {
-        let m = std::fs::metadata(path).ok()?;
-        Some((m.len(), m.modified().ok()?))
-    };
-    let mut seen = stamp(&path);
+    // From when the revision in force was read, not from this task's first turn: a change made
+    // in between (the sidecar was already answering) must not be taken as the baseline.
+    let mut seen = api.stamp_at_load;
     loop {
         tokio::time::sleep(interval).await;
         let now = stamp(&path);

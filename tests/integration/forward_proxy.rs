@@ -72,6 +72,8 @@ pub async fn reverse_and_forward(api: &Api) -> (Running, Running) {
 /// curl's status line and `driftwatch-findings` header, for `args`.
 fn curl(args: &[&str]) -> (u16, String) {
     let out = Command::new("curl")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
         .args(["-s", "-o", "/dev/null", "-D", "-", "--max-time", "20"])
         .args(args)
         .output()
@@ -477,4 +479,47 @@ async fn a_ca_the_operator_made_with_openssl_signs_leaves_curl_trusts() {
         assert!(findings.contains("customer_id"), "{kind}: {findings}");
         forward.stop().await;
     }
+}
+
+/// A plain-HTTP absolute-form request (`GET http://host/...`, what clients send for an http://
+/// URL through a proxy) for a host no API serves is passed on to that host, origin-form and
+/// unaudited, and counted; under `unknown_hosts = "refuse"` it is a 403 and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absolute_form_request_for_a_host_no_api_serves_is_passed_on_or_refused() {
+    let api = api("pass").await;
+    let other = upstream::start(ok(), Duration::ZERO, None).await;
+    let url = format!("http://{}/anything?customer_id=7", other.addr);
+    let forward = start(forward_config(&api, |_| {})).await;
+    let (status, findings) = curl(&["-x", &format!("http://{}", forward.addr), &url]);
+    assert_eq!(
+        (status, findings.as_str()),
+        (200, ""),
+        "passed on, unaudited"
+    );
+    let got = other.recorded();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].target, "/anything?customer_id=7",
+        "origin-form at the host"
+    );
+    assert!(
+        got[0].header("proxy-connection").is_none(),
+        "hop-by-hop headers dropped"
+    );
+    let m = scrape(forward.admin).await;
+    let series = format!(
+        "driftwatch_tunnels_total{{host=\"{}\",outcome=\"tunneled\"}}",
+        other.addr
+    );
+    assert_eq!(sample(&m, &series), 1.0, "{m}");
+    forward.stop().await;
+
+    let refusing = start(forward_config(&api, |c| {
+        c.forward.unknown_hosts = UnknownHosts::Refuse
+    }))
+    .await;
+    let (status, _) = curl(&["-x", &format!("http://{}", refusing.addr), &url]);
+    assert_eq!(status, 403);
+    assert_eq!(other.recorded().len(), 1, "nothing more reached the host");
+    refusing.stop().await;
 }

@@ -344,3 +344,38 @@ async fn reloads_asked_for_at_once_are_coalesced() {
     assert!((1.0..=3.0).contains(&ran), "{ran} reloads ran for 30 asked");
     dw.stop().await;
 }
+
+/// A change to the spec file after it was read but before the watcher's first turn (the
+/// sidecar already answers by then) is a change: the watcher's baseline is the file as it was
+/// read, not as the watcher first finds it. (A CI run lost this race once.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_before_the_watcher_first_looks_is_still_reloaded() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let spec = spec_copy("early");
+    let settings =
+        driftwatch::settings::Settings::from_config(&config(&format!("http://{}", up.addr), |c| {
+            c.spec.path = Some(spec.clone());
+            c.spec.watch_interval_ms = 20;
+        }))
+        .unwrap();
+    let sidecar = driftwatch::cli::serve::build(settings, None).await.unwrap();
+    let first = serde_json::json!(sidecar.revision().spec.revision);
+    // Longer, so the stamp differs even within the file system's time granularity.
+    renamed(&spec);
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr = admin.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(driftwatch::cli::serve::serve(
+        proxy,
+        admin,
+        std::sync::Arc::new(sidecar),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let now = new_revision(admin_addr, &first).await;
+    assert_ne!(now, first);
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+}
