@@ -115,9 +115,8 @@ impl Front {
         if let Some(api) = s.intercepts(&host) {
             return self.intercept(s, req, host, api.clone());
         }
-        if s.settings.forward.unknown_hosts == UnknownHosts::Refuse {
-            s.tunnels.count(&host.to_string(), Tunnel::Refused);
-            return refused(&host);
+        if let Some(refused) = refusal(s, &host) {
+            return refused;
         }
         let to = match dial(s, &host).await {
             Ok(to) => to,
@@ -185,9 +184,8 @@ impl Front {
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        if s.settings.forward.unknown_hosts == UnknownHosts::Refuse {
-            s.tunnels.count(&host.to_string(), Tunnel::Refused);
-            return refused(&host);
+        if let Some(refused) = refusal(s, &host) {
+            return refused;
         }
         match pass_on(s, req, &host).await {
             Ok(response) => {
@@ -200,6 +198,14 @@ impl Front {
             }
         }
     }
+}
+
+/// Under `forward.unknown_hosts = "refuse"`, the 403 for a host no API serves, counted.
+fn refusal(s: &Sidecar, host: &HostPort) -> Option<Response<ResponseBody>> {
+    (s.settings.forward.unknown_hosts == UnknownHosts::Refuse).then(|| {
+        s.tunnels.count(&host.to_string(), Tunnel::Refused);
+        refused(host)
+    })
 }
 
 async fn dial(s: &Sidecar, host: &HostPort) -> Result<TcpStream, String> {
