@@ -83,11 +83,7 @@ fn apis(
 ) -> Result<Vec<Arc<Api>>, StartError> {
     let mut apis = Vec::with_capacity(revisions.len());
     for (index, ((revision, etag), api)) in revisions.into_iter().zip(&settings.apis).enumerate() {
-        let upstream = api.upstream.clone().ok_or_else(|| crate::config::ConfigError::Missing {
-            key: "proxy.upstream".into(),
-            how: "pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM, or an [[api]]'s upstream".into(),
-        })?;
-        let api = Api::new(index, api.clone(), upstream, revision, etag);
+        let api = Api::new(index, api.clone(), revision, etag)?;
         let spec = &api.revision().spec;
         metrics.spec(&api.label, &spec.revision, &spec.openapi, spec.operations);
         metrics.spec_loaded(&api.label, true);

@@ -205,13 +205,7 @@ impl Settings {
 
     /// The upstream `serve` forwards to.
     pub fn upstream(&self) -> Result<&Upstream, ConfigError> {
-        self.proxy
-            .upstream
-            .as_ref()
-            .ok_or_else(|| ConfigError::Missing {
-                key: "proxy.upstream".into(),
-                how: "pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM".into(),
-            })
+        self.proxy.upstream.as_ref().ok_or_else(missing_upstream)
     }
 
     fn check(c: &Config, origins: &Origins) -> Result<Settings, ConfigError> {
@@ -340,7 +334,8 @@ impl Settings {
             shared: shared_store(c, &fail)?,
         };
         let spec = spec(c, &fail)?;
-        let first = ApiSettings {
+        // The API of `[spec]` and `proxy.upstream`, when there is no `[[api]]`.
+        let only = ApiSettings {
             name: None,
             spec: spec.clone(),
             upstream: proxy.upstream.clone(),
@@ -350,7 +345,7 @@ impl Settings {
             policy: policy.clone(),
         };
         Ok(Settings {
-            apis: apis::apis(raw, &first, &fail)?,
+            apis: apis::apis(raw, &only, &fail)?,
             forward: apis::forward(c),
             spec,
             proxy,
@@ -502,6 +497,14 @@ fn bounds(listener: &'static str, max_connections: usize, header_ms: u64, idle_m
 const MIN_EVENT_BYTES: usize = 8192;
 
 type Fail<'a> = dyn Fn(&str, String) -> ConfigError + 'a;
+
+/// No upstream where a proxy needs one: where it can be set.
+fn missing_upstream() -> ConfigError {
+    ConfigError::Missing {
+        key: "proxy.upstream".into(),
+        how: "pass --upstream, set proxy.upstream or DRIFTWATCH_PROXY_UPSTREAM, or an [[api]]'s upstream".into(),
+    }
+}
 
 fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
     let source = match (&c.spec.path, &c.spec.url) {

@@ -22,12 +22,7 @@ pub fn check(
         crate::proxy::read_key(key)?;
     }
     for api in &settings.apis {
-        api.upstream
-            .as_ref()
-            .ok_or_else(|| crate::config::ConfigError::Missing {
-                key: "proxy.upstream".into(),
-                how: "pass --upstream, set proxy.upstream or an [[api]]'s upstream".into(),
-            })?;
+        api.upstream()?;
     }
     writeln!(
         out,

@@ -41,19 +41,18 @@ impl Api {
     pub(super) fn new(
         index: usize,
         settings: ApiSettings,
-        upstream: Upstream,
         revision: Revision,
         etag: Option<String>,
-    ) -> Api {
+    ) -> Result<Api, crate::config::ConfigError> {
         let upstreams = match settings.per_host.is_empty() {
-            true => vec![upstream],
+            true => vec![settings.upstream()?.clone()],
             false => settings.per_host.clone(),
         };
         let stamp_at_load = match &settings.spec.source {
             crate::settings::SpecSource::File(path) => super::reload::stamp(path),
             _ => None,
         };
-        Api {
+        Ok(Api {
             index,
             stamp_at_load,
             label: ApiLabel::new(settings.name.as_deref()),
@@ -64,7 +63,7 @@ impl Api {
             reloading: tokio::sync::Mutex::new(Reloading::new(etag)),
             reloads_started: Default::default(),
             unrouted: Default::default(),
-        }
+        })
     }
 
     /// The spec in force. A request takes it once and keeps it to its end.

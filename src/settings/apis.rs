@@ -42,6 +42,13 @@ pub struct ApiSettings {
     pub policy: Policy,
 }
 
+impl ApiSettings {
+    /// Where its requests go; an error naming how to set it where no proxy could run without.
+    pub fn upstream(&self) -> Result<&Upstream, ConfigError> {
+        self.upstream.as_ref().ok_or_else(super::missing_upstream)
+    }
+}
+
 /// A host and port as a `CONNECT` names it: the host lowercased, an IPv6 address without its
 /// brackets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -100,13 +107,22 @@ pub(super) fn first(c: &Config, fail: &Fail<'_>) -> Result<Config, ConfigError> 
         c.upstream_tls.ca_file = Some(file);
     }
     match c.api.first().cloned() {
-        Some(api) => fold(&c, &api, fail),
+        Some(api) => {
+            let several = c.api.len() > 1;
+            fold(&c, &api, several, fail)
+        }
         None => Ok(c),
     }
 }
 
-/// `c` (already `first`'s) as one API's: its spec, base path, writes, upstream and mode.
-fn fold(c: &Config, api: &ApiConfig, fail: &Fail<'_>) -> Result<Config, ConfigError> {
+/// `c` (already `first`'s) as one API's: its spec, base path, writes, upstream and mode. With
+/// `several` APIs, `proxy.upstream` is every API's default; with one, it is set once.
+fn fold(
+    c: &Config,
+    api: &ApiConfig,
+    several: bool,
+    fail: &Fail<'_>,
+) -> Result<Config, ConfigError> {
     let mut c = c.clone();
     let set_twice = |key: &str| fail(key, "is set both here and in [[api]]: set it once".into());
     if api.spec.is_empty() {
@@ -129,10 +145,12 @@ fn fold(c: &Config, api: &ApiConfig, fail: &Fail<'_>) -> Result<Config, ConfigEr
     if let Some(mode) = api.mode {
         c.proxy.mode = mode;
     }
-    match (&api.upstream, c.api.len()) {
-        (Some(_), 1) if c.proxy.upstream.is_some() => return Err(set_twice("proxy.upstream")),
-        (Some(upstream), _) => c.proxy.upstream = Some(upstream.clone()),
-        (None, _) => {
+    match &api.upstream {
+        Some(_) if !several && c.proxy.upstream.is_some() => {
+            return Err(set_twice("proxy.upstream"));
+        }
+        Some(upstream) => c.proxy.upstream = Some(upstream.clone()),
+        None => {
             if let Some(first) = api.hosts.first().and_then(|h| HostPort::parse(h, 443)) {
                 c.proxy.upstream = Some(host_url(&first));
             }
@@ -164,15 +182,15 @@ fn per_host(
     hosts.iter().map(parse).collect()
 }
 
-/// Every API: each `[[api]]` table, or the one of `[spec]` and `proxy.upstream`.
-/// `first` is `c` as [`first`] made it, already checked into `spec`, `upstream` and `policy`.
+/// Every API: each `[[api]]` table, or the one of `[spec]` and `proxy.upstream` (`only`,
+/// already checked into `spec`, `upstream` and `policy` by the caller).
 pub(super) fn apis(
     c: &Config,
-    first: &ApiSettings,
+    only: &ApiSettings,
     fail: &Fail<'_>,
 ) -> Result<Vec<ApiSettings>, ConfigError> {
     if c.api.is_empty() {
-        let mut only = first.clone();
+        let mut only = only.clone();
         if c.proxy.kind == ProxyKind::Forward {
             only.hosts.extend(only.upstream.as_ref().map(HostPort::of));
         }
@@ -185,43 +203,25 @@ pub(super) fn apis(
         },
         fail,
     )?;
+    let several = c.api.len() > 1;
     let mut apis = Vec::with_capacity(c.api.len());
-    for (i, api) in c.api.iter().enumerate() {
-        let one = match i {
-            0 => first.clone(),
-            _ => {
-                let ci = fold(
-                    &Config {
-                        api: c.api.clone(),
-                        ..base.clone()
-                    },
-                    api,
-                    fail,
-                )?;
-                let upstream = match &ci.proxy.upstream {
-                    Some(url) => Some(
-                        Upstream::parse(url).map_err(|e| fail("api.upstream", e.to_string()))?,
-                    ),
-                    None => None,
-                };
-                ApiSettings {
-                    name: None,
-                    spec: super::spec(&ci, fail)?,
-                    upstream,
-                    per_host: Vec::new(),
-                    hosts: Vec::new(),
-                    prefix: None,
-                    policy: super::policy(&ci, fail)?,
-                }
+    for api in &c.api {
+        let ci = fold(&base, api, several, fail)?;
+        let upstream = match &ci.proxy.upstream {
+            Some(url) => {
+                Some(Upstream::parse(url).map_err(|e| fail("api.upstream", e.to_string()))?)
             }
+            None => None,
         };
         let hosts = hosts(&api.hosts, fail)?;
         apis.push(ApiSettings {
             name: Some(name(&api.name, fail)?),
+            spec: super::spec(&ci, fail)?,
+            upstream,
             per_host: per_host(api, &hosts, c.proxy.kind, fail)?,
             hosts,
             prefix: prefix(api.prefix.as_deref(), fail)?,
-            ..one
+            policy: super::policy(&ci, fail)?,
         });
     }
     distinct(&apis, c.proxy.kind, fail)?;
