@@ -1,7 +1,7 @@
-//! The connections of one serving thread to the API: HTTP/1.1 keep-alive connections (plain
-//! TCP or rustls, made by the same connector as the rest of the upstream client), reused in
-//! turn. Every request of a thread goes to one upstream, so one list of connections is the
-//! whole pool: no key, no per-request clone of a client, no task to wait for a connection to
+//! The connections of one serving thread to one upstream: HTTP/1.1 keep-alive connections
+//! (plain TCP or rustls, made by the same connector as the rest of the upstream client), reused
+//! in turn. A request's upstream is known before it is sent (its API's, `Pools`), so one list
+//! of connections is the whole pool: no key, no per-request clone of a client, no task to wait for a connection to
 //! become idle again. hyper-util's pooled client does all three for every request; measured
 //! against it on the same forwarder (examples/hyper_floor, wrk, GET of channel 7), this costs
 //! about 1.3 us of CPU less per request (9.5 to 9.8 us against 10.8 to 11.3).
@@ -13,8 +13,9 @@
 //! connection could not even start (the API had closed it while it sat idle) is sent again on
 //! another: nothing of it went out. One on a new connection is not sent twice.
 //!
-//! A thread's connections are at most its share of `proxy.max_connections`, each holding a
-//! place from its handshake until it is dropped: HTTP/2 clients multiplex many requests on
+//! A thread's connections to one upstream are at most its share of `proxy.max_connections`,
+//! each holding a place from its handshake until it is dropped (with several upstreams, each
+//! has that share: the config bounds how many there are): HTTP/2 clients multiplex many requests on
 //! one connection, and 5 of them with 200 streams each opened 1,000 sockets to a slow API. At
 //! the bound a request waits for one of the thread's connections to finish its response.
 
@@ -80,16 +81,15 @@ impl Kept {
 /// upstream's.
 pub type Pools = Vec<Vec<Pool>>;
 
-/// One pool per API and upstream, for one serving thread.
+/// One pool per API and upstream, for one serving thread, sharing one connector (its TLS
+/// config read once per thread, not once per upstream).
 pub fn pools(settings: &Settings, apis: &[Arc<super::Api>]) -> Result<Pools, StartError> {
+    let connector = super::upstream::connector(settings)?;
     let each = |api: &Arc<super::Api>| {
-        let one = |upstream| Pool::new(settings, upstream);
-        api.upstreams
-            .iter()
-            .map(one)
-            .collect::<Result<Vec<Pool>, StartError>>()
+        let one = |upstream| Pool::new(settings, upstream, connector.clone());
+        api.upstreams.iter().map(one).collect()
     };
-    apis.iter().map(each).collect()
+    Ok(apis.iter().map(each).collect())
 }
 
 /// How long a request at the bound waits to be told of a kept connection before it looks
@@ -108,7 +108,11 @@ pub enum PoolError {
 }
 
 impl Pool {
-    pub fn new(settings: &Settings, upstream: &Upstream) -> Result<Pool, StartError> {
+    pub fn new(
+        settings: &Settings,
+        upstream: &Upstream,
+        connector: HttpsConnector<HttpConnector>,
+    ) -> Pool {
         let target = Uri::builder()
             .scheme(upstream.scheme.clone())
             .authority(upstream.authority.clone())
@@ -119,14 +123,14 @@ impl Pool {
         http1.preserve_header_case(settings.proxy.preserve_header_case);
         let threads = settings.proxy.serving_threads();
         let share = settings.proxy.max_connections.div_ceil(threads).max(1);
-        Ok(Pool {
-            connector: super::upstream::connector(settings)?,
+        Pool {
+            connector,
             target,
             http1,
             kept: Mutex::new(VecDeque::new()),
             places: Arc::new(Semaphore::new(share)),
             kept_one: Notify::new(),
-        })
+        }
     }
 
     /// Send `request` (origin-form target, `Host` set) on a kept connection, or a new one;
