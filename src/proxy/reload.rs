@@ -185,8 +185,12 @@ fn report_changes(s: &Sidecar, api: &Api, trigger: &str, old: &Revision, next: &
 /// updates a mounted ConfigMap by swapping a symlinked directory, which a watch on the file
 /// itself never sees; `metadata` follows the link.
 pub async fn watch(s: Arc<Sidecar>) {
-    let watching = s.apis.iter().map(|api| watch_one(&s, api));
-    futures_join_all(watching).await;
+    // Dropped (the task aborted at shutdown), the set aborts every watcher.
+    let mut watching = tokio::task::JoinSet::new();
+    for api in &s.apis {
+        watching.spawn(watch_one(s.clone(), api.clone()));
+    }
+    while watching.join_next().await.is_some() {}
 }
 
 /// A spec file's length and modification time: what the watcher compares.
@@ -195,7 +199,7 @@ pub(super) fn stamp(path: &std::path::Path) -> Option<(u64, SystemTime)> {
     Some((m.len(), m.modified().ok()?))
 }
 
-async fn watch_one(s: &Sidecar, api: &Api) {
+async fn watch_one(s: Arc<Sidecar>, api: Arc<Api>) {
     let Some(interval) = api.settings.spec.watch_interval else {
         return;
     };
@@ -205,7 +209,7 @@ async fn watch_one(s: &Sidecar, api: &Api) {
         // A URL: ask every interval; an unchanged spec answers 304.
         SpecSource::Url(_) => loop {
             tokio::time::sleep(interval).await;
-            let _ = reload(s, api, "poll").await;
+            let _ = reload(&s, &api, "poll").await;
         },
     };
     // From when the revision in force was read, not from this task's first turn: a change made
@@ -216,22 +220,9 @@ async fn watch_one(s: &Sidecar, api: &Api) {
         let now = stamp(&path);
         if now != seen && now.is_some() {
             seen = now;
-            let _ = reload(s, api, "file changed").await;
+            let _ = reload(&s, &api, "file changed").await;
         }
     }
-}
-
-/// Run every future to its end, together on this task.
-async fn futures_join_all<F: Future<Output = ()>>(futures: impl Iterator<Item = F>) {
-    let mut set: Vec<Pin<Box<F>>> = futures.map(Box::pin).collect();
-    std::future::poll_fn(|cx| {
-        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
-        match set.is_empty() {
-            true => std::task::Poll::Ready(()),
-            false => std::task::Poll::Pending,
-        }
-    })
-    .await
 }
 
 /// Reload on SIGHUP, the usual way to tell a daemon to re-read its files. The handler is
