@@ -34,6 +34,11 @@ use crate::revision::Revision;
 
 pub type ResponseBody = Either<Tee, Full<Bytes>>;
 
+/// An answer of driftwatch's own (a refusal, a problem), as the client's response.
+pub(super) fn own(response: Response<Bytes>) -> Response<ResponseBody> {
+    response.map(|b| Either::Right(Full::new(b)))
+}
+
 /// A request body as the check stage sees it.
 pub(super) enum BodyRead {
     /// Read whole, within `audit.max_body`.
@@ -137,7 +142,7 @@ fn decide(ledger: &Ledger<'_>) -> Option<Reply> {
     };
     let kinds: BTreeSet<Kind> = blocking.iter().map(|f| f.kind).collect();
     Some(Reply::Blocked {
-        response: refused.map(|b| Either::Right(Full::new(b))),
+        response: own(refused),
         kinds,
     })
 }

@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 
-use super::forward::ResponseBody;
+use super::forward::{ResponseBody, own};
 use super::problem;
 use super::server::{Requests, Stream};
 use super::{Api, Sidecar};
@@ -271,29 +271,39 @@ pub(super) fn no_api<B>(s: &Sidecar, req: &Request<B>) -> Response<ResponseBody>
         req.uri().path(),
         names.join(", ")
     );
-    problem::response(StatusCode::NOT_FOUND, "No API", &detail, "", None)
-        .map(|b| Either::Right(Full::new(b)))
+    own(problem::response(
+        StatusCode::NOT_FOUND,
+        "No API",
+        &detail,
+        "",
+        None,
+    ))
 }
 
 fn established() -> Response<ResponseBody> {
-    Response::new(Either::Right(Full::new(Bytes::new())))
+    own(Response::new(Bytes::new()))
 }
 
 fn refused(host: &HostPort) -> Response<ResponseBody> {
     let detail =
         format!("no API of this sidecar serves {host}, and forward.unknown_hosts is \"refuse\"");
-    problem::response(StatusCode::FORBIDDEN, "Host not served", &detail, "", None)
-        .map(|b| Either::Right(Full::new(b)))
+    own(problem::response(
+        StatusCode::FORBIDDEN,
+        "Host not served",
+        &detail,
+        "",
+        None,
+    ))
 }
 
 fn unreachable(host: &HostPort, reason: &str) -> Response<ResponseBody> {
     let detail = format!("driftwatch could not reach {host}: {reason}");
-    problem::response(
+    let problem = problem::response(
         StatusCode::BAD_GATEWAY,
         "Upstream unreachable",
         &detail,
         "",
         None,
-    )
-    .map(|b| Either::Right(Full::new(b)))
+    );
+    own(problem)
 }

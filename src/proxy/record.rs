@@ -9,7 +9,6 @@ use std::time::SystemTime;
 use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Method, Response, Uri};
-use http_body_util::{Either, Full};
 
 use std::sync::Arc;
 
@@ -166,7 +165,7 @@ impl<'c> Ledger<'c> {
             self.request_id.as_str(),
             None,
         );
-        response.map(|b| Either::Right(Full::new(b)))
+        super::forward::own(response)
     }
 
     fn event(
