@@ -135,10 +135,6 @@ impl Ca {
     }
 
     fn read(cert: &Path, key: &Path) -> Result<Ca, CaError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CaError::Io { path, source }
-        };
         let cert_pem = std::fs::read_to_string(cert).map_err(io(cert))?;
         let key_pem = std::fs::read_to_string(key).map_err(io(key))?;
         warn_if_readable(key);
@@ -162,10 +158,6 @@ impl Ca {
     }
 
     fn make(dir: &Path, cert: &Path, key: &Path) -> Result<Ca, CaError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CaError::Io { path, source }
-        };
         create_private_dir(dir).map_err(io(dir))?;
         let mut params = CertificateParams::new(Vec::<String>::new())
             .map_err(|e| unusable(cert, &e.to_string()))?;
@@ -210,6 +202,12 @@ impl Ca {
             leaves: Mutex::default(),
         }
     }
+}
+
+/// What a failed read or write of `path` becomes.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError {
+    let path = path.to_path_buf();
+    move |source| CaError::Io { path, source }
 }
 
 fn unusable(path: &Path, reason: &str) -> CaError {
