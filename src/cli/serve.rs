@@ -223,6 +223,8 @@ pub async fn serve(
         token: sidecar.settings.admin_token.clone(),
         ready_detail: Some(ready_detail(&sidecar)),
     };
+    // Both listeners, and so every bound's series, exist before the first scrape can come.
+    let proxy = Listener::new(proxy, sidecar.settings.proxy.bounds(), sidecar.limit_hits());
     let admin = Listener::new(
         admin,
         sidecar.settings.admin_bounds.clone(),

@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
 
@@ -31,14 +31,14 @@ use super::{Api, Sidecar};
 use crate::config::ProxyKind;
 use crate::listener::{Accepted, Activity, Counted, Held, Listener, ended, watched};
 
-/// Serve the proxy on `proxy` until `shutdown` resolves, then drain in-flight requests (and
+/// Serve the proxy on `listener` until `shutdown` resolves, then drain in-flight requests (and
 /// the response work they left) for up to `proxy.drain_timeout_ms`. The caller serves the
 /// admin listener beside it.
 ///
 /// This thread accepts; each connection goes, in turn, to one of `proxy.workers` serving
 /// threads (this one among them, see `lanes`), which serves it start to end.
 pub async fn run(
-    proxy: TcpListener,
+    mut listener: Listener,
     s: Arc<Sidecar>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
@@ -52,7 +52,6 @@ pub async fn run(
     let pool = Arc::new(super::pool::pools(&s.settings, &s.apis)?);
     let mut lanes = Lanes::start(&s, &accepting)?;
     let graceful = GracefulShutdown::new();
-    let mut listener = Listener::new(proxy, s.settings.proxy.bounds(), s.limit_hits());
     s.ready.store(true, Ordering::SeqCst);
     tokio::pin!(shutdown);
     loop {

@@ -97,13 +97,11 @@ async fn two_apis_behind_one_reverse_proxy_each_get_their_upstream_spec_metrics_
     assert_eq!(got_b.len(), 1);
     assert_eq!(got_b[0].target, "/v2/invoices?customer_id=cus_1");
 
+    // Response findings come from the response work, after the client has its answer: wait
+    // for both requests' and both responses' findings.
     let found = super::util::eventually("both APIs' events", || async {
         let e = events(dw.admin).await;
-        (e.iter()
-            .filter(|f| f.2.ends_with("param") || f.2.contains("mismatch"))
-            .count()
-            >= 2)
-            .then_some(e)
+        (e.iter().filter(|f| f.2.contains("response")).count() >= 2 && e.len() >= 5).then_some(e)
     })
     .await;
     let found: Vec<String> = found
@@ -122,13 +120,17 @@ async fn two_apis_behind_one_reverse_proxy_each_get_their_upstream_spec_metrics_
             "channels listPlayouts undeclared_response_field /ok",
         ]
     );
-    let m = scrape(dw.admin).await;
     let series = [
         "driftwatch_requests_total{operation=\"listPlayouts\",outcome=\"forwarded\",code=\"200\",api=\"channels\"}",
         "driftwatch_requests_total{operation=\"listInvoices\",outcome=\"forwarded\",code=\"200\",api=\"billing\"}",
         "driftwatch_unknown_query_params_total{operation=\"listInvoices\",param=\"customer_id\",api=\"billing\"}",
         "driftwatch_client_errors_total{reason=\"no_api\"}",
     ];
+    let m = super::util::eventually("every request recorded", || async {
+        let m = scrape(dw.admin).await;
+        series.iter().all(|s| sample(&m, s) >= 1.0).then_some(m)
+    })
+    .await;
     for s in series {
         assert_eq!(sample(&m, s), 1.0, "{s}\n{m}");
     }

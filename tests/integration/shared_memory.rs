@@ -99,6 +99,10 @@ fn replica(api: SocketAddr, redis: &RedisServer, key: &Path, mode: Mode) -> Conf
         c.memory.redis_url = Some(redis.url());
         c.memory.hash_key_file = Some(key.to_path_buf());
         c.proxy.mode = mode;
+        // On a loaded 2-core CI runner Redis can take longer than the 5 ms default to answer,
+        // and a recall past its deadline falls back by design: only the test of the deadline
+        // itself keeps the default.
+        c.memory.redis_deadline_ms = 2_000;
     })
 }
 
@@ -259,6 +263,10 @@ async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_r
     let api = upstream::start(responder, Duration::ZERO, None).await.addr;
     let a = start(replica(api, &redis, &key, Mode::Observe)).await;
     let b = start(replica(api, &redis, &key, Mode::Observe)).await;
+    // C keeps the default deadline (5 ms), the one under test while the store is paused.
+    let mut deadline = replica(api, &redis, &key, Mode::Observe);
+    deadline.memory.redis_deadline_ms = 5;
+    let c = start(deadline).await;
     let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
         .await
         .json();
@@ -266,14 +274,14 @@ async fn a_paused_or_dead_store_delays_nothing_past_the_deadline_and_detection_r
 
     // Paused: connected, never answering. The write waits for the deadline (5 ms), no longer.
     redis.signal("-STOP");
-    let status = stale_put(&b, "Bearer alice", "p1", &read).await;
+    let status = stale_put(&c, "Bearer alice", "p1", &read).await;
     assert_eq!(status, 204, "forwarded");
     assert_eq!(
-        kinds_of(b.admin, "p1", Some("omitted_on_replace")).await,
+        kinds_of(c.admin, "p1", Some("omitted_on_replace")).await,
         [pair("omitted_on_replace", "/graphicsElementIds")],
-        "without the store, B has no GET to compare with"
+        "without the store, C has no GET to compare with"
     );
-    let m = scrape(b.admin).await;
+    let m = scrape(c.admin).await;
     let waits = sample(&m, "driftwatch_memory_store_recall_seconds_count");
     let within = sample(
         &m,
