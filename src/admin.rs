@@ -34,6 +34,18 @@ pub struct Admin {
     /// Lines `/readyz` adds to its answer: the shared memory store's state, with
     /// `memory.backend = "redis"`, and the warning when most requests route nowhere.
     pub ready_detail: Option<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// What `driftwatch wrap` learned of its MCP server's tools, at `/tools/map` and
+    /// `/tools/check`; `None` elsewhere (404).
+    pub tools: Option<Arc<dyn ToolsView>>,
+}
+
+/// The tools of the MCP server behind the proxy, as `driftwatch wrap` sees them.
+pub trait ToolsView: Send + Sync {
+    /// The learned map, in the `tools --map` format (TOML).
+    fn map(&self) -> String;
+    /// The live catalog check's report, as `tools --format json` writes it; `None` before the
+    /// server's first `tools/list` answer.
+    fn check(&self) -> Option<serde_json::Value>;
 }
 
 /// A bearer token, kept as its SHA-256: a request's token is hashed and the digests compared,
@@ -71,7 +83,30 @@ impl std::fmt::Debug for Token {
 }
 
 /// Routes that show traffic or the spec, or change what the proxy does.
-const GUARDED: [&str; 4] = ["/findings", "/spec", "/spec/diff", "/spec/reload"];
+const GUARDED: [&str; 6] = [
+    "/findings",
+    "/spec",
+    "/spec/diff",
+    "/spec/reload",
+    "/tools/map",
+    "/tools/check",
+];
+
+/// `/tools/map` (TOML) or `/tools/check` (JSON; 404 until the server has listed its tools).
+fn tools(view: Option<&dyn ToolsView>, path: &str) -> Response<Full<Bytes>> {
+    let Some(view) = view else {
+        return respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into());
+    };
+    match (path, view.check()) {
+        ("/tools/map", _) => respond(StatusCode::OK, "application/toml", view.map()),
+        (_, Some(report)) => respond(StatusCode::OK, "application/json", report.to_string()),
+        (_, None) => respond(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "the MCP server has not listed its tools yet\n".into(),
+        ),
+    }
+}
 
 /// Serve the admin routes on every connection `listener` admits, under its bounds
 /// (`admin.max_connections`, `admin.header_read_timeout_ms`, `admin.idle_timeout_ms`).
@@ -175,6 +210,7 @@ async fn answer(
             }
             Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
         },
+        "/tools/map" | "/tools/check" if s.tools.is_some() => tools(s.tools.as_deref(), path),
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",

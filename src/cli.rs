@@ -11,6 +11,7 @@ mod mcp;
 mod preflight;
 pub mod serve;
 mod tools;
+mod wrap;
 mod writes;
 
 use std::process::ExitCode;
@@ -42,6 +43,9 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Serve the spec's operations as MCP tools, each call audited on its way to the API.
     Mcp(mcp::McpArgs),
+    /// Run a stdio MCP server as a child, relaying its stdio unchanged, its API traffic through
+    /// the sidecar: every finding names the tool call that caused it.
+    Wrap(wrap::WrapArgs),
     /// Print the forward proxy's CA certificate (made if missing) and how runtimes trust it.
     Ca(ca::CaArgs),
     /// Exit 0 if a running sidecar is ready (its /readyz answers 200), else 1: for probes.
@@ -60,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Health(args) => health::run(&args),
         Command::Ca(args) => ca::run(&args),
         Command::Mcp(args) => mcp::run(&args),
+        Command::Wrap(args) => wrap::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -5,7 +5,9 @@
 //! pipeline, so a call is audited, remembered and refused exactly as a request from any other
 //! client would be.
 
+pub mod calls;
 pub mod message;
+pub mod relay;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};

@@ -23,6 +23,7 @@ mod source;
 mod stall;
 mod store;
 mod tee;
+mod tool;
 pub mod unrouted;
 mod upstream;
 mod vet;
@@ -73,6 +74,10 @@ pub struct Sidecar {
     ca: Option<Arc<ca::Ca>>,
     /// Requests for hosts no API serves.
     tunnels: crate::sink::Tunnels,
+    /// The MCP server's calls in flight (`driftwatch wrap`): each request's tool is asked of
+    /// them. `None` elsewhere: the tool comes from `events.tool_header` only.
+    pub calls: Option<Arc<crate::mcp::calls::Calls>>,
+    pub tool_metrics: Arc<crate::sink::ToolMetrics>,
 }
 
 /// Each API with its revision in force, its metrics' series made.
@@ -136,6 +141,7 @@ impl Sidecar {
         };
         let ca = forward_ca(&settings)?;
         let tunnels = crate::sink::Tunnels::new(&mut registry, settings.forward.host_labels);
+        let tool_metrics = Arc::new(crate::sink::ToolMetrics::new(&mut registry));
         let events =
             EventLog::open(&settings.events.output).map_err(|source| StartError::Events {
                 output: settings.events.output.clone(),
@@ -163,6 +169,8 @@ impl Sidecar {
             ready: Arc::new(AtomicBool::new(false)),
             ca,
             tunnels,
+            calls: None,
+            tool_metrics,
         })
     }
 
@@ -193,7 +201,7 @@ impl Sidecar {
     }
 
     /// Cut an event to its bound, then write it and keep it for `/findings`.
-    fn publish(&self, mut event: Event) {
+    pub fn publish(&self, mut event: Event) {
         let (weight, cut) = event.fit(self.settings.events.max_event_bytes);
         if cut {
             self.metrics.limit_hit("event_bytes");

@@ -6,9 +6,13 @@ mod events;
 mod metrics;
 mod process;
 mod recent;
+mod tools;
 mod tunnels;
 
-pub use events::{Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS};
+pub use events::{
+    Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS, ToolFields,
+};
 pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};
+pub use tools::ToolMetrics;
 pub use tunnels::{Tunnel, Tunnels};

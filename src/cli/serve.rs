@@ -214,7 +214,19 @@ pub async fn serve(
     sidecar: Arc<Sidecar>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
+    serve_with_tools(proxy, admin, sidecar, None, shutdown).await
+}
+
+/// [`serve`], the admin listener also showing what `driftwatch wrap` learned of its tools.
+pub async fn serve_with_tools(
+    proxy: TcpListener,
+    admin: TcpListener,
+    sidecar: Arc<Sidecar>,
+    tools: Option<Arc<dyn crate::admin::ToolsView>>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), StartError> {
     let handle = Admin {
+        tools,
         registry: sidecar.registry.clone(),
         recent: sidecar.recent.clone(),
         ready: sidecar.ready.clone(),

@@ -82,6 +82,7 @@ async fn stages<'c>(
     vet(&parts)?;
     let (read, forward) = read(s, &parts, body).await?;
     let mut pending = check(s, rev, &parts, &read, ledger);
+    super::tool::attribute(s, &parts, &read, ledger);
     compare_with_last_get(s, ledger, &mut pending).await;
     if let Some(refused) = decide(ledger) {
         return Ok(refused);
@@ -139,6 +140,10 @@ fn decide(ledger: &Ledger<'_>) -> Option<Reply> {
         problem::silent_clear(refused, &blocking)
     } else {
         refused
+    };
+    let refused = match ledger.tool.as_deref() {
+        Some(tool) => problem::with_tool(refused, tool),
+        None => refused,
     };
     let kinds: BTreeSet<Kind> = blocking.iter().map(|f| f.kind).collect();
     Some(Reply::Blocked {

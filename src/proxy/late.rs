@@ -133,7 +133,7 @@ fn work(rx: &Mutex<Receiver<Job>>, in_flight: &InFlight) {
 /// the request's buffers (a clone is a reference count), text is made only for an event.
 #[derive(Clone)]
 pub(super) struct LateMeta {
-    pub tool: Option<http::HeaderValue>,
+    pub tool: Option<Arc<crate::mcp::calls::Attribution>>,
     pub traceparent: Option<http::HeaderValue>,
     pub uri: http::Uri,
 }
@@ -346,12 +346,13 @@ fn record(
         s.metrics
             .finding(&api.label, f.operation.as_deref().unwrap_or(&op.id), f);
     }
+    s.tool_metrics.findings(meta.tool.as_deref(), &findings);
     let event = Event {
         api: api.settings.name.clone(),
         at: SystemTime::now(),
         request_id: request_id.as_str().to_owned(),
         traceparent: value_text(meta.traceparent.as_ref()),
-        tool: value_text(meta.tool.as_ref()),
+        tool: crate::sink::ToolFields::of(meta.tool.as_deref()),
         operation: Some(op.id.clone()),
         method: op.method.clone(),
         path_template: Some(op.template.clone()),
@@ -369,6 +370,7 @@ fn record(
             })
             .collect(),
         findings_left_out: 0,
+        catalog_defects: Vec::new(),
         values: None,
     };
     s.publish(event);

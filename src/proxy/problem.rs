@@ -3,6 +3,7 @@
 //! `detail` comes first and stays short: MCP servers hand the body to the model as it is, and
 //! some cut it at 1,000 characters.
 
+use crate::mcp::calls::Attribution;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
@@ -92,6 +93,20 @@ pub fn silent_clear(mut blocked: Response<Bytes>, findings: &[&Finding]) -> Resp
     *blocked.body_mut() = Bytes::from(body.to_string());
     *blocked.status_mut() = StatusCode::CONFLICT;
     blocked
+}
+
+/// A refusal names the tool call it refused: the agent's MCP result then says which tool and
+/// which finding, whatever the server makes of the answer.
+pub fn with_tool(mut refused: Response<Bytes>, tool: &Attribution) -> Response<Bytes> {
+    let Ok(mut body) = serde_json::from_slice::<Value>(refused.body()) else {
+        return refused;
+    };
+    body["tool"] = Value::from(tool.label());
+    if !tool.candidates.is_empty() {
+        body["tool_candidates"] = tool.candidates.iter().map(|c| c.as_ref()).collect();
+    }
+    *refused.body_mut() = Bytes::from(body.to_string());
+    refused
 }
 
 fn shorten(detail: &str) -> String {

@@ -20,9 +20,10 @@ use super::problem;
 use super::{Api, Sidecar};
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind};
+use crate::mcp::calls::Attribution;
 use crate::policy::Action;
 use crate::revision::Revision;
-use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome};
+use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome, ToolFields};
 
 /// W3C trace context: a name, not text parsed again on every request.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -53,7 +54,8 @@ pub(super) struct Ledger<'c> {
     pub request_id: RequestId,
     method: Method,
     uri: Uri,
-    tool: Option<HeaderValue>,
+    /// The tool call behind the request: the tool header's, or found by `tool::attribute`.
+    pub tool: Option<Arc<Attribution>>,
     traceparent: Option<HeaderValue>,
     pub operation: Option<&'c Operation>,
     pub findings: Vec<Finding>,
@@ -79,7 +81,11 @@ impl<'c> Ledger<'c> {
             request_id,
             method: parts.method.clone(),
             uri: parts.uri.clone(),
-            tool: parts.headers.get(&s.settings.events.tool_header).cloned(),
+            tool: parts
+                .headers
+                .get(&s.settings.events.tool_header)
+                .and_then(|v| v.to_str().ok())
+                .map(|name| Arc::new(Attribution::header(name))),
             traceparent: parts.headers.get(&TRACEPARENT).cloned(),
             operation: None,
             findings: Vec::new(),
@@ -134,6 +140,8 @@ impl<'c> Ledger<'c> {
         for f in &self.findings {
             s.metrics.finding(api, op_id, f);
         }
+        s.tool_metrics
+            .findings(self.tool.as_deref(), &self.findings);
         if !self.findings.is_empty() || error.is_some() {
             self.event(s, rev, outcome, response.status().as_u16(), error);
         }
@@ -194,7 +202,7 @@ impl<'c> Ledger<'c> {
             at: SystemTime::now(),
             request_id: self.request_id.as_str().to_owned(),
             traceparent: value_text(self.traceparent.as_ref()),
-            tool: value_text(self.tool.as_ref()),
+            tool: ToolFields::of(self.tool.as_deref()),
             path_template: self.operation.map(|op| op.template.clone()),
             operation,
             method: self.method.to_string(),
@@ -206,6 +214,7 @@ impl<'c> Ledger<'c> {
             spec_revision: rev.spec.revision.clone(),
             findings,
             findings_left_out: 0,
+            catalog_defects: Vec::new(),
             values: self.values,
         };
         s.publish(event);

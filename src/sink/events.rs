@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::finding::Finding;
+use crate::mcp::calls::Attribution;
 
 #[derive(Debug, Serialize)]
 pub struct Event {
@@ -24,8 +25,10 @@ pub struct Event {
     pub api: Option<String>,
     pub request_id: String,
     pub traceparent: Option<String>,
-    /// From the configured tool header (`x-mcp-tool`).
-    pub tool: Option<String>,
+    /// The tool call behind the request: `tool` (its name, or `(ambiguous)`), how it was found
+    /// (`tool_attribution`), and for an ambiguous one the `tool_candidates`.
+    #[serde(flatten)]
+    pub tool: ToolFields,
     pub operation: Option<String>,
     pub method: String,
     pub path_template: Option<String>,
@@ -45,9 +48,44 @@ pub struct Event {
     /// Findings not listed because the event reached `events.max_event_bytes`.
     #[serde(skip_serializing_if = "is_zero")]
     pub findings_left_out: usize,
+    /// `action = "catalog"`: what the live catalog check found wrong with the tool.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalog_defects: Vec<crate::catalog::Defect>,
     /// Query, body and non-secret headers, only with `log_values = true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
+}
+
+/// An event's tool: the `tool` key kept where it was (the name, or `(ambiguous)`), and beside it
+/// how it was found and, when ambiguous, the tools of the calls that fit.
+#[derive(Debug, Default, Serialize)]
+pub struct ToolFields {
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_attribution: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_candidates: Vec<String>,
+}
+
+/// Candidates an event lists (each cut to `HEADER_MAX` by `fit`).
+const CANDIDATES_MAX: usize = 16;
+
+impl ToolFields {
+    pub fn of(tool: Option<&Attribution>) -> ToolFields {
+        let Some(a) = tool else {
+            return ToolFields::default();
+        };
+        ToolFields {
+            tool: Some(a.label().to_string()),
+            tool_attribution: Some(a.by.as_str()),
+            tool_candidates: a
+                .candidates
+                .iter()
+                .take(CANDIDATES_MAX)
+                .map(|c| crate::finding::shorten(c, HEADER_MAX))
+                .collect(),
+        }
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -77,7 +115,7 @@ impl Event {
                 *text = crate::finding::shorten(text, bound);
             }
         }
-        for text in [&mut self.tool, &mut self.traceparent]
+        for text in [&mut self.tool.tool, &mut self.traceparent]
             .into_iter()
             .flatten()
         {

@@ -1,0 +1,187 @@
+//! `driftwatch wrap [options] -- COMMAND ARGS...`: a stdio MCP server run as driftwatch's
+//! child, in the place a client's config names a command. stdin and stdout pass between the
+//! client and the server unchanged (newline-delimited JSON-RPC), read on the way: a
+//! `tools/call` is in flight from its request to its answer, so each API request the server
+//! makes through the sidecar (in this process, on a loopback port) is tied to the call that
+//! caused it (`mcp::calls`). The server reaches the sidecar by a base-URL variable the user
+//! names (`--env BASE_URL={url}`) or, with `proxy.kind = "forward"`, by the proxy variables and
+//! the CA, set here. The catalog the server answers `tools/list` with is checked live against
+//! the spec in force, on the map learned from its own traffic unless `--map` gives one.
+//! Logs and events never go to stdout: it is the client's stream.
+
+mod live;
+mod relay;
+
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio::process::Command;
+
+use super::serve::{ModeArg, ServeArgs, build, serve_with_tools};
+use crate::config::ProxyKind;
+use crate::mcp::calls::Calls;
+use crate::settings::Settings;
+
+#[derive(Args, Debug)]
+pub struct WrapArgs {
+    /// The API's OpenAPI 3.0/3.1 spec (or `[spec]`/`[[api]]` in --config).
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// The API: http://host:port or https://host:port (reverse mode).
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Admin listen address for /metrics, /findings, /tools/map, /tools/check (default
+    /// 127.0.0.1:9090).
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// observe (forward every request) or enforce (refuse a harmful one).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// TOML config file, as for `serve`; `[proxy] kind = "forward"` sets the server's proxy
+    /// variables and CA instead of a base URL.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A variable for the server, `{url}` replaced by the sidecar's URL
+    /// (`--env BASE_URL={url}`, `--env GITLAB_API_URL={url}/api/v4`). Repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// The tools map (`driftwatch tools --map`) for the live catalog check; without it, the
+    /// map learned from the server's traffic.
+    #[arg(long)]
+    map: Option<PathBuf>,
+    /// The MCP server to run, and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+impl WrapArgs {
+    fn settings(&self) -> anyhow::Result<Settings> {
+        let serve = ServeArgs::in_process(
+            self.spec.clone(),
+            self.upstream.clone(),
+            self.admin_listen.clone(),
+            self.mode,
+            self.config.clone(),
+        );
+        let mut settings = serve.settings(std::env::vars().collect())?;
+        // stdout is the client's MCP stream.
+        if settings.events.output == crate::sink::EventOutput::Stdout {
+            settings.events.output = crate::sink::EventOutput::File("/dev/stderr".into());
+        }
+        Ok(settings)
+    }
+
+    /// `--env`'s variables, `{url}` filled.
+    fn variables(&self, url: &str) -> anyhow::Result<Vec<(String, String)>> {
+        self.env
+            .iter()
+            .map(|pair| {
+                let (name, value) = pair
+                    .split_once('=')
+                    .with_context(|| format!("--env {pair}: expected NAME=VALUE"))?;
+                Ok((name.to_string(), value.replace("{url}", url)))
+            })
+            .collect()
+    }
+}
+
+pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
+    let settings = args.settings()?;
+    let user_map = match &args.map {
+        Some(path) => Some(live::UserMap::read(path)?),
+        None => None,
+    };
+    super::serve::init_logging(super::serve::LogFormat::Auto);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let code = runtime.block_on(async move {
+        let admin_listen = settings.admin.listen;
+        let mut sidecar = build(settings, None).await?;
+        let calls = Arc::new(Calls::default());
+        sidecar.calls = Some(calls.clone());
+        let sidecar = Arc::new(sidecar);
+        let bind = |addr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+        };
+        let proxy = bind(sidecar.settings.proxy.listen).await?;
+        let admin = bind(admin_listen).await?;
+        let url = format!("http://{}", proxy.local_addr()?);
+        let mut env = args.variables(&url)?;
+        if sidecar.settings.proxy.kind == ProxyKind::Forward {
+            env.extend(forward_variables(&sidecar.settings, &url)?);
+        }
+        let mut child = spawn(&args.command, &env)?;
+        let live = Arc::new(live::Live::new(sidecar.clone(), calls.clone(), user_map));
+        tokio::spawn(live.clone().check_on_change());
+        let limits = sidecar.settings.mcp.messages;
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let relayed = relay::both(stdin, stdout, calls, live.clone(), limits);
+        tracing::info!(admin = %admin.local_addr()?, proxy = %url, command = %args.command[0], "driftwatch wrap: relaying the MCP server's stdio");
+        let status = Arc::new(tokio::sync::Mutex::new(None));
+        let ended = {
+            let status = status.clone();
+            async move {
+                *status.lock().await = Some(relay::until_exit(&mut child, relayed).await);
+            }
+        };
+        let view: Arc<dyn crate::admin::ToolsView> = live;
+        serve_with_tools(proxy, admin, sidecar, Some(view), ended).await?;
+        let status = status.lock().await.take().flatten();
+        anyhow::Ok(status.and_then(|s| s.code()).unwrap_or(1))
+    })?;
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+fn spawn(command: &[String], env: &[(String, String)]) -> anyhow::Result<tokio::process::Child> {
+    let (program, args) = command.split_first().context("no COMMAND after --")?;
+    Command::new(program)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start `{program}`"))
+}
+
+/// What each runtime reads to send its requests through the forward proxy and trust its CA:
+/// Node (axios; fetch from Node 24 with `NODE_USE_ENV_PROXY`), Python (httpx, requests) and Go.
+/// `SSL_CERT_FILE` replaces the system roots for Python and Go, so it names a bundle of the
+/// CA and the system's roots: hosts driftwatch tunnels still verify.
+fn forward_variables(settings: &Settings, url: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let ca_dir = &settings.forward.ca_dir;
+    let ca = ca_dir.join("ca.pem");
+    let mut bundle = std::fs::read(&ca).with_context(|| format!("{}", ca.display()))?;
+    const SYSTEM_ROOTS: [&str; 3] = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/cert.pem",
+    ];
+    if let Some(roots) = SYSTEM_ROOTS.iter().find_map(|p| std::fs::read(p).ok()) {
+        bundle.push(b'\n');
+        bundle.extend(roots);
+    }
+    let bundle_path = ca_dir.join("bundle.pem");
+    std::fs::write(&bundle_path, bundle).with_context(|| format!("{}", bundle_path.display()))?;
+    let (ca, bundle) = (ca.display().to_string(), bundle_path.display().to_string());
+    let mut vars: Vec<(String, String)> =
+        ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"]
+            .iter()
+            .map(|name| (name.to_string(), url.to_string()))
+            .collect();
+    vars.extend([
+        ("NODE_USE_ENV_PROXY".into(), "1".into()),
+        ("NODE_EXTRA_CA_CERTS".into(), ca),
+        ("SSL_CERT_FILE".into(), bundle.clone()),
+        ("REQUESTS_CA_BUNDLE".into(), bundle),
+    ]);
+    Ok(vars)
+}

@@ -1,0 +1,175 @@
+//! The live catalog check: the catalog the server answers `tools/list` with, checked against
+//! the spec in force by the rules of `driftwatch tools`, on the user's `--map` or else on the
+//! map learned from the server's traffic. It runs again when the server lists its tools again
+//! (after `notifications/tools/list_changed` the client asks) and when the learned map gains
+//! an operation. Its defects become the `catalog_defects` gauge and one event per tool whose
+//! defects are new; `/tools/check` serves the whole report as `tools --format json` writes it.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::catalog::{Defect, DefectKind, Mapping, check, read_tools};
+use crate::mcp::calls::{Calls, map_toml};
+use crate::proxy::Sidecar;
+use crate::sink::{Event, ToolFields};
+
+/// The user's map, read and parsed once at start (a broken one stops the start).
+pub struct UserMap {
+    path: PathBuf,
+    text: String,
+}
+
+impl UserMap {
+    pub fn read(path: &Path) -> anyhow::Result<UserMap> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+        toml::from_str::<Mapping>(&text).with_context(|| format!("{}", path.display()))?;
+        Ok(UserMap {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The server's last `tools/list` result.
+    list: Option<Value>,
+    report: Option<Value>,
+    /// Defects already sent as events: (tool, kind, field).
+    reported: HashSet<(String, &'static str, String)>,
+}
+
+pub struct Live {
+    sidecar: Arc<Sidecar>,
+    calls: Arc<Calls>,
+    user_map: Option<UserMap>,
+    state: Mutex<State>,
+    listed: tokio::sync::Notify,
+}
+
+impl Live {
+    pub fn new(sidecar: Arc<Sidecar>, calls: Arc<Calls>, user_map: Option<UserMap>) -> Live {
+        Live {
+            sidecar,
+            calls,
+            user_map,
+            state: Mutex::default(),
+            listed: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server answered a `tools/list`.
+    pub fn listed(&self, list: Value) {
+        self.state().list = Some(list);
+        self.listed.notify_one();
+    }
+
+    pub async fn check_on_change(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                () = self.listed.notified() => {}
+                () = self.calls.learned_changed.notified() => {}
+            }
+            if let Err(e) = self.check() {
+                tracing::warn!("the live catalog check could not run: {e:#}");
+            }
+        }
+    }
+
+    fn mapping(&self) -> anyhow::Result<Mapping> {
+        match &self.user_map {
+            Some(map) => {
+                toml::from_str(&map.text).with_context(|| format!("{}", map.path.display()))
+            }
+            None => Ok(toml::from_str(&map_toml(&self.calls.learned()))?),
+        }
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let Some(list) = self.state().list.clone() else {
+            return Ok(());
+        };
+        let tools = read_tools(&list).context("the server's tools/list")?;
+        let api = &self.sidecar.apis[0];
+        let revision = api.revision();
+        let report = check(&revision.contract, &tools, &self.mapping()?)?;
+        // Learned, the map holds only the tools called so far: the others are not yet
+        // mapped, which is no defect of theirs.
+        let learned = self.user_map.is_none();
+        let counted = |d: &&Defect| !(learned && d.kind == DefectKind::Unmapped);
+        let defects: Vec<&Defect> = report.defects.iter().filter(counted).collect();
+        self.sidecar
+            .tool_metrics
+            .defects(defects.iter().map(|d| (d.tool.as_str(), d.kind.as_str())));
+        let new = self.new_defects(&defects);
+        for (tool, defects) in new {
+            self.sidecar
+                .publish(event(api, &revision.spec.revision, tool, defects));
+        }
+        self.state().report = Some(serde_json::to_value(&report)?);
+        Ok(())
+    }
+
+    /// Defects not reported before, by tool.
+    fn new_defects(&self, defects: &[&Defect]) -> Vec<(String, Vec<Defect>)> {
+        let mut state = self.state();
+        let mut by_tool: Vec<(String, Vec<Defect>)> = Vec::new();
+        for d in defects {
+            let key = (d.tool.clone(), d.kind.as_str(), d.field.clone());
+            if !state.reported.insert(key) {
+                continue;
+            }
+            match by_tool.last_mut() {
+                Some((tool, list)) if *tool == d.tool => list.push((*d).clone()),
+                _ => by_tool.push((d.tool.clone(), vec![(*d).clone()])),
+            }
+        }
+        by_tool
+    }
+}
+
+/// One event for a tool's new catalog defects (`action = "catalog"`).
+fn event(api: &crate::proxy::Api, revision: &str, tool: String, defects: Vec<Defect>) -> Event {
+    Event {
+        at: SystemTime::now(),
+        api: api.settings.name.clone(),
+        request_id: String::new(),
+        traceparent: None,
+        tool: ToolFields {
+            tool: Some(tool),
+            ..ToolFields::default()
+        },
+        operation: defects.first().map(|d| d.operation.clone()),
+        method: "tools/list".into(),
+        path_template: None,
+        path: String::new(),
+        status: None,
+        action: "catalog",
+        error: None,
+        mode: api.settings.policy.mode.as_str(),
+        spec_revision: revision.to_string(),
+        findings: Vec::new(),
+        findings_left_out: 0,
+        catalog_defects: defects,
+        values: None,
+    }
+}
+
+impl crate::admin::ToolsView for Live {
+    fn map(&self) -> String {
+        map_toml(&self.calls.learned())
+    }
+
+    fn check(&self) -> Option<Value> {
+        self.state().report.clone()
+    }
+}

@@ -1,0 +1,394 @@
+//! Which tool call caused an API request. `driftwatch wrap` sees both hops: the agent's
+//! `tools/call` on the MCP side and the server's API requests on the other. A request is tied
+//! to the call that caused it: exactly when one call is in flight; with several, by the call's
+//! argument values found in the request (path segments, query values, body values), the call
+//! holding the most of them; and when that cannot tell, the answer says ambiguous and lists the
+//! candidates. Never a guess: a wrong name would send an incident responder to the wrong tool.
+//!
+//! What each tool reached is kept as a learned map, in the `tools --map` format, so the
+//! catalog check needs no hand-written map. Pure (no sockets): the relay feeds it messages,
+//! the proxy asks it about requests.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+
+/// Calls tracked at once; past it a call is not tracked (its requests are then ambiguous or
+/// unattributed, never wrongly named). An agent makes a handful at a time.
+const MAX_IN_FLIGHT: usize = 1024;
+/// Argument values kept per call, and bytes of each (longer ones are not compared).
+const MAX_VALUES: usize = 256;
+const MAX_VALUE_BYTES: usize = 1024;
+/// Tools, and operations per tool, the learned map holds.
+const MAX_TOOLS: usize = 1024;
+const MAX_OPERATIONS: usize = 64;
+
+/// How a request's tool was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// The request named it in the configured tool header.
+    Header,
+    /// One call was in flight.
+    OnlyCall,
+    /// Every call in flight was of this tool.
+    OnlyTool,
+    /// Of the calls in flight, this one's argument values are in the request most.
+    Arguments,
+    /// Several calls fit as well: `candidates` lists their tools.
+    Ambiguous,
+}
+
+impl By {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Header => "header",
+            By::OnlyCall => "only_call",
+            By::OnlyTool => "only_tool",
+            By::Arguments => "arguments",
+            By::Ambiguous => "ambiguous",
+        }
+    }
+}
+
+/// The tool a request is attributed to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribution {
+    /// The tool's name; `None` when ambiguous.
+    pub tool: Option<Arc<str>>,
+    pub by: By,
+    /// For an ambiguous request: the tools of the calls that fit, sorted.
+    pub candidates: Vec<Arc<str>>,
+}
+
+impl Attribution {
+    pub fn header(name: &str) -> Attribution {
+        Attribution {
+            tool: Some(name.into()),
+            by: By::Header,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// What an event's `tool` says: the name, or `(ambiguous)` (the candidates beside it).
+    pub fn label(&self) -> &str {
+        self.tool.as_deref().unwrap_or(AMBIGUOUS)
+    }
+
+    /// Whether the tool is known (not ambiguous): then the map learns from it.
+    pub fn known(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+}
+
+/// An event's `tool` for a request several calls fit.
+pub const AMBIGUOUS: &str = "(ambiguous)";
+
+/// One `tools/call` in flight.
+struct Call {
+    tool: Arc<str>,
+    /// Its scalar argument values as text, distinct.
+    values: Vec<String>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By (session, JSON-RPC id as JSON text).
+    in_flight: HashMap<(u64, String), Call>,
+    learned: BTreeMap<String, BTreeSet<String>>,
+    /// Calls begun while `MAX_IN_FLIGHT` were in flight.
+    untracked: u64,
+}
+
+/// The calls in flight for one MCP server, and the map learned from them.
+#[derive(Default)]
+pub struct Calls {
+    state: Mutex<State>,
+    /// Woken when the learned map gains an entry: the live catalog check runs again.
+    pub learned_changed: tokio::sync::Notify,
+}
+
+impl Calls {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A `tools/call` went to the server.
+    pub fn begin(&self, session: u64, id: &Value, tool: &str, arguments: Option<&Value>) {
+        let mut values = Vec::new();
+        if let Some(arguments) = arguments {
+            scalars(arguments, &mut values);
+        }
+        values.sort();
+        values.dedup();
+        let mut state = self.state();
+        if state.in_flight.len() >= MAX_IN_FLIGHT {
+            state.untracked += 1;
+            return;
+        }
+        let call = Call {
+            tool: tool.into(),
+            values,
+        };
+        state.in_flight.insert((session, id.to_string()), call);
+    }
+
+    /// The call's answer (or its cancellation) went back: its later requests are not its own.
+    pub fn end(&self, session: u64, id: &Value) {
+        self.state().in_flight.remove(&(session, id.to_string()));
+    }
+
+    /// A session ended: its calls will never be answered.
+    pub fn end_session(&self, session: u64) {
+        self.state().in_flight.retain(|(s, _), _| *s != session);
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.state().in_flight.len()
+    }
+
+    /// The call that caused a request, by what is in flight now; `None` when nothing is.
+    /// `values` are computed only when several calls are in flight.
+    pub fn attribute(&self, values: impl FnOnce() -> RequestValues) -> Option<Attribution> {
+        let state = self.state();
+        let calls: Vec<&Call> = state.in_flight.values().collect();
+        let named = |tool: &Arc<str>, by| Attribution {
+            tool: Some(tool.clone()),
+            by,
+            candidates: Vec::new(),
+        };
+        match calls.as_slice() {
+            [] => return None,
+            [only] => return Some(named(&only.tool, By::OnlyCall)),
+            _ => {}
+        }
+        if calls.iter().all(|c| c.tool == calls[0].tool) {
+            return Some(named(&calls[0].tool, By::OnlyTool));
+        }
+        let values = values();
+        let score = |c: &Call| c.values.iter().filter(|v| values.0.contains(*v)).count();
+        let best = calls.iter().map(|c| score(c)).max().unwrap_or(0);
+        let fit: BTreeSet<Arc<str>> = calls
+            .iter()
+            .filter(|c| score(c) == best)
+            .map(|c| c.tool.clone())
+            .collect();
+        if best > 0 && fit.len() == 1 {
+            let tool = fit.into_iter().next().expect("one");
+            return Some(named(&tool, By::Arguments));
+        }
+        Some(Attribution {
+            tool: None,
+            by: By::Ambiguous,
+            candidates: fit.into_iter().collect(),
+        })
+    }
+
+    /// The tool reached the operation; `true` when the map did not know it yet.
+    pub fn learn(&self, tool: &str, operation: &str) -> bool {
+        let mut state = self.state();
+        if !state.learned.contains_key(tool) && state.learned.len() >= MAX_TOOLS {
+            return false;
+        }
+        let reached = state.learned.entry(tool.to_string()).or_default();
+        let new = reached.len() < MAX_OPERATIONS && reached.insert(operation.to_string());
+        drop(state);
+        if new {
+            self.learned_changed.notify_one();
+        }
+        new
+    }
+
+    /// Each tool called so far, with the operations it reached.
+    pub fn learned(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.state().learned.clone()
+    }
+
+    pub fn untracked(&self) -> u64 {
+        self.state().untracked
+    }
+}
+
+/// The learned map as a `tools --map` file: a tool that reached one operation maps to it, one
+/// that reached several is composite (`operations`).
+pub fn map_toml(learned: &BTreeMap<String, BTreeSet<String>>) -> String {
+    let mut out = String::from(
+        "# Learned by driftwatch from the server's own traffic: the operations each tool called.\n[tools]\n",
+    );
+    let quote = |s: &str| Value::String(s.to_string()).to_string();
+    for (tool, operations) in learned {
+        let ops: Vec<String> = operations.iter().map(|o| quote(o)).collect();
+        let entry = match ops.as_slice() {
+            [one] => one.clone(),
+            _ => format!("{{ operations = [{}] }}", ops.join(", ")),
+        };
+        out.push_str(&format!("{} = {entry}\n", quote(tool)));
+    }
+    out
+}
+
+/// The values a request carries, as text: path segments and query values percent-decoded,
+/// body scalars. Bounded by the request, which the proxy already bounds.
+#[derive(Debug, Default)]
+pub struct RequestValues(HashSet<String>);
+
+impl RequestValues {
+    pub fn of(path_and_query: &str, body: Option<&[u8]>) -> RequestValues {
+        let mut set = HashSet::new();
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        set.extend(path.split('/').filter(|s| !s.is_empty()).map(decode));
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let value = pair.split_once('=').map_or("", |(_, v)| v);
+            set.insert(decode(&value.replace('+', " ")));
+        }
+        if let Some(body) = body.and_then(|b| serde_json::from_slice::<Value>(b).ok()) {
+            let mut values = Vec::new();
+            scalars(&body, &mut values);
+            set.extend(values);
+        }
+        set.remove("");
+        RequestValues(set)
+    }
+}
+
+/// Strings and numbers anywhere in `value`, as text (not booleans or null: they tell nothing
+/// apart). At most `MAX_VALUES`.
+fn scalars(value: &Value, out: &mut Vec<String>) {
+    if out.len() >= MAX_VALUES {
+        return;
+    }
+    match value {
+        Value::String(s) if !s.is_empty() && s.len() <= MAX_VALUE_BYTES => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| scalars(v, out)),
+        Value::Object(fields) => fields.values().for_each(|v| scalars(v, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn values(target: &str, body: Option<Value>) -> RequestValues {
+        let body = body.map(|b| b.to_string().into_bytes());
+        RequestValues::of(target, body.as_deref())
+    }
+
+    #[test]
+    fn one_call_in_flight_is_the_cause_and_none_is_nothing() {
+        let calls = Calls::default();
+        assert_eq!(calls.attribute(RequestValues::default), None);
+        calls.begin(1, &json!(7), "get_page", Some(&json!({"page_id": "a"})));
+        let a = calls
+            .attribute(|| unreachable!("one call needs no values"))
+            .unwrap();
+        assert_eq!((a.label(), a.by), ("get_page", By::OnlyCall));
+        calls.end(1, &json!(7));
+        assert_eq!(calls.attribute(RequestValues::default), None);
+    }
+
+    #[test]
+    fn overlapping_calls_are_told_apart_by_their_values_or_said_ambiguous() {
+        let calls = Calls::default();
+        calls.begin(1, &json!(1), "get_page", Some(&json!({"page_id": "p-1"})));
+        calls.begin(
+            1,
+            &json!(2),
+            "get_block",
+            Some(&json!({"block_id": "b-2", "n": 10})),
+        );
+        let page = calls.attribute(|| values("/v1/pages/p-1", None)).unwrap();
+        assert_eq!((page.label(), page.by), ("get_page", By::Arguments));
+        let block = calls
+            .attribute(|| values("/v1/blocks/b-2/children?page_size=10", None))
+            .unwrap();
+        assert_eq!((block.label(), block.by), ("get_block", By::Arguments));
+        // Neither call's values: ambiguous, both named.
+        let neither = calls.attribute(|| values("/v1/users/me", None)).unwrap();
+        assert_eq!((neither.tool.as_deref(), neither.by), (None, By::Ambiguous));
+        assert_eq!(
+            neither.candidates,
+            [Arc::from("get_block"), Arc::from("get_page")]
+        );
+        assert_eq!(neither.label(), AMBIGUOUS);
+    }
+
+    #[test]
+    fn calls_whose_values_are_the_same_are_ambiguous_never_a_guess() {
+        let calls = Calls::default();
+        calls.begin(1, &json!("a"), "get_page", Some(&json!({"id": "x"})));
+        calls.begin(2, &json!("a"), "get_block", Some(&json!({"id": "x"})));
+        let a = calls
+            .attribute(|| values("/v1/things", Some(json!({"id": "x"}))))
+            .unwrap();
+        assert_eq!(a.by, By::Ambiguous);
+        assert_eq!(a.candidates.len(), 2);
+        // Two calls of one tool: the tool is known even if the call is not.
+        calls.end(2, &json!("a"));
+        calls.begin(2, &json!("b"), "get_page", Some(&json!({"id": "y"})));
+        let a = calls.attribute(|| values("/v1/x", None)).unwrap();
+        assert_eq!((a.label(), a.by), ("get_page", By::OnlyTool));
+        calls.end_session(2);
+        assert_eq!(calls.in_flight(), 1);
+    }
+
+    #[test]
+    fn body_and_query_values_count_and_booleans_do_not() {
+        let calls = Calls::default();
+        calls.begin(
+            1,
+            &json!(1),
+            "search",
+            Some(&json!({"query": "drift in", "archived": true})),
+        );
+        calls.begin(
+            1,
+            &json!(2),
+            "create",
+            Some(&json!({"title": "T", "archived": true})),
+        );
+        let search = calls.attribute(|| values("/v1/search?q=drift+in&archived=true", None));
+        assert_eq!(search.unwrap().label(), "search");
+        let create =
+            calls.attribute(|| values("/v1/pages", Some(json!({"properties": {"title": ["T"]}}))));
+        assert_eq!(create.unwrap().label(), "create");
+    }
+
+    #[test]
+    fn the_learned_map_is_a_tools_map_and_composite_tools_list_every_operation() {
+        let calls = Calls::default();
+        assert!(calls.learn("get-user", "get-user"));
+        assert!(!calls.learn("get-user", "get-user"));
+        calls.learn("create_or_update_file", "repos/get-content");
+        calls.learn(
+            "create_or_update_file",
+            "repos/create-or-update-file-contents",
+        );
+        let text = map_toml(&calls.learned());
+        let map: crate::catalog::Mapping = toml::from_str(&text).unwrap();
+        assert_eq!(map.tools["get-user"].operation.as_deref(), Some("get-user"));
+        assert_eq!(
+            map.tools["create_or_update_file"].operations,
+            ["repos/create-or-update-file-contents", "repos/get-content"]
+        );
+    }
+
+    #[test]
+    fn past_the_bound_a_call_is_not_tracked() {
+        let calls = Calls::default();
+        for i in 0..MAX_IN_FLIGHT + 5 {
+            calls.begin(1, &json!(i), "t", None);
+        }
+        assert_eq!((calls.in_flight(), calls.untracked()), (MAX_IN_FLIGHT, 5));
+    }
+}

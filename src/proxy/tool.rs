@@ -1,0 +1,35 @@
+//! The tool call behind a request, under `driftwatch wrap`: asked of the calls in flight once
+//! the request is checked (its operation known), counted by tool, and learned. A request that
+//! named its tool in `events.tool_header` keeps that name.
+
+use std::sync::Arc;
+
+use http::request::Parts;
+
+use super::Sidecar;
+use super::forward::BodyRead;
+use super::record::Ledger;
+use crate::mcp::calls::RequestValues;
+
+pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mut Ledger<'_>) {
+    let Some(calls) = &s.calls else {
+        return;
+    };
+    if ledger.tool.is_none() {
+        let body = match read {
+            BodyRead::Whole(bytes) => Some(&bytes[..]),
+            _ => None,
+        };
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        ledger.tool = calls
+            .attribute(|| RequestValues::of(target, body))
+            .map(Arc::new);
+    }
+    let tool = ledger.tool.as_deref();
+    s.tool_metrics.request(tool);
+    // The live catalog check reads the first API's spec: only its operations are learned.
+    let first = ledger.api.index == 0;
+    if let (Some(name), Some(op), true) = (tool.and_then(|t| t.known()), ledger.operation, first) {
+        calls.learn(name, &op.id);
+    }
+}

@@ -1,0 +1,118 @@
+//! The tool behind each API request (`driftwatch wrap`): requests and findings by tool, and
+//! the defects of the catalog the server serves. Tool names come from the agent's calls and
+//! the server's catalog, so only the first `TOOL_LABELS` names get a label of their own; the
+//! rest count as `_other`.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::finding::Finding;
+use crate::mcp::calls::Attribution;
+
+/// Tool names with a label of their own. A real catalog has tens of tools (GitLab's 118).
+const TOOL_LABELS: usize = 256;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    tool: String,
+    attribution: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    tool: String,
+    kind: &'static str,
+    severity: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DefectLabels {
+    tool: String,
+    kind: &'static str,
+}
+
+pub struct ToolMetrics {
+    requests: Family<RequestLabels, Counter>,
+    findings: Family<FindingLabels, Counter>,
+    defects: Family<DefectLabels, Gauge>,
+    named: Mutex<HashSet<String>>,
+}
+
+impl ToolMetrics {
+    pub fn new(registry: &mut Registry) -> ToolMetrics {
+        let m = ToolMetrics {
+            requests: Family::default(),
+            findings: Family::default(),
+            defects: Family::default(),
+            named: Mutex::default(),
+        };
+        let r = registry.sub_registry_with_prefix("driftwatch");
+        r.register(
+            "tool_requests",
+            "API requests by the tool call that caused them (driftwatch wrap): tool, and attribution (only_call, only_tool, arguments, ambiguous, header; none: no call in flight)",
+            m.requests.clone(),
+        );
+        r.register(
+            "tool_findings",
+            "Findings by the tool whose call caused the request, kind and severity",
+            m.findings.clone(),
+        );
+        r.register(
+            "catalog_defects",
+            "Defects of the tool catalog the MCP server serves, checked live against the spec in force: tool and kind (silent_clear: every call erases the field)",
+            m.defects.clone(),
+        );
+        m
+    }
+
+    fn label(&self, tool: &str) -> String {
+        let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        match named.contains(tool) || named.len() < TOOL_LABELS && named.insert(tool.into()) {
+            true => tool.to_string(),
+            false => "_other".to_string(),
+        }
+    }
+
+    /// One API request, and the tool it was tied to (`None`: no call was in flight).
+    pub fn request(&self, tool: Option<&Attribution>) {
+        let (tool, attribution) = match tool {
+            Some(a) => (self.label(a.label()), a.by.as_str()),
+            None => (String::new(), "none"),
+        };
+        let labels = RequestLabels { tool, attribution };
+        self.requests.get_or_create(&labels).inc();
+    }
+
+    pub fn findings(&self, tool: Option<&Attribution>, findings: &[Finding]) {
+        let Some(tool) = tool.filter(|_| !findings.is_empty()) else {
+            return;
+        };
+        let tool = self.label(tool.label());
+        for f in findings {
+            let labels = FindingLabels {
+                tool: tool.clone(),
+                kind: f.kind.as_str(),
+                severity: f.severity.as_str(),
+            };
+            self.findings.get_or_create(&labels).inc();
+        }
+    }
+
+    /// The catalog's defects now, by tool and kind; the last check's series are replaced.
+    pub fn defects<'a>(&self, defects: impl IntoIterator<Item = (&'a str, &'static str)>) {
+        self.defects.clear();
+        for (tool, kind) in defects {
+            let labels = DefectLabels {
+                tool: self.label(tool),
+                kind,
+            };
+            self.defects.get_or_create(&labels).inc();
+        }
+    }
+}
