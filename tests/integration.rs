@@ -46,5 +46,6 @@ mod integration {
     pub mod transport;
     pub mod upstream;
     pub mod util;
+    pub mod wrap;
     pub mod writes;
 }

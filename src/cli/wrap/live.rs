@@ -39,7 +39,8 @@ impl UserMap {
 struct State {
     /// The server's last `tools/list` result.
     list: Option<Value>,
-    report: Option<Value>,
+    /// The last report, as `tools --format json` writes it.
+    report: Option<String>,
     /// Defects already sent as events: (tool, kind, field).
     reported: HashSet<(String, &'static str, String)>,
 }
@@ -115,7 +116,7 @@ impl Live {
             self.sidecar
                 .publish(event(api, &revision.spec.revision, tool, defects));
         }
-        self.state().report = Some(serde_json::to_value(&report)?);
+        self.state().report = Some(serde_json::to_string_pretty(&report)?);
         Ok(())
     }
 
@@ -169,7 +170,7 @@ impl crate::admin::ToolsView for Live {
         map_toml(&self.calls.learned())
     }
 
-    fn check(&self) -> Option<Value> {
+    fn check(&self) -> Option<String> {
         self.state().report.clone()
     }
 }

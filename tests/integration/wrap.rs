@@ -1,0 +1,403 @@
+//! `driftwatch wrap` around real MCP servers nobody here wrote, driven by the official Python
+//! SDK (scripts/mcp-session.py): Notion's npm server (by its `BASE_URL`) and the Go
+//! github-mcp-server from a PyPI wheel (through the forward proxy, its proxy variables and CA
+//! set by wrap). Calls are made one at a time and two at once; the API mock answers a request
+//! only once its partner has arrived, so the two calls of a pair are both in flight when the
+//! second request comes, whatever order the server sends them in.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::mcp::{PYTHON_SDK, python};
+use super::sidecar::{admin_get, sample, scrape};
+use super::upstream::{self, Responder, Upstream};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Notion's package directory and the Go server's binary, installed when missing.
+fn servers() -> (PathBuf, PathBuf) {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/wrap-servers"))
+        .output()
+        .expect("scripts/wrap-servers");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines().map(|l| root().join(l));
+    (lines.next().unwrap(), lines.next().unwrap())
+}
+
+/// An API mock answering with a body no schema declares in full (every request gets an event).
+/// A request whose target holds `pair-` (the values of calls made together) is answered once
+/// its partner has arrived, or after 5 s.
+fn pairing_api(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
+    let arrived = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let responder: Responder = Arc::new(move |r| {
+        const BODY: &str = r#"{"object":"user","id":"u","driftwatch_probe":1}"#;
+        if !r.target.contains("pair-") {
+            return (200, BODY.into());
+        }
+        let (count, paired) = &*arrived;
+        let mut n = count.lock().unwrap();
+        *n += 1;
+        paired.notify_all();
+        let five = Duration::from_secs(5);
+        drop(paired.wait_timeout_while(n, five, |n| *n % 2 == 1).unwrap());
+        (200, BODY.into())
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Its own runtime: the responder blocks a thread while it waits for the partner.
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let _ = tx.send(upstream::start(responder, Duration::ZERO, tls).await);
+            std::future::pending::<()>().await
+        });
+    });
+    rx.recv().unwrap()
+}
+
+fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A session of the SDK against `driftwatch wrap ARGS -- SERVER...`, open until `release`.
+struct Session {
+    child: Child,
+    out: PathBuf,
+    hold: PathBuf,
+    admin: SocketAddr,
+}
+
+impl Session {
+    fn start(name: &str, plan: Value, wrap: &[String], server: &[String]) -> Session {
+        let dir = std::env::temp_dir().join(format!(
+            "driftwatch-wrap-session-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let hold = dir.join("release");
+        let mut plan = plan.as_array().unwrap().clone();
+        plan.push(json!({"hold": hold}));
+        let plan_path = dir.join("plan.json");
+        std::fs::write(&plan_path, Value::from(plan).to_string()).unwrap();
+        let admin = free_port();
+        let child = Command::new(python(PYTHON_SDK))
+            .arg(root().join("scripts/mcp-session.py"))
+            .args([&plan_path, &dir.join("out.json")])
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(["wrap", "--admin-listen", &admin.to_string()])
+            .args(wrap)
+            .arg("--")
+            .args(server)
+            .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_placeholder")
+            .env("NOTION_TOKEN", "ntn_placeholder")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Session {
+            child,
+            out: dir.join("out.json"),
+            hold,
+            admin,
+        }
+    }
+
+    /// The events, once `n` of them carry findings.
+    async fn events(&mut self, n: usize) -> Vec<Value> {
+        let admin = self.admin;
+        let mut events = Vec::new();
+        for _ in 0..200 {
+            if self.child.try_wait().unwrap().is_some() {
+                panic!(
+                    "the session ended early:\n{}",
+                    self.child.wait_with_output_of_stderr()
+                );
+            }
+            if let Ok(mut stream) = tokio::net::TcpStream::connect(admin).await {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let ask = b"GET /findings HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n";
+                let mut got = Vec::new();
+                let _ = stream.write_all(ask).await;
+                let _ = stream.read_to_end(&mut got).await;
+                let body = got.split(|&b| b == b'{').skip(1).count() > 0;
+                let start = got.iter().position(|&b| b == b'{').filter(|_| body);
+                let found = start.and_then(|i| serde_json::from_slice::<Value>(&got[i..]).ok());
+                events = found
+                    .and_then(|v| v["events"].as_array().cloned())
+                    .unwrap_or_default();
+                if events.iter().filter(|e| e["action"] != "catalog").count() >= n {
+                    return events;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("waited 20 s for {n} events: {events:#?}");
+    }
+
+    /// Let the session end; the SDK's output.
+    fn release(mut self) -> Value {
+        std::fs::write(&self.hold, "").unwrap();
+        let out = self.child.wait_with_output_of_stderr();
+        serde_json::from_slice(&std::fs::read(&self.out).unwrap_or_default())
+            .unwrap_or_else(|_| panic!("the SDK's session failed:\n{out}"))
+    }
+}
+
+trait StderrOf {
+    fn wait_with_output_of_stderr(&mut self) -> String;
+}
+
+impl StderrOf for Child {
+    fn wait_with_output_of_stderr(&mut self) -> String {
+        use std::io::Read;
+        let mut err = String::new();
+        if let Some(mut stderr) = self.stderr.take() {
+            let _ = stderr.read_to_string(&mut err);
+        }
+        let _ = self.wait();
+        err
+    }
+}
+
+/// Each request event's (operation, tool, attribution, candidates).
+fn attributed(events: &[Value]) -> Vec<(String, String, String, Vec<String>)> {
+    let text = |v: &Value| v.as_str().unwrap_or("null").to_string();
+    let mut out: Vec<_> = events
+        .iter()
+        .filter(|e| e["action"] != "catalog")
+        .map(|e| {
+            let candidates = e["tool_candidates"].as_array().cloned().unwrap_or_default();
+            (
+                text(&e["operation"]),
+                text(&e["tool"]),
+                text(&e["tool_attribution"]),
+                candidates.iter().map(text).collect(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notions_server_under_wrap_names_the_tool_of_every_finding_and_learns_its_map() {
+    let (notion, _) = servers();
+    let spec = notion.join("scripts/notion-openapi.json");
+    let api = pairing_api(None);
+    let plan = json!([
+        // One at a time: each the only call in flight.
+        {"call": ["API-get-self", {}]},
+        {"call": ["API-retrieve-a-page", {"page_id": "p-0"}]},
+        {"call": ["API-get-block-children", {"block_id": "b-0"}]},
+        {"call": ["API-retrieve-a-block", {"block_id": "b-1"}]},
+        // Two at once, told apart by their values.
+        {"together": [["API-retrieve-a-page", {"page_id": "pair-a"}],
+                      ["API-get-block-children", {"block_id": "pair-b"}]]},
+        // Two at once that differ in nothing a request shows: ambiguous, never a guess.
+        {"together": [["API-retrieve-a-page", {"page_id": "pair-same"}],
+                      ["API-retrieve-a-block", {"block_id": "pair-same"}]]},
+        // Refused in enforce mode (the spec Notion ships says `children` items are strings).
+        {"call": ["API-post-page", {"parent": {"page_id": "p-0"},
+            "properties": {"title": [{"text": {"content": "Drift"}}]},
+            "children": [{"object": "block", "type": "paragraph", "paragraph": {"rich_text": []}}]}]},
+    ]);
+    let wrap = [
+        "--mode",
+        "enforce",
+        "--spec",
+        &spec.display().to_string(),
+        "--upstream",
+        &format!("http://{}", api.addr),
+        "--env",
+        "BASE_URL={url}",
+    ]
+    .map(String::from);
+    let server = [
+        "node".into(),
+        notion.join("bin/cli.mjs").display().to_string(),
+    ];
+    let mut session = Session::start("notion", plan, &wrap, &server);
+    let events = session.events(9).await;
+    let metrics = scrape(session.admin).await;
+    let map = String::from_utf8(admin_get(session.admin, "/tools/map").await.body).unwrap();
+    let check: Value = admin_get(session.admin, "/tools/check").await.json();
+    let out = session.release();
+
+    // Every request event names its tool, or says ambiguous listing the right one.
+    let found = attributed(&events);
+    println!("{found:#?}");
+    assert_eq!(found.len(), 9, "eight requests sent, one refused");
+    for (operation, tool, by, candidates) in &found {
+        let right = format!("API-{operation}");
+        match by.as_str() {
+            "ambiguous" => assert!(
+                tool == "(ambiguous)" && candidates.contains(&right),
+                "{found:?}"
+            ),
+            _ => assert_eq!(tool, &right, "{found:?}"),
+        }
+    }
+    let by = |how: &str| found.iter().filter(|f| f.2 == how).count();
+    assert!(
+        by("arguments") >= 1,
+        "a pair told apart by its values: {found:?}"
+    );
+    let same_id = found
+        .iter()
+        .filter(|f| f.2 == "ambiguous" && f.3 == ["API-retrieve-a-block", "API-retrieve-a-page"])
+        .count();
+    assert!(same_id >= 1, "the pair that differs in nothing: {found:?}");
+    let series = |by: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("driftwatch_tool_requests_total{")
+                    && l.contains(&format!("attribution=\"{by}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(
+        series("arguments") + series("ambiguous") + series("only_call") + series("only_tool"),
+        9.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(
+            &metrics,
+            "driftwatch_tool_findings_total{tool=\"API-post-page\",kind=\"body_type_mismatch\",severity=\"error\"}"
+        ) == 1.0,
+        "{metrics}"
+    );
+
+    // The refused call's result says which tool and which finding refused it.
+    let refused = &out["results"][6]["text"];
+    let refused: Value = serde_json::from_str(refused.as_str().unwrap()).unwrap();
+    assert_eq!(refused["tool"], "API-post-page");
+    assert_eq!(refused["findings"][0]["kind"], "body_type_mismatch");
+
+    // The learned map is the one read off Notion's source (tools are `API-` + operationId).
+    let learned: toml::Value = toml::from_str(&map).unwrap();
+    let by_hand: toml::Value = toml::from_str(
+        &std::fs::read_to_string(root().join("tests/data/wrap/notion-tools.toml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(learned, by_hand, "{map}");
+
+    // The live check is `driftwatch tools` on the catalog served and the learned map.
+    let dir = std::env::temp_dir().join(format!(
+        "driftwatch-wrap-session-notion-{}",
+        std::process::id()
+    ));
+    std::fs::write(dir.join("tools.json"), out["tools"].to_string()).unwrap();
+    std::fs::write(dir.join("map.toml"), &map).unwrap();
+    let offline = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["tools", "--format", "json", "--spec"])
+        .arg(&spec)
+        .arg("--tools")
+        .arg(dir.join("tools.json"))
+        .arg("--map")
+        .arg(dir.join("map.toml"))
+        .output()
+        .unwrap();
+    let offline: Value = serde_json::from_slice(&offline.stdout).unwrap();
+    assert_eq!(check, offline);
+    let tools = out["tools"]["tools"].as_array().unwrap().len();
+    println!(
+        "notion under wrap: {tools} tools listed, {} request events, learned:\n{map}",
+        found.len()
+    );
+}
+
+/// The hand-written map of the calls the GitHub test makes, from github-mcp-server's source.
+fn github_by_hand() -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(root().join("tests/data/wrap/github-tools.toml")).unwrap();
+    let map: toml::Value = toml::from_str(&text).unwrap();
+    map["tools"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_its_tools_named() {
+    let (_, go) = servers();
+    let pki = super::transport::pki_for("wrap-go", &["localhost", "127.0.0.1"]);
+    let api = pairing_api(Some(pki.acceptor.clone()));
+    let dir = std::env::temp_dir().join(format!("driftwatch-wrap-go-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = super::util::shared_spec("github/api.github.com.json.gz");
+    let config = format!(
+        "[proxy]\nkind = \"forward\"\n[forward]\nca_dir = {ca:?}\n[upstream_tls]\nca_file = {pem:?}\n\
+         [[api]]\nname = \"github\"\nspec = {spec:?}\nhosts = [\"api.github.com\"]\nupstream = \"https://127.0.0.1:{port}\"\n",
+        ca = dir.join("ca").display().to_string(),
+        pem = pki.ca_pem.display().to_string(),
+        spec = spec.display().to_string(),
+        port = api.addr.port(),
+    );
+    std::fs::write(dir.join("driftwatch.toml"), config).unwrap();
+    let plan = json!([
+        {"call": ["get_me", {}]},
+        {"call": ["get_issue", {"owner": "octo-org", "repo": "hello-world", "issue_number": 42}]},
+        {"together": [["get_issue", {"owner": "pair-one", "repo": "r", "issue_number": 1}],
+                      ["get_pull_request", {"owner": "pair-two", "repo": "r", "pullNumber": 2}]]},
+    ]);
+    let wrap = [
+        "--config".to_string(),
+        dir.join("driftwatch.toml").display().to_string(),
+    ];
+    let server = [go.display().to_string(), "stdio".into()];
+    let mut session = Session::start("go", plan, &wrap, &server);
+    let events = session.events(4).await;
+    let map = String::from_utf8(admin_get(session.admin, "/tools/map").await.body).unwrap();
+    let out = session.release();
+    let found = attributed(&events);
+    println!("{found:#?}");
+    assert_eq!(found.len(), 4, "{found:?}");
+    assert!(found.iter().any(|f| f.2 == "arguments"), "{found:?}");
+    let by_hand = github_by_hand();
+    for (operation, tool, by, candidates) in &found {
+        let right = by_hand
+            .iter()
+            .find(|(_, op)| *op == operation)
+            .map(|(t, _)| t)
+            .unwrap();
+        match by.as_str() {
+            "ambiguous" => assert!(candidates.contains(right), "{found:?}"),
+            _ => assert_eq!(tool, right, "{found:?}"),
+        }
+    }
+    let learned: toml::Value = toml::from_str(&map).unwrap();
+    let learned: BTreeMap<String, String> = learned["tools"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    assert_eq!(learned, by_hand, "{map}");
+    drop(out);
+}
