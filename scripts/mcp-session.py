@@ -6,7 +6,7 @@ once (all in flight together); `{"hold": FILE}` keeps the session open until FIL
 another. Writes OUT (JSON): the server's `tools/list` result, each call's result text and
 isError, and each repeated call's latency in seconds.
 Usage: python mcp-session.py PLAN OUT -- COMMAND ARGS...  (the server runs with this process's
-environment)
+environment), or PLAN OUT -- http://HOST:PORT/PATH for a streamable HTTP endpoint
 """
 
 import asyncio
@@ -18,6 +18,7 @@ import time
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 async def call(session, name, args):
@@ -32,10 +33,17 @@ async def call(session, name, args):
     }
 
 
-async def run(plan, command):
+def transport(command):
+    """A streamable HTTP endpoint (`http://...`), or a command to start and speak stdio to."""
+    if command[0].startswith("http://"):
+        return streamable_http_client(command[0])
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    return stdio_client(params)
+
+
+async def run(plan, command):
     out = {"results": [], "latencies": []}
-    async with stdio_client(params) as (read, write):
+    async with transport(command) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             listed = await session.list_tools()

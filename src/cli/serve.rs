@@ -30,7 +30,7 @@ pub struct ServeArgs {
     upstream: Option<String>,
     /// Proxy listen address (default 127.0.0.1:8080).
     #[arg(long)]
-    listen: Option<String>,
+    pub(super) listen: Option<String>,
     /// Admin listen address for /metrics, /healthz, /readyz, /findings, /spec (default 127.0.0.1:9090).
     #[arg(long)]
     admin_listen: Option<String>,

@@ -9,6 +9,7 @@
 //! the spec in force, on the map learned from its own traffic unless `--map` gives one.
 //! Logs and events never go to stdout: it is the client's stream.
 
+mod front;
 mod live;
 mod relay;
 
@@ -22,7 +23,10 @@ use tokio::net::TcpListener;
 use tokio::process::Command;
 
 use super::serve::{ModeArg, ServeArgs, build, serve_with_tools};
+use std::os::fd::AsFd;
+
 use crate::config::ProxyKind;
+use crate::listener::Listener;
 use crate::mcp::calls::Calls;
 use crate::settings::Settings;
 
@@ -53,8 +57,24 @@ pub struct WrapArgs {
     /// map learned from the server's traffic.
     #[arg(long)]
     map: Option<PathBuf>,
+    /// Where the sidecar's proxy listens (default: a loopback port of its own, named to the
+    /// child by --env or the proxy variables). Give it when the server runs elsewhere.
+    #[arg(long)]
+    listen: Option<String>,
+    /// An MCP server that speaks streamable HTTP: its endpoint (`http://host:port/mcp`). Its
+    /// clients connect to --mcp-listen instead, and COMMAND, if given, runs beside it (its
+    /// stdio not relayed).
+    #[arg(long)]
+    mcp_upstream: Option<String>,
+    /// Where MCP clients connect with --mcp-upstream.
+    #[arg(long, default_value = "127.0.0.1:8070", requires = "mcp_upstream")]
+    mcp_listen: std::net::SocketAddr,
     /// The MCP server to run, and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(
+        last = true,
+        required_unless_present = "mcp_upstream",
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
@@ -67,6 +87,10 @@ impl WrapArgs {
             self.mode,
             self.config.clone(),
         );
+        let mut serve = serve;
+        if let Some(listen) = &self.listen {
+            serve.listen = Some(listen.clone());
+        }
         let mut settings = serve.settings(std::env::vars().collect())?;
         // stdout is the client's MCP stream.
         if settings.events.output == crate::sink::EventOutput::Stdout {
@@ -117,35 +141,71 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
         if sidecar.settings.proxy.kind == ProxyKind::Forward {
             env.extend(forward_variables(&sidecar.settings, &url)?);
         }
-        let mut child = spawn(&args.command, &env)?;
         let live = Arc::new(live::Live::new(sidecar.clone(), calls.clone(), user_map));
         tokio::spawn(live.clone().check_on_change());
         let limits = sidecar.settings.mcp.messages;
-        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-        let relayed = relay::both(stdin, stdout, calls, live.clone(), limits);
-        tracing::info!(admin = %admin.local_addr()?, proxy = %url, command = %args.command[0], "driftwatch wrap: relaying the MCP server's stdio");
         let status = Arc::new(tokio::sync::Mutex::new(None));
-        let ended = {
-            let status = status.clone();
-            async move {
-                *status.lock().await = Some(relay::until_exit(&mut child, relayed).await);
+        let mut child = match args.command.is_empty() {
+            true => None,
+            false => Some(spawn(&args.command, &env, args.mcp_upstream.is_none())?),
+        };
+        let ended: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> = match &args.mcp_upstream {
+            Some(upstream) => {
+                let front = front::Front::new(upstream, calls, live.clone(), limits)?;
+                let settings = &sidecar.settings;
+                let listener = Listener::new(bind(args.mcp_listen).await?, settings.mcp.bounds.clone(), sidecar.limit_hits());
+                tracing::info!(admin = %admin.local_addr()?, proxy = %url, mcp = %listener.local_addr()?, %upstream, "driftwatch wrap: relaying the MCP server's streamable HTTP");
+                tokio::spawn(front.serve(listener));
+                let status = status.clone();
+                Box::pin(async move {
+                    *status.lock().await = match child.as_mut() {
+                        Some(child) => relay::until_exit(child, None).await,
+                        None => {
+                            super::serve::shutdown_signal().await;
+                            None
+                        }
+                    };
+                })
+            }
+            None => {
+                let mut child = child.take().expect("a command without --mcp-upstream");
+                let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+                let relayed = relay::both(stdin, stdout, calls, live.clone(), limits);
+                tracing::info!(admin = %admin.local_addr()?, proxy = %url, command = %args.command[0], "driftwatch wrap: relaying the MCP server's stdio");
+                let status = status.clone();
+                Box::pin(async move {
+                    *status.lock().await = relay::until_exit(&mut child, Some(relayed)).await;
+                })
             }
         };
         let view: Arc<dyn crate::admin::ToolsView> = live;
         serve_with_tools(proxy, admin, sidecar, Some(view), ended).await?;
-        let status = status.lock().await.take().flatten();
-        anyhow::Ok(status.and_then(|s| s.code()).unwrap_or(1))
+        let status = status.lock().await.take();
+        anyhow::Ok(status.map_or(0, |s| s.code().unwrap_or(1)))
     })?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
-fn spawn(command: &[String], env: &[(String, String)]) -> anyhow::Result<tokio::process::Child> {
+/// The server, its stdio piped to the relay, or (`relayed` false: an HTTP server) its stdin
+/// closed and its stdout sent to stderr: stdout is never the server's.
+fn spawn(
+    command: &[String],
+    env: &[(String, String)],
+    relayed: bool,
+) -> anyhow::Result<tokio::process::Child> {
     let (program, args) = command.split_first().context("no COMMAND after --")?;
+    let (stdin, stdout) = match relayed {
+        true => (Stdio::piped(), Stdio::piped()),
+        false => (
+            Stdio::null(),
+            Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
+        ),
+    };
     Command::new(program)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdin(stdin)
+        .stdout(stdout)
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()

@@ -86,7 +86,20 @@ struct Session {
 }
 
 impl Session {
+    /// The SDK starting `driftwatch wrap --admin-listen A WRAP -- SERVER` as its stdio server.
     fn start(name: &str, plan: Value, wrap: &[String], server: &[String]) -> Session {
+        let admin = free_port();
+        let mut target: Vec<String> = vec![env!("CARGO_BIN_EXE_driftwatch").into(), "wrap".into()];
+        target.extend(["--admin-listen".into(), admin.to_string()]);
+        target.extend(wrap.iter().cloned());
+        target.push("--".into());
+        target.extend(server.iter().cloned());
+        Session::open(name, plan, admin, &target)
+    }
+
+    /// The SDK speaking to `target` (a command, or a streamable HTTP endpoint), whose
+    /// driftwatch answers on `admin`.
+    fn open(name: &str, plan: Value, admin: SocketAddr, target: &[String]) -> Session {
         let dir = std::env::temp_dir().join(format!(
             "driftwatch-wrap-session-{name}-{}",
             std::process::id()
@@ -98,16 +111,11 @@ impl Session {
         plan.push(json!({"hold": hold}));
         let plan_path = dir.join("plan.json");
         std::fs::write(&plan_path, Value::from(plan).to_string()).unwrap();
-        let admin = free_port();
         let child = Command::new(python(PYTHON_SDK))
             .arg(root().join("scripts/mcp-session.py"))
             .args([&plan_path, &dir.join("out.json")])
             .arg("--")
-            .arg(env!("CARGO_BIN_EXE_driftwatch"))
-            .args(["wrap", "--admin-listen", &admin.to_string()])
-            .args(wrap)
-            .arg("--")
-            .args(server)
+            .args(target)
             .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_placeholder")
             .env("NOTION_TOKEN", "ntn_placeholder")
             .env_remove("NO_PROXY")
@@ -400,4 +408,80 @@ async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_it
         .collect();
     assert_eq!(learned, by_hand, "{map}");
     drop(out);
+}
+
+/// Notion's server speaking streamable HTTP (its `--transport http`), run by wrap beside the
+/// MCP front its clients reach: the same attribution as over stdio, and the catalog its SSE
+/// or JSON answers carry is checked live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_mcp_server_behind_the_front_has_its_calls_attributed_and_catalog_checked() {
+    let (notion, _) = servers();
+    let spec = notion.join("scripts/notion-openapi.json");
+    let api = pairing_api(None);
+    let (admin, front, server) = (free_port(), free_port(), free_port());
+    let mut dw = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["wrap", "--admin-listen", &admin.to_string(), "--spec"])
+        .arg(&spec)
+        .args([
+            "--upstream",
+            &format!("http://{}", api.addr),
+            "--env",
+            "BASE_URL={url}",
+        ])
+        .args(["--mcp-upstream", &format!("http://{server}/mcp")])
+        .args(["--mcp-listen", &front.to_string(), "--", "node"])
+        .arg(notion.join("bin/cli.mjs"))
+        .args(["--transport", "http", "--port", &server.port().to_string()])
+        .arg("--unsafe-disable-auth")
+        .env("NOTION_TOKEN", "ntn_placeholder")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    super::util::eventually("the Notion server's HTTP port", || async {
+        tokio::net::TcpStream::connect(server).await.ok().map(drop)
+    })
+    .await;
+    let plan = json!([
+        {"call": ["API-retrieve-a-page", {"page_id": "p-0"}]},
+        {"together": [["API-retrieve-a-page", {"page_id": "pair-a"}],
+                      ["API-get-block-children", {"block_id": "pair-b"}]]},
+    ]);
+    let url = format!("http://{front}/mcp");
+    let mut session = Session::open("http", plan, admin, &[url]);
+    let events = session.events(3).await;
+    let check = admin_get(admin, "/tools/check").await;
+    let out = session.release();
+    // SIGTERM: wrap stops the server it started, then drains and exits.
+    let term = Command::new("kill")
+        .args(["-TERM", &dw.id().to_string()])
+        .status();
+    assert!(term.unwrap().success());
+    let mut said = String::new();
+    use std::io::Read;
+    dw.stdout.take().unwrap().read_to_string(&mut said).unwrap();
+    assert!(dw.wait().unwrap().success());
+    super::util::eventually("the server stopped with wrap", || async {
+        tokio::net::TcpStream::connect(server).await.err().map(drop)
+    })
+    .await;
+    assert_eq!(said, "", "nothing of wrap's or the server's on stdout");
+    let found = attributed(&events);
+    println!("{found:#?}");
+    for (operation, tool, by, candidates) in &found {
+        let right = format!("API-{operation}");
+        match by.as_str() {
+            "ambiguous" => assert!(candidates.contains(&right), "{found:?}"),
+            _ => assert_eq!(tool, &right, "{found:?}"),
+        }
+    }
+    assert!(found.iter().any(|f| f.2 == "arguments"), "{found:?}");
+    assert_eq!(
+        check.status, 200,
+        "the catalog was read off the HTTP answers"
+    );
+    let report: Value = check.json();
+    let listed = out["tools"]["tools"].as_array().unwrap().len();
+    let checked =
+        report["tools"].as_array().unwrap().len() + report["defects"].as_array().unwrap().len();
+    assert!(listed == 24 && checked >= 2, "{listed} listed: {report}");
 }

@@ -61,21 +61,28 @@ pub fn both(
     }
 }
 
-/// Wait for the server to exit (or for SIGTERM or SIGINT, which it is then sent), then for
-/// the last of its output to reach the client.
-pub async fn until_exit(child: &mut tokio::process::Child, relayed: Relayed) -> Option<ExitStatus> {
+/// Wait for the server to exit, then for the last of its output to reach the client: its exit
+/// status is wrap's. On SIGTERM or SIGINT the server is stopped and `None` comes back: wrap
+/// was asked to stop, and exits 0 once drained.
+pub async fn until_exit(
+    child: &mut tokio::process::Child,
+    relayed: Option<Relayed>,
+) -> Option<ExitStatus> {
     let status = tokio::select! {
         status = child.wait() => status.ok(),
         () = super::super::serve::shutdown_signal() => {
             let _ = child.start_kill();
-            child.wait().await.ok()
+            let _ = child.wait().await;
+            tracing::info!("asked to stop: the MCP server is stopped, draining");
+            None
         }
     };
-    let _ = relayed.to_client.await;
-    relayed.to_server.abort();
-    match status {
-        Some(s) => tracing::info!(%s, "the MCP server exited: draining"),
-        None => tracing::warn!("the MCP server's exit status is unknown: draining"),
+    if let Some(relayed) = relayed {
+        let _ = relayed.to_client.await;
+        relayed.to_server.abort();
+    }
+    if let Some(s) = status {
+        tracing::info!(%s, "the MCP server exited: draining");
     }
     status
 }

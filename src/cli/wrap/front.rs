@@ -1,0 +1,311 @@
+//! The MCP front for a server that speaks streamable HTTP (`--mcp-upstream URL`): a listener,
+//! held to the MCP bounds like every listener (`crate::listener`), that relays each request to
+//! the server's endpoint and its answer back, SSE streams included, read on the way as the
+//! stdio relay reads lines. A request body is read whole (within `mcp.max_message_bytes`,
+//! past it 413) before it goes on, so a call is in flight before the server sees it; a JSON
+//! answer is read whole, an SSE stream event by event as it passes, never held.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::hash::{Hash, Hasher};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body::{Body, Frame};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::live::Live;
+use crate::mcp::calls::Calls;
+use crate::mcp::message::{Limits, Refused};
+use crate::mcp::relay::Session;
+
+type Relayed = BoxBody<Bytes, hyper::Error>;
+
+/// MCP sessions whose `tools/list` requests are followed; past it a new session is read
+/// without them (its calls are still followed).
+const MAX_SESSIONS: usize = 1024;
+
+#[derive(Clone)]
+pub struct Front {
+    upstream: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    calls: Arc<Calls>,
+    live: Arc<Live>,
+    limits: Limits,
+    sessions: Arc<Mutex<HashMap<u64, Session>>>,
+}
+
+impl Front {
+    /// `upstream` is the server's MCP endpoint: `http://host:port/path`.
+    pub fn new(
+        upstream: &str,
+        calls: Arc<Calls>,
+        live: Arc<Live>,
+        limits: Limits,
+    ) -> anyhow::Result<Front> {
+        let uri: Uri = upstream
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--mcp-upstream {upstream}: {e}"))?;
+        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+            anyhow::bail!(
+                "--mcp-upstream {upstream}: expected http://host:port/path (the server beside driftwatch)"
+            );
+        }
+        Ok(Front {
+            upstream: uri,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            calls,
+            live,
+            limits,
+            sessions: Arc::default(),
+        })
+    }
+
+    /// Serve every connection `listener` admits.
+    pub async fn serve(self, listener: crate::listener::Listener) {
+        crate::listener::serve(listener, move |req| self.clone().answer(req)).await;
+    }
+
+    async fn answer(self, req: Request<Incoming>) -> Result<Response<Relayed>, Infallible> {
+        Ok(match self.relay(req).await {
+            Ok(response) => response,
+            Err((status, message)) => own(status, &message),
+        })
+    }
+
+    async fn relay(
+        &self,
+        req: Request<Incoming>,
+    ) -> Result<Response<Relayed>, (StatusCode, String)> {
+        let session = session_key(req.headers().get("mcp-session-id"));
+        let (mut parts, body) = req.into_parts();
+        let body = Limited::new(body, self.limits.bytes)
+            .collect()
+            .await
+            .map_err(|_| {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    Refused::Bytes(self.limits.bytes).json_rpc(),
+                )
+            })?;
+        let body = body.to_bytes();
+        if parts.method == Method::POST {
+            self.with_session(session, |s, calls| s.from_client(calls, &body));
+        }
+        if parts.method == Method::DELETE {
+            self.calls.end_session(session);
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&session);
+        }
+        parts.uri = self.target(&parts.uri);
+        parts.headers.remove(HOST);
+        if let Some(authority) = self.upstream.authority() {
+            let host =
+                HeaderValue::from_str(authority.as_str()).expect("an authority is a header value");
+            parts.headers.insert(HOST, host);
+        }
+        let response = self
+            .client
+            .request(Request::from_parts(parts, Full::new(body)))
+            .await
+            .map_err(|e| {
+                (
+                    StatusCode::BAD_GATEWAY,
+                    format!("driftwatch could not reach the MCP server: {e}"),
+                )
+            })?;
+        Ok(self.read_back(session, response).await)
+    }
+
+    /// The upstream endpoint, with the client's query.
+    fn target(&self, asked: &Uri) -> Uri {
+        let path = self.upstream.path();
+        let pq = match asked.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path.to_string(),
+        };
+        let mut parts = self.upstream.clone().into_parts();
+        parts.path_and_query = pq.parse().ok();
+        Uri::from_parts(parts).unwrap_or_else(|_| self.upstream.clone())
+    }
+
+    async fn read_back(&self, session: u64, response: Response<Incoming>) -> Response<Relayed> {
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .map_or(session, |id| session_key(Some(id)));
+        let sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let (parts, body) = response.into_parts();
+        if sse {
+            let events = Events::new(self.clone(), session);
+            return Response::from_parts(parts, Tapped { body, events }.boxed());
+        }
+        // A JSON answer: read whole within the bound, or passed on unread.
+        match Limited::new(body, self.limits.bytes).collect().await {
+            Ok(whole) => {
+                let whole = whole.to_bytes();
+                self.read_answer(session, &whole);
+                Response::from_parts(parts, Full::new(whole).map_err(|e| match e {}).boxed())
+            }
+            Err(_) => own(
+                StatusCode::BAD_GATEWAY,
+                "the MCP server's answer is past mcp.max_message_bytes",
+            ),
+        }
+    }
+
+    fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if !sessions.contains_key(&key) && sessions.len() >= MAX_SESSIONS {
+            return f(&mut Session::new(key, self.limits), &self.calls);
+        }
+        let session = sessions
+            .entry(key)
+            .or_insert_with(|| Session::new(key, self.limits));
+        f(session, &self.calls)
+    }
+
+    fn read_answer(&self, session: u64, message: &[u8]) {
+        if let Some(list) = self.with_session(session, |s, calls| s.from_server(calls, message)) {
+            self.live.listed(list);
+        }
+    }
+}
+
+/// A session id as a key (0: no session).
+fn session_key(id: Option<&HeaderValue>) -> u64 {
+    id.map_or(0, |id| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.as_bytes().hash(&mut h);
+        h.finish() | 1
+    })
+}
+
+/// driftwatch's own answer: a JSON-RPC error with a null id.
+fn own(status: StatusCode, message: &str) -> Response<Relayed> {
+    let body = if message.starts_with('{') {
+        message.to_string()
+    } else {
+        crate::mcp::message::json_rpc_error(-32603, message)
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// An SSE stream's events, read as they pass: each event's `data` lines, joined, are one
+/// message. A line past the bound is dropped, and its event is not read.
+struct Events {
+    front: Front,
+    session: u64,
+    line: Vec<u8>,
+    data: Vec<u8>,
+    spoiled: bool,
+}
+
+impl Events {
+    fn new(front: Front, session: u64) -> Events {
+        Events {
+            front,
+            session,
+            line: Vec::new(),
+            data: Vec::new(),
+            spoiled: false,
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b != b'\n' {
+                if self.line.len() < self.front.limits.bytes {
+                    self.line.push(b);
+                } else {
+                    self.spoiled = true;
+                }
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if line.is_empty() {
+                let data = std::mem::take(&mut self.data);
+                if !std::mem::take(&mut self.spoiled) && !data.is_empty() {
+                    self.front.read_answer(self.session, &data);
+                }
+            } else if let Some(value) = line.strip_prefix(b"data:") {
+                if !self.data.is_empty() {
+                    self.data.push(b'\n');
+                }
+                let value = value.strip_prefix(b" ").unwrap_or(value);
+                if self.data.len() + value.len() <= self.front.limits.bytes {
+                    self.data.extend_from_slice(value);
+                } else {
+                    self.spoiled = true;
+                }
+            }
+        }
+    }
+}
+
+/// The server's SSE body, its frames passed on as they come, their bytes read by `events`.
+struct Tapped {
+    body: Incoming,
+    events: Events,
+}
+
+impl Body for Tapped {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            let data = data.clone();
+            self.events.feed(&data);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_id_is_a_key_that_is_never_zero() {
+        let id = HeaderValue::from_static("abc");
+        assert_ne!(session_key(Some(&id)), 0);
+        assert_eq!(session_key(Some(&id)), session_key(Some(&id)));
+        assert_eq!(session_key(None), 0);
+    }
+}
