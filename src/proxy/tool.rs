@@ -13,6 +13,10 @@ use crate::mcp::calls::RequestValues;
 
 pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mut Ledger<'_>) {
     let Some(calls) = &s.calls else {
+        // No MCP side seen: only a request that names its tool is counted by tool.
+        if let Some(tool) = ledger.tool.as_deref() {
+            s.tool_metrics.request(Some(tool));
+        }
         return;
     };
     if ledger.tool.is_none() {

@@ -85,7 +85,8 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     }))
     .await;
     for request in [
-        "GET /api/v1/playouts?page_size=1 HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
+        "GET /api/v1/playouts?page_size=1 HTTP/1.1\r\nhost: x\r\nx-mcp-tool: list_playouts\r\n\r\n"
+            .to_string(),
         "GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
         format!(
             "PUT /api/v1/schedules/1 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{:<40}",
@@ -94,11 +95,16 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     ] {
         raw(dw.addr, request.as_bytes()).await;
     }
-    let (families, samples) = exported(&scrape(dw.admin).await);
+    let (mut families, mut samples) = exported(&scrape(dw.admin).await);
     dw.stop().await;
+    // Exported once `driftwatch wrap` has checked a catalog (tests/integration/wrap.rs scrapes
+    // it from a real server's).
+    for wrap_only in ["driftwatch_catalog_defects"] {
+        assert!(families.insert(wrap_only.into()) && samples.insert(wrap_only.into()));
+    }
     assert_eq!(
         families.len(),
-        37,
+        40,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -170,6 +176,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         "driftwatch_memory_store_up",
         "driftwatch_memory_store_fallbacks_total",
         "driftwatch_memory_store_writer_restarts_total",
+        "driftwatch_catalog_defects",
     ];
     let in_rules: BTreeSet<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert_eq!(

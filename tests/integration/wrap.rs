@@ -382,6 +382,13 @@ async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_it
     let mut session = Session::start("go", plan, &wrap, &server);
     let events = session.events(4).await;
     let map = String::from_utf8(admin_get(session.admin, "/tools/map").await.body).unwrap();
+    // Real drift in the server's catalog, found live: its get_issue declares `issue_number` a
+    // number where GitHub's spec says integer.
+    let defect = "driftwatch_catalog_defects{tool=\"get_issue\",kind=\"type_mismatch\"}";
+    super::util::eventually("the live check's defect", || async {
+        (sample(&scrape(session.admin).await, defect) == 1.0).then_some(())
+    })
+    .await;
     let out = session.release();
     let found = attributed(&events);
     println!("{found:#?}");
