@@ -116,7 +116,9 @@ where
                 to.write_all(head).await?;
             } else {
                 line.extend_from_slice(head);
-                read(&line);
+                if line.len() <= bound {
+                    read(&line);
+                }
                 to.write_all(&line).await?;
                 line.clear();
             }
