@@ -20,7 +20,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use tokio::net::TcpListener;
-use tokio::process::Command;
+use std::process::Command;
 
 use super::serve::{ModeArg, ServeArgs, build, serve_with_tools};
 use std::os::fd::AsFd;
@@ -158,7 +158,7 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
                 tokio::spawn(front.serve(listener));
                 let status = status.clone();
                 Box::pin(async move {
-                    *status.lock().await = match child.as_mut() {
+                    *status.lock().await = match child {
                         Some(child) => relay::until_exit(child, None).await,
                         None => {
                             super::serve::shutdown_signal().await;
@@ -170,11 +170,11 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
             None => {
                 let mut child = child.take().expect("a command without --mcp-upstream");
                 let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-                let relayed = relay::both(stdin, stdout, calls, live.clone(), limits);
+                let relayed = relay::both(stdin, stdout, calls, live.clone(), limits)?;
                 tracing::info!(admin = %admin.local_addr()?, proxy = %url, command = %args.command[0], "driftwatch wrap: relaying the MCP server's stdio");
                 let status = status.clone();
                 Box::pin(async move {
-                    *status.lock().await = relay::until_exit(&mut child, Some(relayed)).await;
+                    *status.lock().await = relay::until_exit(child, Some(relayed)).await;
                 })
             }
         };
@@ -192,7 +192,7 @@ fn spawn(
     command: &[String],
     env: &[(String, String)],
     relayed: bool,
-) -> anyhow::Result<tokio::process::Child> {
+) -> anyhow::Result<std::process::Child> {
     let (program, args) = command.split_first().context("no COMMAND after --")?;
     let (stdin, stdout) = match relayed {
         true => (Stdio::piped(), Stdio::piped()),
@@ -207,7 +207,6 @@ fn spawn(
         .stdin(stdin)
         .stdout(stdout)
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start `{program}`"))
 }
