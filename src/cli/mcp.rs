@@ -170,12 +170,7 @@ impl McpArgs {
             self.mode,
             self.config.clone(),
         );
-        let mut settings = serve.settings(std::env::vars().collect())?;
-        // stdout is the MCP stream under --stdio: events written there would corrupt it.
-        if self.stdio && settings.events.output == crate::sink::EventOutput::Stdout {
-            settings.events.output = crate::sink::EventOutput::File("/dev/stderr".into());
-        }
-        Ok(settings)
+        serve.in_process_settings(self.stdio)
     }
 
     /// The `--header`s, read now: a missing file or variable stops the start, naming it.

@@ -149,6 +149,17 @@ impl ServeArgs {
         }
     }
 
+    /// The settings of a sidecar run inside another subcommand (`mcp`, `wrap`); with
+    /// `stdout_is_mcp`, events that would go to stdout go to stderr: stdout is an MCP stream,
+    /// and an event written there would corrupt it.
+    pub(super) fn in_process_settings(&self, stdout_is_mcp: bool) -> anyhow::Result<Settings> {
+        let mut settings = self.settings(std::env::vars().collect())?;
+        if stdout_is_mcp && settings.events.output == crate::sink::EventOutput::Stdout {
+            settings.events.output = crate::sink::EventOutput::File("/dev/stderr".into());
+        }
+        Ok(settings)
+    }
+
     /// The settings from the config file, the environment and these flags (flags > env > file).
     pub fn settings(&self, env: Vec<(String, String)>) -> Result<Settings, ConfigError> {
         let settings = Settings::load(Layers {

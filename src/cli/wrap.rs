@@ -13,21 +13,20 @@ mod front;
 mod live;
 mod relay;
 
+use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::process::{ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use tokio::net::TcpListener;
-use std::process::Command;
 
 use super::serve::{ModeArg, ServeArgs, build, serve_with_tools};
-use std::os::fd::AsFd;
-
 use crate::config::ProxyKind;
 use crate::listener::Listener;
 use crate::mcp::calls::Calls;
+use crate::proxy::Sidecar;
 use crate::settings::Settings;
 
 #[derive(Args, Debug)]
@@ -80,23 +79,18 @@ pub struct WrapArgs {
 
 impl WrapArgs {
     fn settings(&self) -> anyhow::Result<Settings> {
-        let serve = ServeArgs::in_process(
+        let mut serve = ServeArgs::in_process(
             self.spec.clone(),
             self.upstream.clone(),
             self.admin_listen.clone(),
             self.mode,
             self.config.clone(),
         );
-        let mut serve = serve;
         if let Some(listen) = &self.listen {
             serve.listen = Some(listen.clone());
         }
-        let mut settings = serve.settings(std::env::vars().collect())?;
-        // stdout is the client's MCP stream.
-        if settings.events.output == crate::sink::EventOutput::Stdout {
-            settings.events.output = crate::sink::EventOutput::File("/dev/stderr".into());
-        }
-        Ok(settings)
+        // stdout is the client's MCP stream (or, with --mcp-upstream, kept clean all the same).
+        serve.in_process_settings(true)
     }
 
     /// `--env`'s variables, `{url}` filled.
@@ -143,56 +137,65 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
         }
         let live = Arc::new(live::Live::new(sidecar.clone(), calls.clone(), user_map));
         tokio::spawn(live.clone().check_on_change());
-        let limits = sidecar.settings.mcp.messages;
-        let status = Arc::new(tokio::sync::Mutex::new(None));
         let mut child = match args.command.is_empty() {
             true => None,
             false => Some(spawn(&args.command, &env, args.mcp_upstream.is_none())?),
         };
-        let ended: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> = match &args.mcp_upstream {
-            Some(upstream) => {
-                let front = front::Front::new(upstream, calls, live.clone(), limits)?;
-                let settings = &sidecar.settings;
-                let listener = Listener::new(bind(args.mcp_listen).await?, settings.mcp.bounds.clone(), sidecar.limit_hits());
-                tracing::info!(admin = %admin.local_addr()?, proxy = %url, mcp = %listener.local_addr()?, %upstream, "driftwatch wrap: relaying the MCP server's streamable HTTP");
-                tokio::spawn(front.serve(listener));
-                let status = status.clone();
-                Box::pin(async move {
-                    *status.lock().await = match child {
-                        Some(child) => relay::until_exit(child, None).await,
-                        None => {
-                            super::serve::shutdown_signal().await;
-                            None
-                        }
-                    };
-                })
-            }
-            None => {
-                let mut child = child.take().expect("a command without --mcp-upstream");
-                let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-                let relayed = relay::both(stdin, stdout, calls, live.clone(), limits)?;
-                tracing::info!(admin = %admin.local_addr()?, proxy = %url, command = %args.command[0], "driftwatch wrap: relaying the MCP server's stdio");
-                let status = status.clone();
-                Box::pin(async move {
-                    *status.lock().await = relay::until_exit(child, Some(relayed)).await;
-                })
-            }
+        let relayed = mcp_side(args, &sidecar, child.as_mut(), calls, live.clone()).await?;
+        tracing::info!(admin = %admin.local_addr()?, proxy = %url, "driftwatch wrap: serving");
+        let (done, status) = tokio::sync::oneshot::channel();
+        let ended = async move {
+            let _ = done.send(until_done(child, relayed).await);
         };
         let view: Arc<dyn crate::admin::ToolsView> = live;
         serve_with_tools(proxy, admin, sidecar, Some(view), ended).await?;
-        let status = status.lock().await.take();
+        let status = status.await.ok().flatten();
         anyhow::Ok(status.map_or(0, |s| s.code().unwrap_or(1)))
     })?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
+/// The MCP side: the front for an HTTP server (`--mcp-upstream`), or the relay of the child's
+/// stdio, which is given back to wait for.
+async fn mcp_side(
+    args: &WrapArgs,
+    sidecar: &Sidecar,
+    child: Option<&mut Child>,
+    calls: Arc<Calls>,
+    live: Arc<live::Live>,
+) -> anyhow::Result<Option<relay::Relayed>> {
+    let limits = sidecar.settings.mcp.messages;
+    let Some(upstream) = &args.mcp_upstream else {
+        let child = child.context("a COMMAND to relay")?;
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        tracing::info!(command = %args.command[0], "relaying the MCP server's stdio");
+        return Ok(Some(relay::both(stdin, stdout, calls, live, limits)?));
+    };
+    let front = front::Front::new(upstream, calls, live, limits)?;
+    let socket = TcpListener::bind(args.mcp_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.mcp_listen))?;
+    let bounds = sidecar.settings.mcp.bounds.clone();
+    let listener = Listener::new(socket, bounds, sidecar.limit_hits());
+    tracing::info!(mcp = %listener.local_addr()?, %upstream, "relaying the MCP server's streamable HTTP");
+    tokio::spawn(front.serve(listener));
+    Ok(None)
+}
+
+/// Until the server exits (its status is wrap's), or, with no server of wrap's own, a signal.
+async fn until_done(child: Option<Child>, relayed: Option<relay::Relayed>) -> Option<ExitStatus> {
+    match child {
+        Some(child) => relay::until_exit(child, relayed).await,
+        None => {
+            super::serve::shutdown_signal().await;
+            None
+        }
+    }
+}
+
 /// The server, its stdio piped to the relay, or (`relayed` false: an HTTP server) its stdin
 /// closed and its stdout sent to stderr: stdout is never the server's.
-fn spawn(
-    command: &[String],
-    env: &[(String, String)],
-    relayed: bool,
-) -> anyhow::Result<std::process::Child> {
+fn spawn(command: &[String], env: &[(String, String)], relayed: bool) -> anyhow::Result<Child> {
     let (program, args) = command.split_first().context("no COMMAND after --")?;
     let (stdin, stdout) = match relayed {
         true => (Stdio::piped(), Stdio::piped()),
