@@ -82,8 +82,7 @@ impl Drop for RedisServer {
 }
 
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    super::util::free_addr().port()
 }
 
 /// One secret file per test, so the replicas' hashes agree.
@@ -398,21 +397,28 @@ async fn the_store_holds_at_most_max_entries_and_neither_values_nor_paths() {
         .unwrap();
     let name = regex::Regex::new("^driftwatch:(index|s:[0-9a-f]{32})$").unwrap();
     assert!(keys.iter().all(|k| name.is_match(k)), "{keys:?}");
-    let some = keys.iter().find(|k| k.contains(":s:")).unwrap();
-    let value: String = redis::cmd("GET")
-        .arg(some)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // Once at 100 the index stays at 100 while the writer still evicts the oldest: a key listed
+    // a moment ago may be gone, so read whichever is there.
+    let (value, ttl): (String, i64) = eventually("a snapshot read back", || {
+        let mut conn = conn.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("driftwatch:s:*")
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            let some = keys.first()?;
+            let mut read = redis::pipe();
+            read.atomic().cmd("GET").arg(some).cmd("PTTL").arg(some);
+            let (value, ttl): (Option<String>, i64) = read.query_async(&mut conn).await.ok()?;
+            Some((value?, ttl))
+        }
+    })
+    .await;
     assert!(
         !value.contains("Retro") && value.contains("graphicsElementIds"),
         "{value}"
     );
-    let ttl: i64 = redis::cmd("PTTL")
-        .arg(some)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
     assert!(
         ttl > 0 && ttl <= 3_600_000,
         "expires within memory.ttl_secs: {ttl}"

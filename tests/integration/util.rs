@@ -68,10 +68,19 @@ where
     }
 }
 
-/// A loopback address no one listens on (yet).
+/// A loopback address no one listens on (yet), for a process the test starts to bind. Taken
+/// below Linux's ephemeral range (32768-60999): a port the kernel hands out for `:0` or for
+/// an outgoing connection (the many of a parallel run) could otherwise be taken between this
+/// and the child's bind (seen in CI: "Address already in use"). Each call takes the next port,
+/// from an offset of this process's own.
 pub fn free_addr() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 500) as u16 * 24;
+    loop {
+        let port = 20_000 + (base - 20_000 + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000;
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return listener.local_addr().unwrap();
+        }
+    }
 }

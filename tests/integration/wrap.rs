@@ -73,8 +73,7 @@ fn pairing_api(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
 }
 
 fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    super::util::free_addr()
 }
 
 /// A session of the SDK against `driftwatch wrap ARGS -- SERVER...`, open until `release`.
