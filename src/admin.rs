@@ -93,14 +93,13 @@ const GUARDED: [&str; 6] = [
 ];
 
 /// `/tools/map` (TOML) or `/tools/check` (JSON; 404 until the server has listed its tools).
-fn tools(view: Option<&dyn ToolsView>, path: &str) -> Response<Full<Bytes>> {
-    let Some(view) = view else {
-        return respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into());
-    };
-    match (path, view.check()) {
-        ("/tools/map", _) => respond(StatusCode::OK, "application/toml", view.map()),
-        (_, Some(report)) => respond(StatusCode::OK, "application/json", report),
-        (_, None) => respond(
+fn tools(view: &dyn ToolsView, path: &str) -> Response<Full<Bytes>> {
+    if path == "/tools/map" {
+        return respond(StatusCode::OK, "application/toml", view.map());
+    }
+    match view.check() {
+        Some(report) => respond(StatusCode::OK, "application/json", report),
+        None => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
             "the MCP server has not listed its tools yet\n".into(),
@@ -210,7 +209,7 @@ async fn answer(
             }
             Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
         },
-        "/tools/map" | "/tools/check" if s.tools.is_some() => tools(s.tools.as_deref(), path),
+        "/tools/map" | "/tools/check" if let Some(view) = &s.tools => tools(view.as_ref(), path),
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",

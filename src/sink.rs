@@ -3,6 +3,7 @@
 //! findings served at `/findings`. Sinks never block or fail a request.
 
 mod events;
+mod labels;
 mod metrics;
 mod process;
 mod recent;

@@ -166,12 +166,20 @@ impl Calls {
             return Some(named(&calls[0].tool, By::OnlyTool));
         }
         let values = values();
-        let score = |c: &Call| c.values.iter().filter(|v| values.0.contains(*v)).count();
-        let best = calls.iter().map(|c| score(c)).max().unwrap_or(0);
-        let fit: BTreeSet<Arc<str>> = calls
+        let scored: Vec<(usize, &Call)> = calls
             .iter()
-            .filter(|c| score(c) == best)
-            .map(|c| c.tool.clone())
+            .map(|c| {
+                (
+                    c.values.iter().filter(|v| values.0.contains(*v)).count(),
+                    *c,
+                )
+            })
+            .collect();
+        let best = scored.iter().map(|(score, _)| *score).max().unwrap_or(0);
+        let fit: BTreeSet<Arc<str>> = scored
+            .iter()
+            .filter(|(score, _)| *score == best)
+            .map(|(_, c)| c.tool.clone())
             .collect();
         if best > 0 && fit.len() == 1 {
             let tool = fit.into_iter().next().expect("one");

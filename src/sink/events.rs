@@ -67,7 +67,7 @@ pub struct ToolFields {
     pub tool_candidates: Vec<String>,
 }
 
-/// Candidates an event lists (each cut to `HEADER_MAX` by `fit`).
+/// Candidates an event lists, each cut to `HEADER_MAX`.
 const CANDIDATES_MAX: usize = 16;
 
 impl ToolFields {

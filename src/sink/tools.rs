@@ -3,15 +3,13 @@
 //! the server's catalog, so only the first `TOOL_LABELS` names get a label of their own; the
 //! rest count as `_other`.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::labels::BoundedLabel;
 use crate::finding::Finding;
 use crate::mcp::calls::Attribution;
 
@@ -41,7 +39,7 @@ pub struct ToolMetrics {
     requests: Family<RequestLabels, Counter>,
     findings: Family<FindingLabels, Counter>,
     defects: Family<DefectLabels, Gauge>,
-    named: Mutex<HashSet<String>>,
+    tools: BoundedLabel,
 }
 
 impl ToolMetrics {
@@ -50,7 +48,7 @@ impl ToolMetrics {
             requests: Family::default(),
             findings: Family::default(),
             defects: Family::default(),
-            named: Mutex::default(),
+            tools: BoundedLabel::new(TOOL_LABELS),
         };
         let r = registry.sub_registry_with_prefix("driftwatch");
         r.register(
@@ -71,18 +69,10 @@ impl ToolMetrics {
         m
     }
 
-    fn label(&self, tool: &str) -> String {
-        let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
-        match named.contains(tool) || named.len() < TOOL_LABELS && named.insert(tool.into()) {
-            true => tool.to_string(),
-            false => "_other".to_string(),
-        }
-    }
-
     /// One API request, and the tool it was tied to (`None`: no call was in flight).
     pub fn request(&self, tool: Option<&Attribution>) {
         let (tool, attribution) = match tool {
-            Some(a) => (self.label(a.label()), a.by.as_str()),
+            Some(a) => (self.tools.of(a.label()), a.by.as_str()),
             None => (String::new(), "none"),
         };
         let labels = RequestLabels { tool, attribution };
@@ -93,7 +83,7 @@ impl ToolMetrics {
         let Some(tool) = tool.filter(|_| !findings.is_empty()) else {
             return;
         };
-        let tool = self.label(tool.label());
+        let tool = self.tools.of(tool.label());
         for f in findings {
             let labels = FindingLabels {
                 tool: tool.clone(),
@@ -109,7 +99,7 @@ impl ToolMetrics {
         self.defects.clear();
         for (tool, kind) in defects {
             let labels = DefectLabels {
-                tool: self.label(tool),
+                tool: self.tools.of(tool),
                 kind,
             };
             self.defects.get_or_create(&labels).inc();

@@ -2,13 +2,12 @@
 //! absolute-form request to a host no API serves. The host comes from the client, so only the
 //! first `forward.host_labels` hosts get a label of their own; the rest count as `_other`.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+use super::labels::BoundedLabel;
 
 /// What became of a request for a host no API serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,8 +38,7 @@ struct TunnelLabels {
 
 pub struct Tunnels {
     family: Family<TunnelLabels, Counter>,
-    named: Mutex<HashSet<String>>,
-    limit: usize,
+    hosts: BoundedLabel,
 }
 
 impl Tunnels {
@@ -61,21 +59,13 @@ impl Tunnels {
         }
         Tunnels {
             family,
-            named: Mutex::default(),
-            limit,
+            hosts: BoundedLabel::new(limit),
         }
     }
 
     pub fn count(&self, host: &str, outcome: Tunnel) {
-        let host = {
-            let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
-            match named.contains(host) || named.len() < self.limit && named.insert(host.into()) {
-                true => host.to_string(),
-                false => "_other".to_string(),
-            }
-        };
         let labels = TunnelLabels {
-            host,
+            host: self.hosts.of(host),
             outcome: outcome.as_str(),
         };
         self.family.get_or_create(&labels).inc();

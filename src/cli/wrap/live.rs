@@ -6,7 +6,7 @@
 //! defects are new; `/tools/check` serves the whole report as `tools --format json` writes it.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -19,19 +19,13 @@ use crate::proxy::Sidecar;
 use crate::sink::{Event, ToolFields};
 
 /// The user's map, read and parsed once at start (a broken one stops the start).
-pub struct UserMap {
-    path: PathBuf,
-    text: String,
-}
+pub struct UserMap(Mapping);
 
 impl UserMap {
     pub fn read(path: &Path) -> anyhow::Result<UserMap> {
         let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-        toml::from_str::<Mapping>(&text).with_context(|| format!("{}", path.display()))?;
-        Ok(UserMap {
-            path: path.to_path_buf(),
-            text,
-        })
+        let map = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+        Ok(UserMap(map))
     }
 }
 
@@ -86,13 +80,10 @@ impl Live {
         }
     }
 
-    fn mapping(&self) -> anyhow::Result<Mapping> {
-        match &self.user_map {
-            Some(map) => {
-                toml::from_str(&map.text).with_context(|| format!("{}", map.path.display()))
-            }
-            None => Ok(toml::from_str(&map_toml(&self.calls.learned()))?),
-        }
+    /// The learned map, read back from the text `/tools/map` serves: what is checked is
+    /// what is shown.
+    fn learned_mapping(&self) -> anyhow::Result<Mapping> {
+        Ok(toml::from_str(&map_toml(&self.calls.learned()))?)
     }
 
     fn check(&self) -> anyhow::Result<()> {
@@ -102,7 +93,15 @@ impl Live {
         let tools = read_tools(&list).context("the server's tools/list")?;
         let api = &self.sidecar.apis[0];
         let revision = api.revision();
-        let report = check(&revision.contract, &tools, &self.mapping()?)?;
+        let learned;
+        let mapping = match &self.user_map {
+            Some(UserMap(map)) => map,
+            None => {
+                learned = self.learned_mapping()?;
+                &learned
+            }
+        };
+        let report = check(&revision.contract, &tools, mapping)?;
         // Learned, the map holds only the tools called so far: the others are not yet
         // mapped, which is no defect of theirs.
         let learned = self.user_map.is_none();
