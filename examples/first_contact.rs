@@ -272,10 +272,10 @@ fn one(dir: &Path, file: &Path, strict: bool, generate: bool, tally: &Mutex<Tall
         Ok(Ok(c)) => c,
     };
     t.loaded += 1;
-    if !contract.warnings.is_empty() {
+    if !contract.warnings().is_empty() {
         t.with_warnings += 1;
     }
-    for w in &contract.warnings {
+    for w in &contract.warnings() {
         *t.warnings.entry(w.reason).or_default() += 1;
     }
     let each_put = std::env::var("FIRST_CONTACT_WRITES").is_ok();
@@ -290,7 +290,7 @@ fn one(dir: &Path, file: &Path, strict: bool, generate: bool, tally: &Mutex<Tall
         }
     }
     if std::env::var("FIRST_CONTACT_WARNINGS").is_ok() {
-        for w in &contract.warnings {
+        for w in &contract.warnings() {
             println!(
                 "warning {name} {} {}: {}",
                 w.reason.as_str(),

@@ -161,7 +161,7 @@ async fn answer(
         "/spec" => {
             let all = s.revisions.all();
             let each = |(name, rev): &(Option<String>, Arc<Revision>)| {
-                let (spec, warnings) = (&rev.spec, &rev.contract.warnings);
+                let (spec, warnings) = (&rev.spec, &rev.contract.warnings());
                 json!({"api": name, "revision": spec.revision, "openapi": spec.openapi,
                        "operations": spec.operations, "source": spec.source,
                        "warning_count": warnings.len(),

@@ -3,6 +3,7 @@
 //! audit reads it; nothing re-parses the spec per request. Share it behind an `Arc`.
 
 mod compile;
+mod compiler;
 mod operation;
 mod ref_depth;
 mod resolve;
@@ -17,6 +18,7 @@ mod writes;
 
 use std::collections::HashMap;
 
+pub use compiler::{Lazy, LazyBody};
 pub use operation::{
     Additional, BodyShape, MediaBody, Operation, Param, Property, RequestBody, Style,
     WriteSemantics,
@@ -60,6 +62,10 @@ pub struct ContractOptions {
     /// that leads deeper is not followed and said as a `ref_depth` warning. jsonschema's
     /// compile grows with the square of a chain's length; real specs nest 37 at most.
     pub max_ref_depth: usize,
+    /// Leave the whole-document checks and each validator to their first use (the sidecar:
+    /// ready sooner, in less memory; see `compiler.rs`) instead of doing all before
+    /// [`Contract::compile`] returns. `strict` does all first whatever this says.
+    pub lazy: bool,
 }
 
 impl Default for ContractOptions {
@@ -71,6 +77,7 @@ impl Default for ContractOptions {
             strict: false,
             max_findings: DEFAULT_MAX_FINDINGS,
             max_ref_depth: DEFAULT_MAX_REF_DEPTH,
+            lazy: false,
         }
     }
 }
@@ -81,8 +88,9 @@ pub struct Contract {
     pub openapi: String,
     /// Findings listed per request at most; past it, one finding says the rest are left out.
     pub max_findings: usize,
-    /// Parts of the spec left out or weakened at load (lenient load), in document order.
-    pub warnings: Vec<LoadWarning>,
+    /// Parts of the spec left out or weakened as it was built (notes, parameters, routes);
+    /// [`Contract::warnings`] adds what the checks and compiles after it found.
+    warnings: Vec<LoadWarning>,
     /// The names the spec's apiKey credentials travel under, to keep their values out of logs.
     pub secrets: Secrets,
     operations: Vec<Operation>,
@@ -94,8 +102,10 @@ pub struct Contract {
     /// Every segment that is literal in some template or base path (`api`, `channels`): what
     /// [`Contract::path_shape`] keeps of a path.
     literals: std::collections::HashSet<String>,
-    /// The compiler, kept for response schemas, which are compiled on first use.
-    schemas: std::sync::Mutex<schemas::Schemas>,
+    /// The document and what is compiled from it on first use: validators, response schemas.
+    compiler: std::sync::Arc<compiler::Compiler>,
+    /// Pointers of the document as the file spells them, for warnings.
+    as_written: crate::spec::AsWritten,
 }
 
 /// A request's operation, once routed.
@@ -127,10 +137,9 @@ impl Contract {
             .compiled
             .get_or_init(|| {
                 let pointer = media.schema.as_deref()?;
-                let mut schemas = self.schemas.lock().unwrap_or_else(|e| e.into_inner());
                 Some(CompiledSchema {
-                    validator: schemas.validator(pointer).ok()?,
-                    shape: schemas.shape(pointer).ok()?,
+                    validator: self.compiler.validator(pointer)?,
+                    shape: self.compiler.shape(pointer),
                 })
             })
             .as_ref()
@@ -142,9 +151,69 @@ impl Contract {
         if let Some(compiled) = media.compiled.get() {
             return compiled.as_ref().map(|c| c.shape.clone());
         }
-        let pointer = media.schema.as_deref()?;
-        let mut schemas = self.schemas.lock().unwrap_or_else(|e| e.into_inner());
-        schemas.shape(pointer).ok()
+        Some(self.compiler.shape(media.schema.as_deref()?))
+    }
+
+    /// Every part of the spec left out or weakened, in document order: the whole-document
+    /// checks' (run now if they have not yet: this waits for them), then what was found as the
+    /// contract was built, then each schema that could not be compiled when first used.
+    pub fn warnings(&self) -> Vec<LoadWarning> {
+        let checked = self.compiler.check().iter().map(|w| LoadWarning {
+            pointer: self.as_written.pointer(&w.pointer),
+            ..w.clone()
+        });
+        let late = self.compiler.late().into_iter().map(|w| LoadWarning {
+            pointer: self.as_written.pointer(&w.pointer),
+            ..w
+        });
+        checked
+            .chain(self.warnings.iter().cloned())
+            .chain(late)
+            .collect()
+    }
+
+    /// Run the whole-document checks now if nothing has yet (the sidecar calls it once it is
+    /// ready, off the request path; a validator asked for first runs them itself).
+    pub fn check(&self) {
+        self.compiler.check();
+    }
+
+    /// Whether the whole-document checks have run.
+    pub fn is_checked(&self) -> bool {
+        self.compiler.is_checked()
+    }
+
+    /// What a request to `op` is not checked for: its parts left out at load, those the
+    /// whole-document checks changed, and its schemas that cannot be compiled. The first call
+    /// for an operation compiles every validator of its requests (its parameters and bodies);
+    /// later calls read what that found.
+    pub fn skipped<'c>(&'c self, op: &'c Operation) -> &'c [Skipped] {
+        op.skipped_all.get_or_init(|| {
+            let mut all = op.skipped.clone();
+            let reached = compile::reached(self.compiler.doc(), self.compiler.check(), &op.pointer);
+            let failed = op.params.iter().any(|p| p.validator.failed())
+                | op.body
+                    .iter()
+                    .flat_map(|b| &b.media)
+                    .any(|m| m.validator.failed() | shape_failed(&m.shape));
+            let more = reached
+                .into_iter()
+                .chain(failed.then_some(Skipped::Validator));
+            for reason in more {
+                if !all.contains(&reason) {
+                    all.push(reason);
+                }
+            }
+            all
+        })
+    }
+
+    /// Compile everything now: the whole-document checks and every request validator, so that
+    /// [`Contract::warnings`] holds every part that cannot be compiled (`check`, `--strict`).
+    pub fn compile_all(&self) {
+        for op in &self.operations {
+            self.skipped(op);
+        }
     }
 
     pub fn operations(&self) -> &[Operation] {
@@ -266,7 +335,7 @@ impl Contract {
                 let ty = declared.map(|p| &p.summary.ty);
                 let text = serde_json::Value::String(value.to_string());
                 let valid = declared
-                    .and_then(|p| p.validator.as_ref())
+                    .and_then(|p| p.validator.get())
                     .is_none_or(|v| v.is_valid(&text));
                 (valid && matches!(ty, None | Some(FieldType::String | FieldType::Any)))
                     .then_some((op, name))
@@ -360,4 +429,15 @@ pub(crate) fn literal_segments<'a>(
         .filter(|s| !s.is_empty() && !s.contains(['{', '}']))
         .map(String::from)
         .collect()
+}
+
+/// Whether a branch validator of `shape` (all compiled now) cannot be compiled.
+fn shape_failed(shape: &BodyShape) -> bool {
+    match shape {
+        BodyShape::Variants(branches) => branches
+            .iter()
+            .any(|(validator, branch)| validator.failed() | shape_failed(branch)),
+        BodyShape::Array(items) => shape_failed(items),
+        BodyShape::Object { .. } | BodyShape::Opaque => false,
+    }
 }

@@ -173,7 +173,7 @@ fn path_segment(p: &Param, text: &str) -> Result<(), ArgumentError> {
     }
     let scalar = !matches!(p.summary.ty, FieldType::Array(_) | FieldType::Object);
     let valid = |v: &jsonschema::Validator| v.is_valid(&coerce::scalar(text, &p.summary.ty));
-    if scalar && !p.validator.as_deref().is_none_or(valid) {
+    if scalar && !p.validator.get().is_none_or(|v| valid(v)) {
         let ty = p.summary.to_string();
         return Err(ArgumentError::Type(p.name.clone(), text.to_string(), ty));
     }

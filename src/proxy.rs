@@ -111,6 +111,17 @@ fn forward_ca(settings: &Settings) -> Result<Option<Arc<ca::Ca>>, StartError> {
 }
 
 impl Sidecar {
+    /// Run each spec's whole-document checks (a blocking call: the load leaves them to after
+    /// ready), then say its warnings: the log, `driftwatch_spec_warnings`.
+    pub fn check_specs(&self) {
+        for api in &self.apis {
+            let rev = api.revision();
+            rev.contract.check();
+            rev.log_warnings();
+            self.metrics.spec_warnings(&api.label, &rev.contract);
+        }
+    }
+
     /// The listeners' handle on `driftwatch_limit_hits_total`.
     pub fn limit_hits(&self) -> crate::sink::LimitHits {
         self.metrics.limit_hits()

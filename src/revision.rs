@@ -33,7 +33,7 @@ impl Revision {
     /// Say what was skipped at load: one line per part (the first 20), then how many more.
     pub fn log_warnings(&self) {
         const SHOWN: usize = 20;
-        let warnings = &self.contract.warnings;
+        let warnings = &self.contract.warnings();
         for w in warnings.iter().take(SHOWN) {
             tracing::warn!(spec = %self.spec.source, pointer = %w.pointer, reason = w.reason.as_str(),
                 "part of the spec skipped at load: {}", w.detail);

@@ -538,6 +538,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             strict: c.spec.strict,
             max_findings: c.audit.max_findings,
             max_ref_depth: c.spec.max_ref_depth,
+            lazy: true,
         },
         watch_interval: millis(c.spec.watch_interval_ms),
         load: LoadOptions {

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use error::SpecError;
+pub(crate) use notes::circular_refs;
 pub use notes::{Note, NoteKind};
 
 /// Bytes one spec file (or fetched document) may have, by default: the largest public specs
@@ -73,7 +74,8 @@ pub struct Spec {
     /// A short hash of the document (12 hex digits of its SHA-256), carried by every finding
     /// event and metric so a finding can be tied to the spec revision that produced it.
     pub revision: String,
-    /// What the document says ambiguously (a key written twice, a `$ref` loop): load warnings.
+    /// What the document says ambiguously (a key written twice): load warnings. A `$ref` loop
+    /// is found by the contract's whole-document checks (`contract/compiler.rs`).
     pub notes: Vec<Note>,
     /// Pointers (as written) of the `oneOf`s read as `anyOf` (docs/findings.md, readings).
     one_ofs_read: std::sync::Arc<std::collections::HashSet<String>>,
@@ -115,9 +117,8 @@ impl Spec {
             });
         }
         let name = source.to_string_lossy().to_ascii_lowercase();
-        let doc = read::parse(source, bytes, &name)?;
-        let notes = read::duplicates(bytes, &name);
-        Spec::build(source, doc, revision(bytes), notes, options)
+        let (doc, revision, notes) = read::parse_whole(source, bytes, &name)?;
+        Spec::build(source, doc, revision, notes, options)
     }
 
     /// Build a spec from an already parsed document; `source` resolves relative file refs.
@@ -130,7 +131,7 @@ impl Spec {
         source: &Path,
         mut doc: Value,
         revision: String,
-        mut notes: Vec<Note>,
+        notes: Vec<Note>,
         options: &LoadOptions,
     ) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
@@ -139,7 +140,6 @@ impl Spec {
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);
         let one_ofs_read = readings::read(&mut doc);
-        notes.extend(notes::circular_refs(&doc));
         Ok(Spec {
             notes,
             source: source.to_path_buf(),
@@ -154,7 +154,22 @@ impl Spec {
     /// A pointer into [`Spec::doc`] as the file spells it (a `oneOf` read as `anyOf` is named
     /// `oneOf`), for messages that send the reader to the file.
     pub fn pointer_as_written(&self, pointer: &str) -> String {
-        readings::original_pointer(pointer, &self.one_ofs_read)
+        self.as_written().pointer(pointer)
+    }
+
+    /// What [`Spec::pointer_as_written`] reads, kept by a contract for what it finds later.
+    pub fn as_written(&self) -> AsWritten {
+        AsWritten(self.one_ofs_read.clone())
+    }
+}
+
+/// Maps a pointer into [`Spec::doc`] to the file's spelling (see [`Spec::pointer_as_written`]).
+#[derive(Clone, Debug, Default)]
+pub struct AsWritten(std::sync::Arc<std::collections::HashSet<String>>);
+
+impl AsWritten {
+    pub fn pointer(&self, pointer: &str) -> String {
+        readings::original_pointer(pointer, &self.0)
     }
 }
 

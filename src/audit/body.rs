@@ -158,7 +158,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
     // full model does not apply to it.
     let partial = op.write == WriteSemantics::Merge;
     // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
-    if let Some(validator) = media.validator.as_ref().filter(|v| !v.is_valid(value)) {
+    if let Some(validator) = media.validator.get().filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
             if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
                 continue;
@@ -274,7 +274,7 @@ pub(super) fn chosen_shape<'s>(shape: &'s BodyShape, value: Node) -> Option<&'s 
     match shape {
         BodyShape::Variants(branches) => branches
             .iter()
-            .find(|(v, _)| v.is_valid(value))
+            .find(|(v, _)| v.get().is_none_or(|v| v.is_valid(value)))
             .and_then(|(_, s)| chosen_shape(s, value)),
         BodyShape::Opaque => None,
         object => Some(object),

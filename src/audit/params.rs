@@ -240,7 +240,7 @@ fn valid_scalar(param: &Param, raw: &str) -> bool {
         && !param.json_content
         && param
             .validator
-            .as_ref()
+            .get()
             .is_none_or(|v| v.is_valid(&scalar(raw, &param.summary.ty)))
 }
 
@@ -487,7 +487,7 @@ impl Sent<'_> {
 }
 
 fn validate(param: &Param, sent: &Sent, out: &mut Findings) {
-    let Some(validator) = &param.validator else {
+    let Some(validator) = param.validator.get() else {
         return;
     };
     if validator.is_valid(&sent.typed) {

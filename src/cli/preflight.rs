@@ -129,7 +129,9 @@ fn one_api(
         api.policy.mode.as_str()
     )?;
     let spec = &revision.spec;
-    let warnings = &revision.contract.warnings;
+    // `serve --check` does everything the lazy load leaves to later, before it answers.
+    revision.contract.compile_all();
+    let warnings = &revision.contract.warnings();
     writeln!(
         out,
         "  spec      {}: OpenAPI {}, revision {}, {} operations",

@@ -204,7 +204,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let (proxy, admin) = (bind(listen).await?, bind(admin_listen).await?);
         for api in &sidecar.apis {
             let rev = api.revision();
-            rev.log_warnings();
             tracing::info!(
                 listen = %proxy.local_addr()?, admin = %admin.local_addr()?, api = api.name(), upstream = %api.upstreams[0].authority,
                 mode = api.settings.policy.mode.as_str(), kind = sidecar.settings.proxy.kind.as_str(), spec = %rev.spec.source, revision = %rev.spec.revision,
@@ -246,6 +245,9 @@ pub async fn serve_with_tools(
         token: sidecar.settings.admin_token.clone(),
         ready_detail: Some(ready_detail(&sidecar)),
     };
+    // What the load left to do after ready: the whole-document checks, off the request path.
+    let checking = sidecar.clone();
+    tokio::task::spawn_blocking(move || checking.check_specs());
     // Both listeners, and so every bound's series, exist before the first scrape can come.
     let proxy = Listener::new(proxy, sidecar.settings.proxy.bounds(), sidecar.limit_hits());
     let admin = Listener::new(

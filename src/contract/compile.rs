@@ -3,14 +3,15 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::compiler::{Compiler, Lazy};
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
 use super::router::{RouteError, Router, split_route, template_params, trim_trailing_slash};
-use super::schemas::Schemas;
 use super::types::{FieldType, summarize};
 use super::warning::{LoadWarning, Skipped};
 use super::{Contract, ContractOptions};
@@ -23,9 +24,12 @@ const METHODS: [&str; 8] = [
 ];
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
-    let (shared, sanitized) = super::sanitize::sanitize(spec.doc.clone(), options.max_ref_depth);
-    let doc: &Value = &shared;
-    let mut schemas = Schemas::new(shared.clone(), &spec.source)?;
+    let compiler = Arc::new(Compiler::new(
+        spec.doc.clone(),
+        &spec.source,
+        options.max_ref_depth,
+    )?);
+    let doc: &Value = &spec.doc;
     let notes = spec.notes.iter().map(|n| {
         let reason = match n.kind {
             crate::spec::NoteKind::DuplicateKey => Skipped::DuplicateKey,
@@ -34,7 +38,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         LoadWarning::new(&n.pointer, reason, &n.detail)
     });
     let mut warnings = Warnings {
-        list: sanitized.into_iter().chain(notes).collect(),
+        list: notes.collect(),
         skipped_here: Vec::new(),
     };
     let mut operations: Vec<Operation> = Vec::new();
@@ -51,7 +55,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
             let Some(op) = item.get(method) else { continue };
             let op_ptr = format!("{item_ptr}/{method}");
             let mut operation = compile_operation(
-                &mut schemas,
+                &compiler,
                 &mut warnings,
                 options,
                 template,
@@ -87,24 +91,6 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
             operations.push(operation);
         }
     }
-    mark_skipped(doc, &warnings.list, &mut operations);
-    for warning in &mut warnings.list {
-        warning.pointer = spec.pointer_as_written(&warning.pointer);
-    }
-    if options.strict
-        && let Some(first) = warnings.list.first()
-    {
-        return Err(SpecError::at(
-            &spec.source,
-            &first.pointer,
-            format!(
-                "{} skipped: {} (refused by --strict; without it the spec loads with {} warning(s))",
-                first.reason.as_str(),
-                first.detail,
-                warnings.list.len()
-            ),
-        ));
-    }
     mark_shared_ids(&mut operations);
     let reads = reads_of(&operations, &options.read_for);
     super::writes::infer(&mut operations, &reads);
@@ -122,7 +108,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         operations.iter().map(|op| op.template.as_str()),
         &base_paths,
     );
-    Ok(Contract {
+    let contract = Contract {
         literals,
         openapi: spec.openapi.clone(),
         max_findings: options.max_findings.max(1),
@@ -132,8 +118,29 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         by_id,
         router,
         base_paths,
-        schemas: std::sync::Mutex::new(schemas),
-    })
+        compiler,
+        as_written: spec.as_written(),
+    };
+    if options.lazy && !options.strict {
+        return Ok(contract);
+    }
+    contract.compile_all();
+    let warnings = contract.warnings();
+    if options.strict
+        && let Some(first) = warnings.first()
+    {
+        return Err(SpecError::at(
+            &spec.source,
+            &first.pointer,
+            format!(
+                "{} skipped: {} (refused by --strict; without it the spec loads with {} warning(s))",
+                first.reason.as_str(),
+                first.detail,
+                warnings.len()
+            ),
+        ));
+    }
+    Ok(contract)
 }
 
 fn operations_id(operations: &[Operation], index: usize) -> String {
@@ -145,7 +152,7 @@ fn operations_id(operations: &[Operation], index: usize) -> String {
 
 #[allow(clippy::too_many_arguments)]
 fn compile_operation(
-    schemas: &mut Schemas,
+    compiler: &Arc<Compiler>,
     warnings: &mut Warnings,
     options: &ContractOptions,
     template: &str,
@@ -174,7 +181,7 @@ fn compile_operation(
             .flatten()
             .enumerate()
         {
-            let param = match compile_param(schemas, warnings, raw, format!("{list_ptr}/{i}")) {
+            let param = match compile_param(compiler, raw, format!("{list_ptr}/{i}")) {
                 Ok(Some(param)) => param,
                 Ok(None) => continue,
                 Err((pointer, reason)) => {
@@ -190,7 +197,7 @@ fn compile_operation(
     }
     let body = op
         .get("requestBody")
-        .map(|raw| compile_body(schemas, warnings, raw, format!("{op_ptr}/requestBody")));
+        .map(|raw| compile_body(compiler, raw, format!("{op_ptr}/requestBody")));
     let (write, write_reason) = super::writes::named(
         &options.write_overrides,
         op,
@@ -220,8 +227,8 @@ fn compile_operation(
         body,
         write,
         write_reason,
-        response_fields: response_fields(&schemas.doc, op),
-        responses: compile_responses(&schemas.doc, op, &op_ptr),
+        response_fields: response_fields(compiler.doc(), op),
+        responses: compile_responses(compiler.doc(), op, &op_ptr),
         replaced_by: Vec::new(),
         pointer: op_ptr,
         remembers: false,
@@ -231,12 +238,13 @@ fn compile_operation(
             .get("x-driftwatch-read")
             .and_then(Value::as_str)
             .map(String::from),
-        credentials: super::security::credentials(&schemas.doc, op),
-        bearer: super::security::bearer(&schemas.doc, op),
+        credentials: super::security::credentials(compiler.doc(), op),
+        bearer: super::security::bearer(compiler.doc(), op),
         open_query,
         alternates: Vec::new(),
         route_keys,
         skipped: std::mem::take(&mut warnings.skipped_here),
+        skipped_all: OnceLock::new(),
     }
 }
 
@@ -363,13 +371,11 @@ fn object_names(doc: &Value, schema: &Value, names: &mut Vec<String>, depth: usi
 
 /// A parameter, `None` for one OpenAPI says to ignore, or the pointer and reason it was left out.
 fn compile_param(
-    schemas: &mut Schemas,
-    warnings: &mut Warnings,
+    compiler: &Arc<Compiler>,
     raw: &Value,
     pointer: String,
 ) -> Result<Option<Param>, (String, String)> {
-    let shared = schemas.doc.clone();
-    let doc: &Value = &shared;
+    let doc: &Value = compiler.doc();
     let (pointer, param) = deref_at(doc, Cow::Owned(pointer), raw);
     let invalid = |reason: &str| (pointer.to_string(), reason.to_string());
     let name = param
@@ -425,9 +431,7 @@ fn compile_param(
         (FieldType::Object, Some(s)) => object_keys(doc, s),
         _ => (Vec::new(), false),
     };
-    let validator = schema_ptr
-        .as_deref()
-        .and_then(|p| warnings.validator(schemas, p));
+    let validator = Lazy::new(schema_ptr, compiler);
     Ok(Some(Param {
         name: if location == Location::Header {
             name.to_ascii_lowercase()
@@ -516,21 +520,15 @@ fn compile_responses(doc: &Value, op: &Value, op_ptr: &str) -> Responses {
     Responses { declared }
 }
 
-fn compile_body(
-    schemas: &mut Schemas,
-    warnings: &mut Warnings,
-    raw: &Value,
-    pointer: String,
-) -> RequestBody {
-    let shared = schemas.doc.clone();
-    let (pointer, body) = deref_at(&shared, Cow::Owned(pointer), raw);
+fn compile_body(compiler: &Arc<Compiler>, raw: &Value, pointer: String) -> RequestBody {
+    let (pointer, body) = deref_at(compiler.doc(), Cow::Owned(pointer), raw);
     RequestBody {
         required: body
             .get("required")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        media: compile_media(schemas, warnings, body, &pointer),
-        example_keys: example_keys(&shared, body),
+        media: compile_media(compiler, body, &pointer),
+        example_keys: example_keys(compiler.doc(), body),
     }
 }
 
@@ -565,12 +563,7 @@ fn example_keys(doc: &Value, body: &Value) -> Vec<String> {
 /// The `content` map of a request body: each media type with its validator and shape (the
 /// validator for JSON types only, the shape for JSON and form types; others are matched by name
 /// alone).
-fn compile_media(
-    schemas: &mut Schemas,
-    warnings: &mut Warnings,
-    body: &Value,
-    pointer: &str,
-) -> Vec<MediaBody> {
+fn compile_media(compiler: &Arc<Compiler>, body: &Value, pointer: &str) -> Vec<MediaBody> {
     let mut media = Vec::new();
     for (media_type, m) in body
         .get("content")
@@ -582,25 +575,18 @@ fn compile_media(
         let schema_ptr = m
             .get("schema")
             .map(|_| format!("{pointer}/content{}/schema", token(media_type)));
-        let opaque = || std::sync::Arc::new(super::BodyShape::Opaque);
-        let (validator, shape) = match (&schema_ptr, json) {
-            (Some(p), true) => match warnings.validator(schemas, p) {
-                Some(v) => (Some(v), warnings.shape(schemas, p).unwrap_or_else(opaque)),
-                None => (None, opaque()),
-            },
-            // Form bodies are not parsed on the wire, but their fields are the tool catalog's to
-            // compare (Stripe and Slack send nothing else).
-            (Some(p), false) if is_form(media_type) => {
-                (None, warnings.shape(schemas, p).unwrap_or_else(opaque))
-            }
-            _ => (None, opaque()),
+        // Form bodies are not parsed on the wire, but their fields are the tool catalog's to
+        // compare (Stripe and Slack send nothing else).
+        let shape = match &schema_ptr {
+            Some(p) if json || is_form(media_type) => compiler.shape(p),
+            _ => Arc::new(super::BodyShape::Opaque),
         };
         media.push(MediaBody {
             media_type: media_type.to_ascii_lowercase(),
             json,
-            validator,
+            validator: Lazy::new(schema_ptr.filter(|_| json), compiler),
             shape,
-            summary: summarize(&schemas.doc, m.get("schema").unwrap_or(&Value::Null)),
+            summary: summarize(compiler.doc(), m.get("schema").unwrap_or(&Value::Null)),
         });
     }
     media
@@ -680,62 +666,35 @@ impl Warnings {
             self.list.push(LoadWarning::new(pointer, reason, detail));
         }
     }
-
-    /// The validator of the schema at `pointer`, or a warning and `None` when it cannot be
-    /// compiled (that body or parameter is then not validated).
-    fn validator<F: super::schemas::Reads>(
-        &mut self,
-        schemas: &mut Schemas,
-        pointer: &str,
-    ) -> Option<std::sync::Arc<jsonschema::Validator<F>>> {
-        self.kept(pointer, schemas.validator(pointer))
-    }
-
-    fn shape(
-        &mut self,
-        schemas: &mut Schemas,
-        pointer: &str,
-    ) -> Option<std::sync::Arc<super::BodyShape>> {
-        self.kept(pointer, schemas.shape(pointer))
-    }
-
-    fn kept<T>(&mut self, pointer: &str, compiled: Result<T, SpecError>) -> Option<T> {
-        compiled
-            .map_err(|e| self.push(pointer, Skipped::Validator, e.reason()))
-            .ok()
-    }
 }
 
-/// Each operation that reaches (through `$ref`s) a part the sanitizer changed is marked with
-/// that reason, so its requests are counted as partly unaudited.
-fn mark_skipped(doc: &Value, warnings: &[LoadWarning], operations: &mut [Operation]) {
-    let changed: Vec<&LoadWarning> = warnings
-        .iter()
-        .filter(|w| {
-            matches!(
-                w.reason,
-                Skipped::Pattern | Skipped::Schema | Skipped::RefDepth
-            )
-        })
-        .collect();
-    if changed.is_empty() {
-        return;
+/// The reasons of the whole-document checks' `warnings` that the operation at `op_ptr`
+/// reaches (through `$ref`s): what they changed is not checked in its requests.
+pub(super) fn reached(doc: &Value, warnings: &[LoadWarning], op_ptr: &str) -> Vec<Skipped> {
+    let changed = |w: &&LoadWarning| {
+        matches!(
+            w.reason,
+            Skipped::Pattern | Skipped::Schema | Skipped::RefDepth
+        )
+    };
+    let mut reasons = Vec::new();
+    if !warnings.iter().any(|w| changed(&w)) {
+        return reasons;
     }
-    for op in operations {
-        let mut seen = std::collections::HashSet::new();
-        let mut reached = Vec::new();
-        reach(doc, &op.pointer, &mut seen, &mut reached);
-        for w in &changed {
-            let hit = reached.iter().any(|p| {
-                w.pointer
-                    .strip_prefix(p.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-            });
-            if hit && !op.skipped.contains(&w.reason) {
-                op.skipped.push(w.reason);
-            }
+    let mut seen = std::collections::HashSet::new();
+    let mut reached = Vec::new();
+    reach(doc, op_ptr, &mut seen, &mut reached);
+    for w in warnings.iter().filter(changed) {
+        let hit = reached.iter().any(|p| {
+            w.pointer
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        });
+        if hit && !reasons.contains(&w.reason) {
+            reasons.push(w.reason);
         }
     }
+    reasons
 }
 
 /// The pointers of `pointer`'s subtree and of every subtree its `$ref`s lead to.

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use jsonschema::Validator;
-
-use crate::json::Tape;
+use super::compiler::{Lazy, LazyBody};
 
 use super::types::{FieldType, TypeSummary};
 use crate::finding::Location;
@@ -118,7 +116,7 @@ pub struct Param {
     pub enum_values: Option<Vec<serde_json::Value>>,
     /// As the spec describes it (generated tool catalogs carry it).
     pub description: Option<String>,
-    pub validator: Option<Arc<Validator>>,
+    pub validator: Lazy,
 }
 
 #[derive(Debug)]
@@ -156,7 +154,7 @@ pub enum BodyShape {
         additional: Additional,
     },
     /// `oneOf`/`anyOf`: the properties come from the branch the body validates against.
-    Variants(Vec<(Arc<Validator<Tape>>, BodyShape)>),
+    Variants(Vec<(LazyBody, BodyShape)>),
     /// An array whose items have a shape (a list response of objects).
     Array(Arc<BodyShape>),
     /// Not an object (a string, no schema): only the validator applies.
@@ -169,7 +167,7 @@ pub struct MediaBody {
     pub media_type: String,
     /// A JSON media type, so the body is parsed and validated.
     pub json: bool,
-    pub validator: Option<Arc<Validator<Tape>>>,
+    pub validator: LazyBody,
     pub shape: Arc<BodyShape>,
     /// The schema's type in the small vocabulary (for spec diffs).
     pub summary: TypeSummary,
@@ -241,10 +239,20 @@ pub struct Operation {
     /// declared inputs, and what tells it apart from the operations sharing its path.
     pub route_keys: Vec<super::RouteKey>,
     /// Parts of it left out or weakened at load; a request to it counts as partly unaudited.
+    /// What the whole-document checks and its validators' compile add to these is known once
+    /// its first request asks ([`super::Contract::skipped`]).
     pub skipped: Vec<super::Skipped>,
+    pub(super) skipped_all: std::sync::OnceLock<Vec<super::Skipped>>,
 }
 
 impl Operation {
+    /// What a request to it is not checked for, as far as known: all of it once
+    /// [`super::Contract::skipped`] has run for it (for every operation of a contract compiled
+    /// whole: `check`, `--strict`), else the parts left out as it was built.
+    pub fn skipped_known(&self) -> &[super::Skipped] {
+        self.skipped_all.get().unwrap_or(&self.skipped)
+    }
+
     /// `"GET /api/channels/{id}"`: its method and template, one per operation.
     pub fn label(&self) -> String {
         format!("{} {}", self.method, self.template)

@@ -14,6 +14,7 @@ use jsonschema::{Draft, Registry, Validator};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
 
+use super::compiler::{Compiler, Lazy};
 use super::operation::{Additional, BodyShape, Property};
 use super::resolve::deref_at;
 use super::types::summarize;
@@ -138,26 +139,27 @@ impl Schemas {
         Ok(validator)
     }
 
-    /// The top-level shape of the body schema at `pointer`.
-    pub fn shape(&mut self, pointer: &str) -> Result<Arc<BodyShape>, SpecError> {
+    /// The top-level shape of the body schema at `pointer`; its branches' validators come
+    /// from `compiler` when first used.
+    pub fn shape(&mut self, pointer: &str, compiler: &Arc<Compiler>) -> Arc<BodyShape> {
         let doc = self.doc.clone();
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
         let (pointer, _) = deref_at(&doc, Cow::Borrowed(pointer), value);
         if let Some(shape) = self.shapes.get(pointer.as_ref()) {
-            return Ok(shape.clone());
+            return shape.clone();
         }
-        let shape = Arc::new(self.build_shape(&pointer, 0)?);
+        let shape = Arc::new(self.build_shape(&pointer, 0, compiler));
         self.shapes.insert(pointer.into_owned(), shape.clone());
-        Ok(shape)
+        shape
     }
 
-    fn build_shape(&mut self, pointer: &str, depth: usize) -> Result<BodyShape, SpecError> {
+    fn build_shape(&mut self, pointer: &str, depth: usize, compiler: &Arc<Compiler>) -> BodyShape {
         let shared = self.doc.clone();
         let doc: &Value = &shared;
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
         let (pointer, schema) = deref_at(doc, Cow::Borrowed(pointer), value);
         if depth > MAX_DEPTH {
-            return Ok(BodyShape::Opaque);
+            return BodyShape::Opaque;
         }
         for keyword in ["oneOf", "anyOf"] {
             let Some(branches) = schema.get(keyword).and_then(Value::as_array) else {
@@ -168,23 +170,21 @@ impl Schemas {
                 .map(|i| format!("{pointer}/{keyword}/{i}"))
                 .collect();
             if let [only] = concrete.as_slice() {
-                return self.build_shape(only, depth + 1);
+                return self.build_shape(only, depth + 1, compiler);
             }
             let mut variants = Vec::with_capacity(concrete.len());
-            for branch in &concrete {
-                variants.push((
-                    self.validator(branch)?,
-                    self.build_shape(branch, depth + 1)?,
-                ));
+            for branch in concrete {
+                let shape = self.build_shape(&branch, depth + 1, compiler);
+                variants.push((Lazy::new(Some(branch), compiler), shape));
             }
-            return Ok(BodyShape::Variants(variants));
+            return BodyShape::Variants(variants);
         }
         if is_array_schema(schema) && schema.get("items").is_some() {
-            let items = self.build_shape(&format!("{pointer}/items"), depth + 1)?;
-            return Ok(match items {
+            let items = self.build_shape(&format!("{pointer}/items"), depth + 1, compiler);
+            return match items {
                 BodyShape::Opaque => BodyShape::Opaque,
                 items => BodyShape::Array(Arc::new(items)),
-            });
+            };
         }
         let mut properties = Vec::new();
         let mut required = Vec::new();
@@ -199,7 +199,7 @@ impl Schemas {
             0,
         );
         if !is_object {
-            return Ok(BodyShape::Opaque);
+            return BodyShape::Opaque;
         }
         for p in &mut properties {
             p.required = required.contains(&p.name);
@@ -212,10 +212,10 @@ impl Schemas {
             (Some(_), _) | (None, Some(_)) => Additional::Allowed,
             (None, None) => Additional::Absent,
         };
-        Ok(BodyShape::Object {
+        BodyShape::Object {
             properties,
             additional,
-        })
+        }
     }
 }
 

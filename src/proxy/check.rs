@@ -68,8 +68,13 @@ pub(super) fn check<'c>(
     }
     if let Some(op) = operation {
         // Parts of its spec were skipped at load: what they would have checked was not.
-        for reason in &op.skipped {
+        let skipped = rev.contract.skipped(op);
+        for reason in skipped {
             s.metrics.unaudited(reason.unaudited_reason());
+        }
+        if skipped.contains(&crate::contract::Skipped::Validator) {
+            // A schema that failed at its first use is a warning found after the load.
+            s.metrics.spec_warnings(&ledger.api.label, &rev.contract);
         }
         for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
             f.operation = Some(op.id.as_str().into());

@@ -123,6 +123,7 @@ async fn reload_now(
     s.metrics
         .spec(&api.label, &spec.revision, &spec.openapi, spec.operations);
     s.metrics.prepare(&api.label, &next.contract);
+    s.metrics.spec_warnings(&api.label, &next.contract);
     api.swap(next);
     Ok(api.revision())
 }
@@ -150,13 +151,17 @@ async fn read(
     }
 }
 
-/// Read and compile off the runtime's workers: a large spec takes seconds of CPU.
+/// Read, compile and check off the runtime's workers (a large spec takes CPU), so that the
+/// revision swapped in has nothing left to do before its requests but their validators.
 async fn compile(api: &Api, source: Source) -> Result<Revision, ReloadError> {
     let options = api.settings.spec.contract.clone();
     let load = api.settings.spec.load.clone();
-    let compiled =
-        tokio::task::spawn_blocking(move || Revision::compile(&source.read(&load)?, &options))
-            .await;
+    let compiled = tokio::task::spawn_blocking(move || {
+        let revision = Revision::compile(&source.read(&load)?, &options)?;
+        revision.contract.check();
+        Ok::<_, ReloadError>(revision)
+    })
+    .await;
     match compiled {
         Ok(result) => Ok(result?),
         Err(e) => Err(ReloadError::Task(e.to_string())),

@@ -623,14 +623,6 @@ impl Metrics {
     /// increment if the series is born at 1, and a first silent clear must page.
     pub fn prepare(&self, api: &ApiLabel, contract: &crate::contract::Contract) {
         use crate::contract::WriteSemantics;
-        for (reason, n) in crate::contract::count_by_reason(&contract.warnings) {
-            self.spec_warnings
-                .get_or_create(&Reason {
-                    reason: reason.as_str().into(),
-                    api: api.clone(),
-                })
-                .set(n as i64);
-        }
         for op in contract
             .operations()
             .iter()
@@ -654,6 +646,19 @@ impl Metrics {
                 blame: hazard.blame().as_str().into(),
                 api: api.clone(),
             });
+        }
+    }
+
+    /// The warnings of the revision in force, by reason (set once its whole-document checks
+    /// have run, and again when a schema fails to compile at its first use).
+    pub fn spec_warnings(&self, api: &ApiLabel, contract: &crate::contract::Contract) {
+        for (reason, n) in crate::contract::count_by_reason(&contract.warnings()) {
+            self.spec_warnings
+                .get_or_create(&Reason {
+                    reason: reason.as_str().into(),
+                    api: api.clone(),
+                })
+                .set(n as i64);
         }
     }
 

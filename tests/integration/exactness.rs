@@ -127,8 +127,8 @@ fn a_long_ref_chain_is_walked_once_and_a_cycle_at_its_end_said_once() {
     // 2,000 links, then a loop back to the 1,999th: said once, with each link walked once
     // (the walk used to start again from every link, up to 64 steps each).
     let looped = chain(2_000, r##"{"$ref": "#/components/schemas/S1999"}"##);
-    let circular: Vec<&str> = looped
-        .warnings
+    let looped_warnings = looped.warnings();
+    let circular: Vec<&str> = looped_warnings
         .iter()
         .filter(|w| w.reason.as_str() == "circular_ref")
         .map(|w| w.pointer.as_str())
@@ -136,11 +136,11 @@ fn a_long_ref_chain_is_walked_once_and_a_cycle_at_its_end_said_once() {
     assert_eq!(circular.len(), 1, "{circular:?}");
     let ends = chain(2_000, r#"{"type": "object"}"#);
     assert!(
-        ends.warnings
+        ends.warnings()
             .iter()
             .all(|w| w.reason.as_str() != "circular_ref"),
         "{:?}",
-        ends.warnings
+        ends.warnings()
     );
 }
 
@@ -151,14 +151,14 @@ fn a_ref_chain_deeper_than_the_bound_is_cut_at_its_way_in_and_said_once() {
     let end = r#"{"type": "object", "properties": {"a": {"type": "integer"}}}"#;
     let wrong = br#"{"a": "x"}"#;
     let within = chain(200, end);
-    assert!(within.warnings.is_empty(), "{:?}", within.warnings);
+    assert!(within.warnings().is_empty(), "{:?}", within.warnings());
     let found = kinds(&within, &[("content-type", "application/json")], wrong);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].0, Kind::BodyTypeMismatch);
 
     let deep = chain(2_000, end);
-    let said: Vec<(&str, &str)> = deep
-        .warnings
+    let deep_warnings = deep.warnings();
+    let said: Vec<(&str, &str)> = deep_warnings
         .iter()
         .map(|w| (w.reason.as_str(), w.pointer.as_str()))
         .collect();
@@ -169,9 +169,9 @@ fn a_ref_chain_deeper_than_the_bound_is_cut_at_its_way_in_and_said_once() {
             "/paths/~1things/post/requestBody/content/application~1json/schema/$ref"
         )]
     );
-    assert!(deep.warnings[0].detail.contains("2001 references deep"));
+    assert!(deep.warnings()[0].detail.contains("2001 references deep"));
     let op = deep.operation("POST /things").unwrap();
-    assert_eq!(op.skipped, [driftwatch::contract::Skipped::RefDepth]);
+    assert_eq!(deep.skipped(op), [driftwatch::contract::Skipped::RefDepth]);
     assert_eq!(
         kinds(&deep, &[("content-type", "application/json")], wrong),
         [],
@@ -183,16 +183,21 @@ fn a_ref_chain_deeper_than_the_bound_is_cut_at_its_way_in_and_said_once() {
 fn circular_refs_and_duplicate_keys_are_load_warnings() {
     let circular = "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths:\n  /things:\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: {$ref: '#/components/schemas/A'}\n      responses: {'200': {description: ok}}\ncomponents:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n    B: {$ref: '#/components/schemas/A'}\n";
     let c = contract(circular);
-    let reasons: Vec<&str> = c.warnings.iter().map(|w| w.reason.as_str()).collect();
-    assert!(reasons.contains(&"circular_ref"), "{:?}", c.warnings);
+    let reasons: Vec<&str> = c.warnings().iter().map(|w| w.reason.as_str()).collect();
+    assert!(reasons.contains(&"circular_ref"), "{:?}", c.warnings());
     let dup = r#"{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {"/things": {"post": {"responses": {"200": {"description": "a"}}, "responses": {"201": {"description": "b"}}}}}}"#;
     let spec = Spec::parse(Path::new("dup.json"), dup.as_bytes()).unwrap();
     let c = Contract::compile(&spec, &ContractOptions::default()).unwrap();
-    let dups: Vec<&str> = c
-        .warnings
+    let c_warnings = c.warnings();
+    let dups: Vec<&str> = c_warnings
         .iter()
         .filter(|w| w.reason.as_str() == "duplicate_key")
         .map(|w| w.pointer.as_str())
         .collect();
-    assert_eq!(dups, ["/paths/~1things/post/responses"], "{:?}", c.warnings);
+    assert_eq!(
+        dups,
+        ["/paths/~1things/post/responses"],
+        "{:?}",
+        c.warnings()
+    );
 }

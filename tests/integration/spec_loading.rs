@@ -100,3 +100,126 @@ fn x_driftwatch_write_overrides_the_method_default() {
         []
     );
 }
+
+/// A document with a part of each kind the whole-document checks find: a pattern in another
+/// dialect, a keyword the meta-schema refuses, and a `$ref` loop; and a body the checks leave
+/// alone.
+fn needs_checks() -> serde_json::Value {
+    json!({
+        "openapi": "3.1.0",
+        "paths": {
+            "/p": {"get": {"operationId": "p", "parameters": [
+                {"name": "id", "in": "query", "schema": {"type": "string", "pattern": "^\\p{XDigit}+$"}},
+                {"name": "n", "in": "query", "schema": {"type": "integer"}}
+            ], "responses": {"200": {"description": "ok"}}}},
+            "/s": {"post": {"operationId": "s", "requestBody": {"content": {"application/json": {
+                "schema": {"type": "object", "required": {"a": 1}}}}},
+                "responses": {"200": {"description": "ok"}}}},
+            "/loop": {"post": {"operationId": "loop", "requestBody": {"content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/A"}}}},
+                "responses": {"200": {"description": "ok"}}}},
+            "/b": {"post": {"operationId": "b", "requestBody": {"content": {"application/json": {
+                "schema": {"type": "object", "properties": {"x": {"type": "integer"}}}}}},
+                "responses": {"200": {"description": "ok"}}}}
+        },
+        "components": {"schemas": {"A": {"$ref": "#/components/schemas/B"}, "B": {"$ref": "#/components/schemas/A"}}}
+    })
+}
+
+/// The sidecar's load leaves the whole-document checks and every validator to later
+/// (`ContractOptions::lazy`); what it then finds and audits is what the eager load (`check`,
+/// `--strict`) finds and audits, and nothing is compiled before it is asked for.
+#[test]
+fn a_lazy_load_finds_and_audits_what_an_eager_one_does() {
+    let spec = Spec::from_document(std::path::Path::new("api.json"), needs_checks()).unwrap();
+    let eager = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+    let lazy_options = ContractOptions {
+        lazy: true,
+        ..ContractOptions::default()
+    };
+    let lazy = Contract::compile(&spec, &lazy_options).unwrap();
+    assert!(eager.is_checked());
+    assert!(!lazy.is_checked(), "the checks wait for their first use");
+    let b = lazy.operation("b").unwrap();
+    let body = &b.body.as_ref().unwrap().media[0];
+    assert!(!format!("{:?}", body.validator).contains("compiled: Some"));
+    // A request to an operation compiles what it needs, running the checks first.
+    let bad = req("POST", "/b").json(&json!({"x": "1"}));
+    let kinds = |c: &Contract| -> Vec<Kind> { bad.audit(c).iter().map(|f| f.kind).collect() };
+    assert_eq!(kinds(&lazy), kinds(&eager));
+    assert!(
+        !kinds(&lazy).is_empty(),
+        "the body's validator was compiled and used"
+    );
+    assert!(lazy.is_checked());
+    for id in ["p", "s", "loop", "b"] {
+        let (l, e) = (lazy.operation(id).unwrap(), eager.operation(id).unwrap());
+        assert_eq!(lazy.skipped(l), eager.skipped(e), "{id}");
+    }
+    let said = |c: &Contract| {
+        let mut said: Vec<(String, &'static str)> = c
+            .warnings()
+            .iter()
+            .map(|w| (w.pointer.clone(), w.reason.as_str()))
+            .collect();
+        said.sort();
+        said
+    };
+    assert_eq!(said(&lazy), said(&eager));
+    let reasons: Vec<&str> = said(&eager).iter().map(|(_, r)| *r).collect();
+    assert_eq!(
+        reasons,
+        ["circular_ref", "pattern", "schema"],
+        "{:?}",
+        said(&eager)
+    );
+}
+
+/// `serve` answers ready before the whole-document checks have run, runs them then, off the
+/// request path, and says what they found as the eager load did: `/spec`, the warnings metric,
+/// and the requests to a changed part counted as partly unaudited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sidecar_checks_the_document_after_ready_and_says_what_it_found() {
+    use super::sidecar::{admin_get, config, raw, scrape, start};
+    use super::upstream::{self, ok};
+    use super::util::eventually;
+    let spec = std::env::temp_dir().join(format!("driftwatch-lazy-{}.json", std::process::id()));
+    std::fs::write(&spec, needs_checks().to_string()).unwrap();
+    let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(spec.clone());
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    let line = |text: &str, prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .map(|l| l.rsplit(' ').next().unwrap_or("").to_string())
+    };
+    let said = eventually("the checks' warnings in the metric", || async {
+        let text = scrape(dw.admin).await;
+        line(&text, "driftwatch_spec_warnings{reason=\"pattern\"")
+    })
+    .await;
+    assert_eq!(said, "1");
+    let listed = admin_get(dw.admin, "/spec").await.json();
+    assert_eq!(listed["warning_count"], 3, "{listed}");
+    let request = b"GET /p?id=00ff&n=x HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    assert_eq!(raw(dw.addr, request).await.status, 200);
+    let text = scrape(dw.admin).await;
+    assert_eq!(
+        line(
+            &text,
+            "driftwatch_unaudited_total{reason=\"spec_pattern_skipped\""
+        )
+        .as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("driftwatch_findings_total{kind=\"param_type_mismatch\",operation=\"p\"")),
+        "the rest of the operation is audited: {text}"
+    );
+    let _ = std::fs::remove_file(spec);
+}

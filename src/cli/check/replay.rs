@@ -128,7 +128,7 @@ impl Replay<'_> {
             body,
             ..
         } = audited;
-        for reason in op.iter().flat_map(|op| &op.skipped) {
+        for reason in op.iter().flat_map(|op| op.skipped_known()) {
             *self.unaudited.entry(reason.unaudited_reason()).or_default() += 1;
         }
         if let (Some(op), Some(key)) = (op, key) {
