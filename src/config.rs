@@ -145,6 +145,10 @@ pub struct SpecConfig {
     /// `$ref`s followed in a row at most; one leading deeper is not followed (a `ref_depth`
     /// warning), so a spec cannot hold the loader with a chain of a million references.
     pub max_ref_depth: usize,
+    /// Body and response validators kept compiled at most; past it the oldest is let go and
+    /// compiled again when next needed (requests to many distinct operations cannot grow
+    /// memory without a bound).
+    pub max_compiled_schemas: usize,
 }
 
 impl Default for SpecConfig {
@@ -159,6 +163,7 @@ impl Default for SpecConfig {
             max_bytes: crate::spec::DEFAULT_MAX_BYTES,
             ref_root: None,
             max_ref_depth: crate::contract::DEFAULT_MAX_REF_DEPTH,
+            max_compiled_schemas: crate::contract::DEFAULT_MAX_COMPILED,
         }
     }
 }

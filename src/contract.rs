@@ -41,6 +41,11 @@ pub const DEFAULT_MAX_FINDINGS: usize = 100;
 /// times the deepest of the 2,639 APIs.guru documents (Stripe's, 37).
 pub const DEFAULT_MAX_REF_DEPTH: usize = 256;
 
+/// Body and response validators kept compiled at most unless set otherwise
+/// (`spec.max_compiled_schemas`): 250 of Microsoft Graph's responses hold about 0.12 GB
+/// (docs/benchmarks.md, "A sidecar's footprint").
+pub const DEFAULT_MAX_COMPILED: usize = 250;
+
 /// Choices the spec cannot make for itself; come from the config file.
 #[derive(Clone, Debug)]
 pub struct ContractOptions {
@@ -66,6 +71,11 @@ pub struct ContractOptions {
     /// ready sooner, in less memory; see `compiler.rs`) instead of doing all before
     /// [`Contract::compile`] returns. `strict` does all first whatever this says.
     pub lazy: bool,
+    /// Body and response validators kept compiled at most (`spec.max_compiled_schemas`): each
+    /// reaches its schema's whole graph of references (Microsoft Graph's: about 0.5 MB),
+    /// so what a peer's requests to distinct operations can make the sidecar hold is bounded.
+    /// Past it, the oldest is let go and compiled again when next needed.
+    pub max_compiled: usize,
 }
 
 impl Default for ContractOptions {
@@ -78,6 +88,7 @@ impl Default for ContractOptions {
             max_findings: DEFAULT_MAX_FINDINGS,
             max_ref_depth: DEFAULT_MAX_REF_DEPTH,
             lazy: false,
+            max_compiled: DEFAULT_MAX_COMPILED,
         }
     }
 }
@@ -137,8 +148,10 @@ impl Contract {
             .compiled
             .get_or_init(|| {
                 let pointer = media.schema.as_deref()?;
+                let validator = LazyBody::new(Some(pointer.to_string()), &self.compiler);
+                validator.get()?;
                 Some(CompiledSchema {
-                    validator: self.compiler.validator(pointer)?,
+                    validator,
                     shape: self.compiler.shape(pointer),
                 })
             })

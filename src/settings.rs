@@ -296,6 +296,9 @@ impl Settings {
         if c.spec.max_ref_depth == 0 {
             return Err(fail("spec.max_ref_depth", "must be positive".into()));
         }
+        if c.spec.max_compiled_schemas == 0 {
+            return Err(fail("spec.max_compiled_schemas", "must be positive".into()));
+        }
         if c.audit.max_findings == 0 {
             return Err(fail("audit.max_findings", "must be positive".into()));
         }
@@ -539,6 +542,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             max_findings: c.audit.max_findings,
             max_ref_depth: c.spec.max_ref_depth,
             lazy: true,
+            max_compiled: c.spec.max_compiled_schemas,
         },
         watch_interval: millis(c.spec.watch_interval_ms),
         load: LoadOptions {

@@ -110,7 +110,7 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
         }
     };
     // `is_valid` first: it stops at the first error and builds none; most answers are valid.
-    let validator = compiled.map(|c| &c.validator);
+    let validator = compiled.and_then(|c| c.validator.get());
     if let Some(validator) = validator.filter(|v| !v.is_valid(value)) {
         for error in validator.iter_errors(value) {
             for f in schema_findings(&error, shape, value) {

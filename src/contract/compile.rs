@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::compiler::{Compiler, Lazy};
+use super::compiler::{Compiler, Lazy, LazyBody};
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
@@ -28,6 +28,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         spec.doc.clone(),
         &spec.source,
         options.max_ref_depth,
+        options.max_compiled,
     )?);
     let doc: &Value = &spec.doc;
     let notes = spec.notes.iter().map(|n| {
@@ -584,7 +585,7 @@ fn compile_media(compiler: &Arc<Compiler>, body: &Value, pointer: &str) -> Vec<M
         media.push(MediaBody {
             media_type: media_type.to_ascii_lowercase(),
             json,
-            validator: Lazy::new(schema_ptr.filter(|_| json), compiler),
+            validator: LazyBody::new(schema_ptr.filter(|_| json), compiler),
             shape,
             summary: summarize(compiler.doc(), m.get("schema").unwrap_or(&Value::Null)),
         });

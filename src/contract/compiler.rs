@@ -13,7 +13,8 @@
 //! refuses is not one they read).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use jsonschema::Validator;
 use jsonschema::json::{Json, SerdeJson};
@@ -32,6 +33,8 @@ pub(super) struct Compiler {
     raw: Arc<Value>,
     file: PathBuf,
     max_ref_depth: usize,
+    /// Body and response validators kept at most (see [`LazyBody`]).
+    max_compiled: usize,
     checked: OnceLock<Checked>,
     /// Schemas that could not be compiled on first use, in the order they were asked for.
     late: Mutex<Vec<LoadWarning>>,
@@ -53,12 +56,18 @@ impl std::fmt::Debug for Compiler {
 }
 
 impl Compiler {
-    pub fn new(doc: Arc<Value>, file: &Path, max_ref_depth: usize) -> Result<Compiler, SpecError> {
+    pub fn new(
+        doc: Arc<Value>,
+        file: &Path,
+        max_ref_depth: usize,
+        max_compiled: usize,
+    ) -> Result<Compiler, SpecError> {
         Ok(Compiler {
             shapes: Mutex::new(Schemas::new(doc.clone(), file)?),
             raw: doc,
             file: file.to_path_buf(),
             max_ref_depth,
+            max_compiled,
             checked: OnceLock::new(),
             late: Mutex::new(Vec::new()),
         })
@@ -89,7 +98,10 @@ impl Compiler {
                 .extend(loops.map(|n| LoadWarning::new(n.pointer, Skipped::CircularRef, n.detail)));
             Checked {
                 schemas: Schemas::new(doc, &self.file)
-                    .map(Mutex::new)
+                    .map(|mut schemas| {
+                        schemas.max_bodies = self.max_compiled;
+                        Mutex::new(schemas)
+                    })
                     .map_err(|e| e.reason()),
                 warnings,
             }
@@ -141,8 +153,69 @@ pub struct Lazy<F: Json = SerdeJson> {
     slot: OnceLock<Option<Arc<Validator<F>>>>,
 }
 
-/// A request body's (or a body branch's) validator, which reads bodies as parsed.
-pub type LazyBody = Lazy<Tape>;
+/// A body's validator (a request body's, a `oneOf` branch's, a response's), which reads
+/// bodies as parsed. These reach a document's large schemas (a Graph entity and every entity
+/// it refers to: about 0.5 MB compiled), so the compiler keeps at most
+/// `spec.max_compiled_schemas` of them, the oldest let go first; the slot holds a weak
+/// reference, and compiles again when next asked after its validator was let go.
+pub struct LazyBody {
+    pointer: Option<Box<str>>,
+    compiler: Arc<Compiler>,
+    slot: RwLock<Weak<Validator<Tape>>>,
+    failed: AtomicBool,
+}
+
+impl LazyBody {
+    pub(super) fn new(pointer: Option<String>, compiler: &Arc<Compiler>) -> LazyBody {
+        LazyBody {
+            pointer: pointer.map(String::into_boxed_str),
+            compiler: compiler.clone(),
+            slot: RwLock::new(Weak::new()),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// The validator, compiled now if it is not kept.
+    pub fn get(&self) -> Option<Arc<Validator<Tape>>> {
+        let pointer = self.pointer.as_deref()?;
+        if self.failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let kept = self
+            .slot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade();
+        if kept.is_some() {
+            return kept;
+        }
+        let Some(compiled) = self.compiler.validator::<Tape>(pointer) else {
+            self.failed.store(true, Ordering::Relaxed);
+            return None;
+        };
+        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&compiled);
+        Some(compiled)
+    }
+
+    /// The spec gives a schema here that cannot be compiled (compiled now if not yet).
+    pub fn failed(&self) -> bool {
+        self.pointer.is_some() && self.get().is_none()
+    }
+}
+
+impl std::fmt::Debug for LazyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self
+            .slot
+            .read()
+            .map(|w| w.strong_count() > 0)
+            .unwrap_or(false);
+        f.debug_struct("LazyBody")
+            .field("pointer", &self.pointer)
+            .field("kept", &kept)
+            .finish()
+    }
+}
 
 impl<F: Json> Lazy<F> {
     pub(super) fn new(pointer: Option<String>, compiler: &Arc<Compiler>) -> Lazy<F>

@@ -4,10 +4,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use jsonschema::Validator;
-
-use crate::json::Tape;
-
 use super::operation::BodyShape;
 
 /// One entry of an operation's `responses`.
@@ -36,7 +32,7 @@ pub struct ResponseMedia {
 
 #[derive(Debug)]
 pub struct CompiledSchema {
-    pub validator: Arc<Validator<Tape>>,
+    pub validator: super::LazyBody,
     pub shape: Arc<BodyShape>,
 }
 

@@ -14,7 +14,7 @@ use jsonschema::{Draft, Registry, Validator};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
 
-use super::compiler::{Compiler, Lazy};
+use super::compiler::{Compiler, LazyBody};
 use super::operation::{Additional, BodyShape, Property};
 use super::resolve::deref_at;
 use super::types::summarize;
@@ -50,8 +50,11 @@ pub(super) struct Schemas {
     registry: Registry<'static>,
     /// Parameter validators, which read `Value`s (a coerced parameter is one).
     validators: HashMap<String, Arc<Validator>>,
-    /// Body validators, which read bodies as parsed (`crate::json`).
+    /// Body and response validators, which read bodies as parsed (`crate::json`): at most
+    /// `max_bodies`, the oldest let go first (`bodies_kept` holds their order).
     body_validators: HashMap<String, Arc<Validator<Tape>>>,
+    bodies_kept: std::collections::VecDeque<String>,
+    pub max_bodies: usize,
     /// Schemas that could not be compiled, with the reason: a shared component refused once is
     /// not compiled again for every operation that refers to it.
     failed: HashMap<String, String>,
@@ -70,6 +73,10 @@ impl std::fmt::Debug for Schemas {
 /// A representation validators are compiled for, each with its own cache.
 pub(super) trait Reads: Json {
     fn cache(schemas: &mut Schemas) -> &mut HashMap<String, Arc<Validator<Self>>>;
+    /// Keep a validator just compiled.
+    fn keep(schemas: &mut Schemas, pointer: String, validator: Arc<Validator<Self>>) {
+        Self::cache(schemas).insert(pointer, validator);
+    }
 }
 
 impl Reads for SerdeJson {
@@ -81,6 +88,18 @@ impl Reads for SerdeJson {
 impl Reads for Tape {
     fn cache(schemas: &mut Schemas) -> &mut HashMap<String, Arc<Validator<Self>>> {
         &mut schemas.body_validators
+    }
+
+    /// Past `max_bodies`, the oldest is let go: it is compiled again if asked for again.
+    fn keep(schemas: &mut Schemas, pointer: String, validator: Arc<Validator<Self>>) {
+        while schemas.bodies_kept.len() >= schemas.max_bodies.max(1) {
+            let Some(oldest) = schemas.bodies_kept.pop_front() else {
+                break;
+            };
+            schemas.body_validators.remove(&oldest);
+        }
+        schemas.bodies_kept.push_back(pointer.clone());
+        schemas.body_validators.insert(pointer, validator);
     }
 }
 
@@ -103,6 +122,8 @@ impl Schemas {
             registry,
             validators: HashMap::new(),
             body_validators: HashMap::new(),
+            bodies_kept: Default::default(),
+            max_bodies: usize::MAX,
             failed: HashMap::new(),
             shapes: HashMap::new(),
         })
@@ -135,7 +156,7 @@ impl Schemas {
             }
         };
         let validator = Arc::new(validator);
-        F::cache(self).insert(pointer.into_owned(), validator.clone());
+        F::keep(self, pointer.into_owned(), validator.clone());
         Ok(validator)
     }
 
@@ -175,7 +196,7 @@ impl Schemas {
             let mut variants = Vec::with_capacity(concrete.len());
             for branch in concrete {
                 let shape = self.build_shape(&branch, depth + 1, compiler);
-                variants.push((Lazy::new(Some(branch), compiler), shape));
+                variants.push((LazyBody::new(Some(branch), compiler), shape));
             }
             return BodyShape::Variants(variants);
         }

@@ -142,7 +142,7 @@ fn a_lazy_load_finds_and_audits_what_an_eager_one_does() {
     assert!(!lazy.is_checked(), "the checks wait for their first use");
     let b = lazy.operation("b").unwrap();
     let body = &b.body.as_ref().unwrap().media[0];
-    assert!(!format!("{:?}", body.validator).contains("compiled: Some"));
+    assert!(!format!("{:?}", body.validator).contains("kept: true"));
     // A request to an operation compiles what it needs, running the checks first.
     let bad = req("POST", "/b").json(&json!({"x": "1"}));
     let kinds = |c: &Contract| -> Vec<Kind> { bad.audit(c).iter().map(|f| f.kind).collect() };
@@ -222,4 +222,52 @@ async fn the_sidecar_checks_the_document_after_ready_and_says_what_it_found() {
         "the rest of the operation is audited: {text}"
     );
     let _ = std::fs::remove_file(spec);
+}
+
+/// Past `max_compiled` body validators, the oldest is let go, and compiled again when next
+/// needed: the audit is the same whichever are kept.
+#[test]
+fn body_validators_past_the_bound_are_let_go_and_compiled_again() {
+    let object = |ty: &str| {
+        json!({"content": {"application/json": {"schema":
+        {"type": "object", "properties": {"x": {"type": ty}}}}}})
+    };
+    let spec = Spec::from_document(
+        std::path::Path::new("api.json"),
+        json!({"openapi": "3.1.0", "paths": {
+            "/a": {"post": {"operationId": "a", "requestBody": object("integer"), "responses": {"200": {"description": "ok"}}}},
+            "/b": {"post": {"operationId": "b", "requestBody": object("string"), "responses": {"200": {"description": "ok"}}}}
+        }}),
+    )
+    .unwrap();
+    let options = ContractOptions {
+        lazy: true,
+        max_compiled: 1,
+        ..ContractOptions::default()
+    };
+    let c = Contract::compile(&spec, &options).unwrap();
+    let kept = |id: &str| {
+        let op = c.operation(id).unwrap();
+        format!("{:?}", op.body.as_ref().unwrap().media[0].validator).contains("kept: true")
+    };
+    let kinds = |path: &'static str, body: serde_json::Value| -> Vec<Kind> {
+        req("POST", path)
+            .json(&body)
+            .audit(&c)
+            .iter()
+            .map(|f| f.kind)
+            .collect()
+    };
+    let wrong_a = kinds("/a", json!({"x": "1"}));
+    assert!(!wrong_a.is_empty());
+    assert!(kept("a") && !kept("b"));
+    assert!(!kinds("/b", json!({"x": 1})).is_empty());
+    assert!(kept("b") && !kept("a"), "the bound lets the oldest go");
+    assert_eq!(
+        kinds("/a", json!({"x": "1"})),
+        wrong_a,
+        "compiled again, the same audit"
+    );
+    assert!(kinds("/a", json!({"x": 1})).is_empty());
+    assert!(kept("a") && !kept("b"));
 }
