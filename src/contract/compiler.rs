@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use jsonschema::Validator;
-use jsonschema::json::{Json, SerdeJson};
+use jsonschema::json::SerdeJson;
 use serde_json::Value;
 
 use super::operation::BodyShape;
@@ -143,14 +143,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A validator compiled on first use and kept. `None` where the spec gives no schema, or its
-/// schema cannot be compiled.
-pub struct Lazy<F: Json = SerdeJson> {
+/// A parameter's validator, compiled on first use and kept (parameter schemas are small, so
+/// no bound applies). `None` where the spec gives no schema, or its schema cannot be compiled.
+pub struct Lazy {
     pointer: Option<Box<str>>,
     compiler: Arc<Compiler>,
-    /// [`Compiler::validator`] for `F` (a bound the type itself cannot name: `Reads` is private).
-    compile: fn(&Compiler, &str) -> Option<Arc<Validator<F>>>,
-    slot: OnceLock<Option<Arc<Validator<F>>>>,
+    slot: OnceLock<Option<Arc<Validator<SerdeJson>>>>,
 }
 
 /// A body's validator (a request body's, a `oneOf` branch's, a response's), which reads
@@ -217,23 +215,22 @@ impl std::fmt::Debug for LazyBody {
     }
 }
 
-impl<F: Json> Lazy<F> {
-    pub(super) fn new(pointer: Option<String>, compiler: &Arc<Compiler>) -> Lazy<F>
-    where
-        F: Reads,
-    {
+impl Lazy {
+    pub(super) fn new(pointer: Option<String>, compiler: &Arc<Compiler>) -> Lazy {
         Lazy {
             pointer: pointer.map(String::into_boxed_str),
             compiler: compiler.clone(),
-            compile: Compiler::validator::<F>,
             slot: OnceLock::new(),
         }
     }
 
     /// The validator, compiled now if this is its first use.
-    pub fn get(&self) -> Option<&Arc<Validator<F>>> {
+    pub fn get(&self) -> Option<&Arc<Validator<SerdeJson>>> {
         self.slot
-            .get_or_init(|| (self.compile)(&self.compiler, self.pointer.as_deref()?))
+            .get_or_init(|| {
+                self.compiler
+                    .validator::<SerdeJson>(self.pointer.as_deref()?)
+            })
             .as_ref()
     }
 
@@ -243,7 +240,7 @@ impl<F: Json> Lazy<F> {
     }
 }
 
-impl<F: Json> std::fmt::Debug for Lazy<F> {
+impl std::fmt::Debug for Lazy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lazy")
             .field("pointer", &self.pointer)

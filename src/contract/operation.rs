@@ -253,6 +253,11 @@ impl Operation {
         self.skipped_all.get().unwrap_or(&self.skipped)
     }
 
+    /// [`super::Contract::skipped`] has run for it: what it returns will not change.
+    pub fn skipped_settled(&self) -> bool {
+        self.skipped_all.get().is_some()
+    }
+
     /// `"GET /api/channels/{id}"`: its method and template, one per operation.
     pub fn label(&self) -> String {
         format!("{} {}", self.method, self.template)

@@ -68,12 +68,14 @@ pub(super) fn check<'c>(
     }
     if let Some(op) = operation {
         // Parts of its spec were skipped at load: what they would have checked was not.
+        let first_use = !op.skipped_settled();
         let skipped = rev.contract.skipped(op);
         for reason in skipped {
             s.metrics.unaudited(reason.unaudited_reason());
         }
-        if skipped.contains(&crate::contract::Skipped::Validator) {
-            // A schema that failed at its first use is a warning found after the load.
+        if first_use && skipped.contains(&crate::contract::Skipped::Validator) {
+            // A schema that failed at its first use is a warning found after the load: said
+            // once (two first requests racing may both say it, with the same figure).
             s.metrics.spec_warnings(&ledger.api.label, &rev.contract);
         }
         for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
