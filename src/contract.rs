@@ -158,6 +158,23 @@ impl Contract {
             .as_ref()
     }
 
+    /// Whether auditing an answer of `op` with `status` may compile a schema first: its first
+    /// such answer, or one whose validator the bound let go. The sidecar audits those off its
+    /// serving threads (a large schema takes tens of milliseconds to compile).
+    pub fn response_compiles(&self, op: &Operation, status: u16) -> bool {
+        let Some(declared) = op.responses.for_status(status) else {
+            return false;
+        };
+        let schemas = declared
+            .media
+            .iter()
+            .filter(|m| m.json && m.schema.is_some());
+        schemas.into_iter().any(|m| match m.compiled.get() {
+            None => true,
+            Some(compiled) => compiled.as_ref().is_some_and(|c| !c.validator.ready()),
+        })
+    }
+
     /// The top-level shape of a declared response media type, without compiling its validator
     /// (spec diffs need the properties, not the validation).
     pub fn response_shape(&self, media: &ResponseMedia) -> Option<std::sync::Arc<BodyShape>> {

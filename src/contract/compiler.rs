@@ -21,7 +21,7 @@ use jsonschema::json::SerdeJson;
 use serde_json::Value;
 
 use super::operation::BodyShape;
-use super::schemas::{Reads, Schemas};
+use super::schemas::{Reads, Schemas, Wanted};
 use super::warning::{LoadWarning, Skipped};
 use crate::json::Tape;
 use crate::spec::SpecError;
@@ -112,9 +112,18 @@ impl Compiler {
     /// kept in [`Compiler::late`], when it cannot be compiled.
     pub fn validator<F: Reads>(&self, pointer: &str) -> Option<Arc<Validator<F>>> {
         let compiled = match &self.checked().schemas {
-            Ok(schemas) => lock(schemas)
-                .validator::<F>(pointer)
-                .map_err(|e| e.reason()),
+            Ok(schemas) => {
+                // Compiled without the lock held: see `Schemas::wanted`.
+                let wanted = lock(schemas).wanted::<F>(pointer);
+                match wanted {
+                    Wanted::Kept(validator) => Ok(validator),
+                    Wanted::Failed(e) => Err(e.reason()),
+                    Wanted::Compile(compile) => {
+                        let made = compile.run::<F>();
+                        lock(schemas).keep(compile, made).map_err(|e| e.reason())
+                    }
+                }
+            }
             Err(reason) => Err(reason.clone()),
         };
         compiled.map_err(|reason| self.fail(pointer, reason)).ok()
@@ -198,6 +207,13 @@ impl LazyBody {
     /// The spec gives a schema here that cannot be compiled (compiled now if not yet).
     pub fn failed(&self) -> bool {
         self.pointer.is_some() && self.get().is_none()
+    }
+
+    /// [`LazyBody::get`] would answer without compiling.
+    pub fn ready(&self) -> bool {
+        self.pointer.is_none()
+            || self.failed.load(Ordering::Relaxed)
+            || self.slot.read().is_ok_and(|kept| kept.strong_count() > 0)
     }
 }
 

@@ -47,7 +47,7 @@ const MAX_DEPTH: usize = 8;
 pub(super) struct Schemas {
     pub doc: Arc<Value>,
     file: PathBuf,
-    registry: Registry<'static>,
+    registry: Arc<Registry<'static>>,
     /// Parameter validators, which read `Value`s (a coerced parameter is one).
     validators: HashMap<String, Arc<Validator>>,
     /// Body and response validators, which read bodies as parsed (`crate::json`): at most
@@ -103,6 +103,31 @@ impl Reads for Tape {
     }
 }
 
+/// What asking for a validator takes ([`Schemas::wanted`]).
+pub(super) enum Wanted<F: Json> {
+    Kept(Arc<Validator<F>>),
+    Failed(SpecError),
+    Compile(Compile),
+}
+
+/// A schema to compile, with the registry its references resolve in.
+pub(super) struct Compile {
+    pointer: String,
+    registry: Arc<Registry<'static>>,
+}
+
+impl Compile {
+    pub fn run<F: Reads>(&self) -> Result<Validator<F>, String> {
+        let reference = format!("{URN}#{}", utf8_percent_encode(&self.pointer, FRAGMENT));
+        jsonschema::options_for::<F>()
+            .with_draft(Draft::Draft202012)
+            .with_registry(&self.registry)
+            .offline()
+            .build(&json!({ "$ref": reference }))
+            .map_err(|e| format!("the schema cannot be compiled: {e}"))
+    }
+}
+
 impl Schemas {
     pub fn new(doc: Arc<Value>, file: &Path) -> Result<Schemas, SpecError> {
         let registry = Registry::new()
@@ -119,7 +144,7 @@ impl Schemas {
         Ok(Schemas {
             doc,
             file: file.to_path_buf(),
-            registry,
+            registry: Arc::new(registry),
             validators: HashMap::new(),
             body_validators: HashMap::new(),
             bodies_kept: Default::default(),
@@ -129,35 +154,49 @@ impl Schemas {
         })
     }
 
-    /// The validator for the schema at `pointer` (refs followed first, so aliases share one),
-    /// for the representation `F` its instances come in.
-    pub fn validator<F: Reads>(&mut self, pointer: &str) -> Result<Arc<Validator<F>>, SpecError> {
+    /// What the validator for the schema at `pointer` (refs followed first, so aliases share
+    /// one) takes, for the representation `F` its instances come in: one kept, a failure
+    /// known, or a compile, which the caller runs without holding these schemas (a large
+    /// schema takes tens of milliseconds, and every other compile would wait for it).
+    pub fn wanted<F: Reads>(&mut self, pointer: &str) -> Wanted<F> {
         let doc = self.doc.clone();
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
         let (pointer, _) = deref_at(&doc, Cow::Borrowed(pointer), value);
         if let Some(v) = F::cache(self).get(pointer.as_ref()) {
-            return Ok(v.clone());
+            return Wanted::Kept(v.clone());
         }
         if let Some(reason) = self.failed.get(pointer.as_ref()) {
-            return Err(SpecError::at(&self.file, &pointer, reason.clone()));
+            return Wanted::Failed(SpecError::at(&self.file, &pointer, reason.clone()));
         }
-        let reference = format!("{URN}#{}", utf8_percent_encode(&pointer, FRAGMENT));
-        let validator = jsonschema::options_for::<F>()
-            .with_draft(Draft::Draft202012)
-            .with_registry(&self.registry)
-            .offline()
-            .build(&json!({ "$ref": reference }));
-        let validator = match validator {
-            Ok(v) => v,
-            Err(e) => {
-                let reason = format!("the schema cannot be compiled: {e}");
-                self.failed.insert(pointer.to_string(), reason.clone());
-                return Err(SpecError::at(&self.file, &pointer, reason));
+        Wanted::Compile(Compile {
+            pointer: pointer.into_owned(),
+            registry: self.registry.clone(),
+        })
+    }
+
+    /// Keep what `compile` made (or the validator another thread kept for it meanwhile), or
+    /// its failure, so that it is not compiled again.
+    pub fn keep<F: Reads>(
+        &mut self,
+        compile: Compile,
+        made: Result<Validator<F>, String>,
+    ) -> Result<Arc<Validator<F>>, SpecError> {
+        let pointer = compile.pointer;
+        if let Some(v) = F::cache(self).get(&pointer) {
+            return Ok(v.clone());
+        }
+        match made {
+            Ok(validator) => {
+                let validator = Arc::new(validator);
+                F::keep(self, pointer, validator.clone());
+                Ok(validator)
             }
-        };
-        let validator = Arc::new(validator);
-        F::keep(self, pointer.into_owned(), validator.clone());
-        Ok(validator)
+            Err(reason) => {
+                let error = SpecError::at(&self.file, &pointer, reason.clone());
+                self.failed.insert(pointer, reason);
+                Err(error)
+            }
+        }
     }
 
     /// The top-level shape of the body schema at `pointer`; its branches' validators come

@@ -80,14 +80,16 @@ impl LateTasks {
 
     /// Run `late` with its copy: a small, uncompressed copy as a task on the runtime (reading
     /// it costs about what the request audit costs, less than a hand-off to a thread); a large
-    /// or compressed one on the response workers, queued, and counted and dropped when the
-    /// queue is full.
+    /// or compressed one, or one whose schema must be compiled first, on the response workers,
+    /// queued, and counted and dropped when the queue is full.
     pub(super) fn spawn(late: Late, copy: Copied) {
         let s = late.s.clone();
         let tasks = &s.late;
         tasks.in_flight.pending.fetch_add(1, Ordering::SeqCst);
         let heavy = match &copy {
-            Copied::Whole(bytes) => bytes.len() > IN_PLACE || late.encoding.is_some(),
+            Copied::Whole(bytes) => {
+                bytes.len() > IN_PLACE || late.encoding.is_some() || late.compiles()
+            }
             _ => false,
         };
         let runtime = tokio::runtime::Handle::try_current();
@@ -167,6 +169,16 @@ impl Late {
     /// Whether the body must be copied for this work (otherwise only the status is audited).
     pub fn wants_body(&self) -> bool {
         self.audit_body || self.remember.is_some()
+    }
+
+    /// Its audit may compile the response's schema first (see
+    /// [`crate::contract::Contract::response_compiles`]).
+    fn compiles(&self) -> bool {
+        let contract = &self.rev.contract;
+        self.audit_body
+            && contract
+                .operation_at(self.op)
+                .is_some_and(|op| contract.response_compiles(op, self.status))
     }
 
     /// Run with the body copy, however the body ended: without one, the status and media

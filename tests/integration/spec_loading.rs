@@ -271,3 +271,50 @@ fn body_validators_past_the_bound_are_let_go_and_compiled_again() {
     assert!(kinds("/a", json!({"x": 1})).is_empty());
     assert!(kept("a") && !kept("b"));
 }
+
+/// The sidecar audits an answer whose schema must be compiled first off its serving threads:
+/// `Contract::response_compiles` says which, before the first answer of a status and again
+/// once the bound let its validator go, and never for an answer with no schema to compile.
+#[test]
+fn an_answer_says_whether_its_audit_compiles_a_schema_first() {
+    let answers = |ty: &str| {
+        json!({"200": {"description": "ok", "content": {"application/json": {"schema":
+            {"type": "object", "properties": {"x": {"type": ty}}}}}},
+            "204": {"description": "none"}})
+    };
+    let spec = Spec::from_document(
+        std::path::Path::new("api.json"),
+        json!({"openapi": "3.1.0", "paths": {
+            "/a": {"get": {"operationId": "a", "responses": answers("integer")}},
+            "/b": {"get": {"operationId": "b", "responses": answers("string")}}
+        }}),
+    )
+    .unwrap();
+    let options = ContractOptions {
+        lazy: true,
+        max_compiled: 1,
+        ..ContractOptions::default()
+    };
+    let c = Contract::compile(&spec, &options).unwrap();
+    let compiles = |id: &str, status| c.response_compiles(c.operation(id).unwrap(), status);
+    let answer = |target, body: serde_json::Value| {
+        let a = super::responses::answer(200, "application/json", &body);
+        super::responses::audit_answer(&c, "GET", target, &a)
+    };
+    assert!(compiles("a", 200) && compiles("b", 200));
+    assert!(
+        !compiles("a", 204) && !compiles("a", 500),
+        "no schema, nothing to compile"
+    );
+    let wrong_a = answer("/a", json!({"x": "1"}));
+    assert!(!wrong_a.is_empty());
+    assert!(!compiles("a", 200), "kept after its first answer");
+    assert!(compiles("b", 200));
+    assert!(answer("/b", json!({"x": "1"})).is_empty());
+    assert!(compiles("a", 200), "the bound let it go");
+    assert_eq!(
+        answer("/a", json!({"x": "1"})),
+        wrong_a,
+        "compiled again, the same audit"
+    );
+}
