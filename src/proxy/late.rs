@@ -28,6 +28,11 @@ use crate::sink::{Event, EventFinding};
 /// Copies waiting for a worker at most; past it, response work is dropped and counted.
 const QUEUE: usize = 1024;
 
+/// Past this many copies waiting, the workers are behind: a body's audit is sampled, drawn
+/// less often the longer the queue (none at `QUEUE`), and counted
+/// (`unaudited{reason="response_sampled"}`); the memory's work is never sampled.
+const SAMPLE_FROM: usize = QUEUE / 16;
+
 /// Uncompressed copies up to this size are read on the runtime; larger or compressed ones (a
 /// decompression may expand to `audit.max_response_body`) go to the workers.
 const IN_PLACE: usize = 64 * 1024;
@@ -45,6 +50,8 @@ pub struct LateTasks {
 #[derive(Default)]
 struct InFlight {
     pending: AtomicUsize,
+    /// Copies in the queue, not yet taken by a worker.
+    queued: AtomicUsize,
     idle: Notify,
 }
 
@@ -67,7 +74,10 @@ impl LateTasks {
             let (rx, in_flight) = (rx.clone(), in_flight.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("driftwatch-late-{n}"))
-                .spawn(move || work(&rx, &in_flight));
+                .spawn(move || {
+                    yield_to_serving();
+                    work(&rx, &in_flight)
+                });
             if let Err(e) = spawned {
                 tracing::error!("cannot start a response worker: {e}");
             }
@@ -101,9 +111,23 @@ impl LateTasks {
             });
             return;
         }
+        let mut late = late;
+        let queued = tasks.in_flight.queued.load(Ordering::Relaxed);
+        if late.audit_body && !admitted(queued, fastrand::usize(SAMPLE_FROM..QUEUE)) {
+            s.metrics.unaudited("response_sampled");
+            late.audit_body = false;
+            if late.remember.is_none() {
+                // The status and media type are still audited; they cost nothing to read.
+                late.run(Copied::NotWanted);
+                tasks.in_flight.done();
+                return;
+            }
+        }
+        tasks.in_flight.queued.fetch_add(1, Ordering::Relaxed);
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             tasks.queue.try_send((late, copy))
         {
+            tasks.in_flight.queued.fetch_sub(1, Ordering::Relaxed);
             s.metrics.unaudited("response_queue_full");
             tasks.in_flight.done();
         }
@@ -121,11 +145,29 @@ impl LateTasks {
     }
 }
 
+/// Whether a body's audit is kept with `queued` copies waiting, for a `draw` uniform over
+/// `SAMPLE_FROM..QUEUE`: always while the workers keep up, then less often the longer the
+/// queue, never once it is full.
+fn admitted(queued: usize, draw: usize) -> bool {
+    queued <= SAMPLE_FROM || draw >= queued
+}
+
+/// The workers run at a lower priority than the serving threads (nice 10, Linux): when both
+/// want the CPU, the answers go first and the audits fall behind, to be sampled, rather than
+/// the other way round. Where the priority cannot be set, they run as they are.
+fn yield_to_serving() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
+        tracing::debug!("the response workers keep their priority: {e}");
+    }
+}
+
 /// A worker: take jobs until the sidecar is gone (the queue's sender dropped).
 fn work(rx: &Mutex<Receiver<Job>>, in_flight: &InFlight) {
     loop {
         let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((late, copy)) = job else { return };
+        in_flight.queued.fetch_sub(1, Ordering::Relaxed);
         late.run(copy);
         in_flight.done();
     }
@@ -398,5 +440,27 @@ struct ContentType<'a>(Option<&'a str>);
 impl crate::request::Headers for ContentType<'_> {
     fn get(&self, name: &str) -> Option<&str> {
         self.0.filter(|_| name == "content-type")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The share of audits kept, over every draw, with `queued` copies waiting.
+    fn kept(queued: usize) -> f64 {
+        let draws = SAMPLE_FROM..QUEUE;
+        let n = draws.len();
+        draws.filter(|&d| admitted(queued, d)).count() as f64 / n as f64
+    }
+
+    #[test]
+    fn audits_are_kept_while_the_workers_keep_up_then_drawn_less_often_the_longer_the_queue() {
+        assert_eq!(kept(0), 1.0);
+        assert_eq!(kept(SAMPLE_FROM), 1.0);
+        let half = (SAMPLE_FROM + QUEUE) / 2;
+        assert!((kept(half) - 0.5).abs() < 0.01, "{}", kept(half));
+        assert!(kept(half) > kept(half + 100), "fewer as the queue grows");
+        assert_eq!(kept(QUEUE), 0.0, "none once it is full");
     }
 }

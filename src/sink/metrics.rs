@@ -157,7 +157,7 @@ const CLIENT_ERRORS: [&str; 7] = [
 const UPSTREAM_CAUSES: [&str; 4] = ["connect", "tls", "timeout", "other"];
 
 /// The `reason` label's values of `unaudited` besides the spec's (`Skipped::unaudited_reason`).
-const UNAUDITED: [&str; 7] = [
+const UNAUDITED: [&str; 8] = [
     "body_too_large",
     "audit_off",
     "response_too_large",
@@ -165,6 +165,7 @@ const UNAUDITED: [&str; 7] = [
     "response_client_gone",
     "response_upstream_failed",
     "response_queue_full",
+    "response_sampled",
 ];
 
 /// The `limit` label's values of bounds that are not a listener's.
