@@ -90,8 +90,9 @@ impl LateTasks {
 
     /// Run `late` with its copy: a small, uncompressed copy as a task on the runtime (reading
     /// it costs about what the request audit costs, less than a hand-off to a thread); a large
-    /// or compressed one, or one whose schema must be compiled first, on the response workers,
-    /// queued, and counted and dropped when the queue is full.
+    /// or compressed one, or one whose schema must be compiled first and that the memory does
+    /// not keep, on the response workers: queued, sampled when they are behind, and counted and
+    /// dropped when the queue is full.
     pub(super) fn spawn(late: Late, copy: Copied) {
         let s = late.s.clone();
         let tasks = &s.late;
@@ -214,10 +215,13 @@ impl Late {
     }
 
     /// Its audit may compile the response's schema first (see
-    /// [`crate::contract::Contract::response_compiles`]).
+    /// [`crate::contract::Contract::response_compiles`]), and nothing else waits on it: a GET
+    /// the memory keeps is read at once, in place, so that a write right after it (a scripted
+    /// client's GET, edit, PUT) is compared with it, however long the compile.
     fn compiles(&self) -> bool {
         let contract = &self.rev.contract;
         self.audit_body
+            && self.remember.is_none()
             && contract
                 .operation_at(self.op)
                 .is_some_and(|op| contract.response_compiles(op, self.status))
