@@ -232,20 +232,10 @@ fn body_validators_past_the_bound_are_let_go_and_compiled_again() {
         json!({"content": {"application/json": {"schema":
         {"type": "object", "properties": {"x": {"type": ty}}}}}})
     };
-    let spec = Spec::from_document(
-        std::path::Path::new("api.json"),
-        json!({"openapi": "3.1.0", "paths": {
-            "/a": {"post": {"operationId": "a", "requestBody": object("integer"), "responses": {"200": {"description": "ok"}}}},
-            "/b": {"post": {"operationId": "b", "requestBody": object("string"), "responses": {"200": {"description": "ok"}}}}
-        }}),
-    )
-    .unwrap();
-    let options = ContractOptions {
-        lazy: true,
-        max_compiled: 1,
-        ..ContractOptions::default()
-    };
-    let c = Contract::compile(&spec, &options).unwrap();
+    let c = lazy_keeping_one(json!({
+        "/a": {"post": {"operationId": "a", "requestBody": object("integer"), "responses": {"200": {"description": "ok"}}}},
+        "/b": {"post": {"operationId": "b", "requestBody": object("string"), "responses": {"200": {"description": "ok"}}}}
+    }));
     let kept = |id: &str| {
         let op = c.operation(id).unwrap();
         format!("{:?}", op.body.as_ref().unwrap().media[0].validator).contains("kept: true")
@@ -282,20 +272,10 @@ fn an_answer_says_whether_its_audit_compiles_a_schema_first() {
             {"type": "object", "properties": {"x": {"type": ty}}}}}},
             "204": {"description": "none"}})
     };
-    let spec = Spec::from_document(
-        std::path::Path::new("api.json"),
-        json!({"openapi": "3.1.0", "paths": {
-            "/a": {"get": {"operationId": "a", "responses": answers("integer")}},
-            "/b": {"get": {"operationId": "b", "responses": answers("string")}}
-        }}),
-    )
-    .unwrap();
-    let options = ContractOptions {
-        lazy: true,
-        max_compiled: 1,
-        ..ContractOptions::default()
-    };
-    let c = Contract::compile(&spec, &options).unwrap();
+    let c = lazy_keeping_one(json!({
+        "/a": {"get": {"operationId": "a", "responses": answers("integer")}},
+        "/b": {"get": {"operationId": "b", "responses": answers("string")}}
+    }));
     let compiles = |id: &str, status| c.response_compiles(c.operation(id).unwrap(), status);
     let answer = |target, body: serde_json::Value| {
         let a = super::responses::answer(200, "application/json", &body);
@@ -317,4 +297,17 @@ fn an_answer_says_whether_its_audit_compiles_a_schema_first() {
         wrong_a,
         "compiled again, the same audit"
     );
+}
+
+/// A contract of `paths` compiled as the sidecar compiles it, keeping one body or response
+/// validator at most.
+fn lazy_keeping_one(paths: serde_json::Value) -> Contract {
+    let doc = json!({"openapi": "3.1.0", "paths": paths});
+    let spec = Spec::from_document(std::path::Path::new("api.json"), doc).unwrap();
+    let options = ContractOptions {
+        lazy: true,
+        max_compiled: 1,
+        ..ContractOptions::default()
+    };
+    Contract::compile(&spec, &options).unwrap()
 }
