@@ -93,7 +93,7 @@ impl LateTasks {
     /// or compressed one, or one whose schema must be compiled first and that the memory does
     /// not keep, on the response workers: queued, sampled when they are behind, and counted and
     /// dropped when the queue is full.
-    pub(super) fn spawn(late: Late, copy: Copied) {
+    pub(super) fn spawn(mut late: Late, copy: Copied) {
         let s = late.s.clone();
         let tasks = &s.late;
         tasks.in_flight.pending.fetch_add(1, Ordering::SeqCst);
@@ -112,7 +112,6 @@ impl LateTasks {
             });
             return;
         }
-        let mut late = late;
         let queued = tasks.in_flight.queued.load(Ordering::Relaxed);
         if late.audit_body && !admitted(queued, fastrand::usize(SAMPLE_FROM..QUEUE)) {
             s.metrics.unaudited("response_sampled");
