@@ -3,12 +3,12 @@
 //! silent-clear memory, and confirming a silent clear a write left pending. Response findings
 //! are recorded, never acted on: the answer has already gone. Decoding, parsing and validating
 //! a large or compressed copy is CPU work that would stall other connections: it runs on a few
-//! threads of its own, fed by a bounded queue; a full queue is counted
+//! threads of its own, fed by a queue bounded in copies and in bytes; a full queue is counted
 //! (`unaudited{reason="response_queue_full"}`), never waited on. A small plain copy costs less
 //! to read than to hand over, and is read in a task on the runtime.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -27,6 +27,12 @@ use crate::sink::{Event, EventFinding};
 
 /// Copies waiting for a worker at most; past it, response work is dropped and counted.
 const QUEUE: usize = 1024;
+
+/// Bytes of copies waiting for a worker at most: without it, 1,024 copies of
+/// `audit.max_response_body` (1 MiB by default) could wait at once. The queue counts as full
+/// as soon as either bound is reached, and as `n` copies deep when its bytes are that share of
+/// this budget, so sampling starts as early on bytes as on copies.
+const QUEUE_BYTES: usize = 64 << 20;
 
 /// Past this many copies waiting, the workers are behind: a body's audit is sampled, drawn
 /// less often the longer the queue (none at `QUEUE`), and counted
@@ -52,10 +58,22 @@ struct InFlight {
     pending: AtomicUsize,
     /// Copies in the queue, not yet taken by a worker.
     queued: AtomicUsize,
+    /// Their bytes.
+    queued_bytes: AtomicUsize,
     idle: Notify,
 }
 
 impl InFlight {
+    fn enqueued(&self, len: usize) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.queued_bytes.fetch_add(len, Ordering::Relaxed);
+    }
+
+    fn dequeued(&self, len: usize) {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        self.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+    }
+
     fn done(&self) {
         if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.idle.notify_waiters();
@@ -112,8 +130,12 @@ impl LateTasks {
             });
             return;
         }
-        let queued = tasks.in_flight.queued.load(Ordering::Relaxed);
-        if late.audit_body && !admitted(queued, fastrand::usize(SAMPLE_FROM..QUEUE)) {
+        let len = copied_len(&copy);
+        let depth = depth(
+            tasks.in_flight.queued.load(Ordering::Relaxed),
+            tasks.in_flight.queued_bytes.load(Ordering::Relaxed) + len,
+        );
+        if late.audit_body && !admitted(depth, fastrand::usize(SAMPLE_FROM..QUEUE)) {
             s.metrics.unaudited("response_sampled");
             late.audit_body = false;
             if late.remember.is_none() {
@@ -123,11 +145,17 @@ impl LateTasks {
                 return;
             }
         }
-        tasks.in_flight.queued.fetch_add(1, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            tasks.queue.try_send((late, copy))
-        {
-            tasks.in_flight.queued.fetch_sub(1, Ordering::Relaxed);
+        let sent = if depth >= QUEUE {
+            false
+        } else {
+            tasks.in_flight.enqueued(len);
+            let sent = tasks.queue.try_send((late, copy));
+            if sent.is_err() {
+                tasks.in_flight.dequeued(len);
+            }
+            sent.is_ok()
+        };
+        if !sent {
             s.metrics.unaudited("response_queue_full");
             tasks.in_flight.done();
         }
@@ -142,6 +170,24 @@ impl LateTasks {
             }
             notified.await;
         }
+    }
+}
+
+/// How deep the queue is, in copies, counting its bytes as their share of [`QUEUE_BYTES`]
+/// in copies of [`QUEUE`]: the fuller of the two bounds. An empty queue takes any one copy
+/// (`audit.max_response_body` may be set above the budget).
+fn depth(queued: usize, bytes: usize) -> usize {
+    if queued == 0 {
+        return 0;
+    }
+    let by_bytes = (bytes as u128 * QUEUE as u128 / QUEUE_BYTES as u128) as usize;
+    queued.max(by_bytes)
+}
+
+fn copied_len(copy: &Copied) -> usize {
+    match copy {
+        Copied::Whole(bytes) => bytes.len(),
+        _ => 0,
     }
 }
 
@@ -167,7 +213,7 @@ fn work(rx: &Mutex<Receiver<Job>>, in_flight: &InFlight) {
     loop {
         let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((late, copy)) = job else { return };
-        in_flight.queued.fetch_sub(1, Ordering::Relaxed);
+        in_flight.dequeued(copied_len(&copy));
         late.run(copy);
         in_flight.done();
     }
@@ -465,5 +511,19 @@ mod tests {
         assert!((kept(half) - 0.5).abs() < 0.01, "{}", kept(half));
         assert!(kept(half) > kept(half + 100), "fewer as the queue grows");
         assert_eq!(kept(QUEUE), 0.0, "none once it is full");
+    }
+
+    #[test]
+    fn the_queue_is_as_deep_as_the_fuller_of_its_two_bounds() {
+        const MIB: usize = 1 << 20;
+        // 10 small copies: as deep as their count.
+        assert_eq!(depth(10, 10 * 1024), 10);
+        // 10 copies of 1 MiB with one more: 11/64 of the byte budget, deeper than 10 copies.
+        assert_eq!(depth(10, 11 * MIB), 11 * QUEUE / 64);
+        // At the byte budget the queue is full, however few copies it holds.
+        assert_eq!(depth(3, QUEUE_BYTES), QUEUE);
+        assert!(depth(3, QUEUE_BYTES + 1) >= QUEUE);
+        // An empty queue takes one copy of any size.
+        assert_eq!(depth(0, 10 * QUEUE_BYTES), 0);
     }
 }
