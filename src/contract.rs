@@ -165,14 +165,14 @@ impl Contract {
         let Some(declared) = op.responses.for_status(status) else {
             return false;
         };
-        let schemas = declared
+        declared
             .media
             .iter()
-            .filter(|m| m.json && m.schema.is_some());
-        schemas.into_iter().any(|m| match m.compiled.get() {
-            None => true,
-            Some(compiled) => compiled.as_ref().is_some_and(|c| !c.validator.ready()),
-        })
+            .filter(|m| m.json && m.schema.is_some())
+            .any(|m| match m.compiled.get() {
+                None => true,
+                Some(compiled) => compiled.as_ref().is_some_and(|c| !c.validator.ready()),
+            })
     }
 
     /// The top-level shape of a declared response media type, without compiling its validator

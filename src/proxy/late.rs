@@ -34,8 +34,8 @@ const QUEUE: usize = 1024;
 /// this budget, so sampling starts as early on bytes as on copies.
 const QUEUE_BYTES: usize = 64 << 20;
 
-/// Past this many copies waiting, the workers are behind: a body's audit is sampled, drawn
-/// less often the longer the queue (none at `QUEUE`), and counted
+/// Past this [`depth`] of the queue, the workers are behind: a body's audit is sampled, drawn
+/// less often the deeper the queue (none at `QUEUE`), and counted
 /// (`unaudited{reason="response_sampled"}`); the memory's work is never sampled.
 const SAMPLE_FROM: usize = QUEUE / 16;
 
@@ -191,11 +191,11 @@ fn copied_len(copy: &Copied) -> usize {
     }
 }
 
-/// Whether a body's audit is kept with `queued` copies waiting, for a `draw` uniform over
-/// `SAMPLE_FROM..QUEUE`: always while the workers keep up, then less often the longer the
+/// Whether a body's audit is kept at the queue's [`depth`], for a `draw` uniform over
+/// `SAMPLE_FROM..QUEUE`: always while the workers keep up, then less often the deeper the
 /// queue, never once it is full.
-fn admitted(queued: usize, draw: usize) -> bool {
-    queued <= SAMPLE_FROM || draw >= queued
+fn admitted(depth: usize, draw: usize) -> bool {
+    depth <= SAMPLE_FROM || draw >= depth
 }
 
 /// The workers run at a lower priority than the serving threads (nice 10, Linux): when both
@@ -496,11 +496,11 @@ impl crate::request::Headers for ContentType<'_> {
 mod tests {
     use super::*;
 
-    /// The share of audits kept, over every draw, with `queued` copies waiting.
-    fn kept(queued: usize) -> f64 {
+    /// The share of audits kept, over every draw, at the queue's `depth`.
+    fn kept(depth: usize) -> f64 {
         let draws = SAMPLE_FROM..QUEUE;
         let n = draws.len();
-        draws.filter(|&d| admitted(queued, d)).count() as f64 / n as f64
+        draws.filter(|&d| admitted(depth, d)).count() as f64 / n as f64
     }
 
     #[test]
