@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::contract::{Contract, ContractOptions};
 use crate::diff::Change;
-use crate::spec::{Spec, SpecError};
+use crate::spec::{Spec, SpecError, SpecFiles};
 
 /// What the spec is, for `/spec`, events and `driftwatch_spec_info`.
 #[derive(Debug, Clone)]
@@ -24,6 +24,9 @@ pub struct SpecInfo {
 pub struct Revision {
     pub contract: Arc<Contract>,
     pub spec: SpecInfo,
+    /// The files it was read from (`Spec::files`): what a watcher stamps, and what a reload
+    /// hashes to know, before compiling anything, whether the revision is still the same.
+    pub files: SpecFiles,
     /// The revision this one replaced, and what changed (empty for the first).
     pub previous: Option<String>,
     pub changes: Vec<Change>,
@@ -59,6 +62,7 @@ impl Revision {
                 source: spec.source.display().to_string(),
             },
             contract: Arc::new(contract),
+            files: spec.files.clone(),
             previous: None,
             changes: Vec::new(),
         })

@@ -6,6 +6,9 @@
 mod bundle;
 pub(crate) use bundle::{local_refs, local_target, push_token};
 mod error;
+mod files;
+pub use files::{SpecFile, SpecFiles, Stamp, stamp};
+use files::{combined, revision};
 mod normalize;
 mod notes;
 mod read;
@@ -71,9 +74,12 @@ pub struct Spec {
     /// The whole document. Every `$ref` in it is local (`#/...`) and resolves. Shared: the
     /// compiled contract keeps it to compile response schemas when first needed.
     pub doc: std::sync::Arc<Value>,
-    /// A short hash of the document (12 hex digits of its SHA-256), carried by every finding
-    /// event and metric so a finding can be tied to the spec revision that produced it.
+    /// A short hash of the document (12 hex digits of its SHA-256, or of the hashes of every
+    /// file it was read from when it bundles others: `files`), carried by every finding event
+    /// and metric so a finding can be tied to the spec revision that produced it.
     pub revision: String,
+    /// The files it was read from, each stamped just before it was read.
+    pub files: SpecFiles,
     /// What the document says ambiguously (a key written twice): load warnings. A `$ref` loop
     /// is found by the contract's whole-document checks (`contract/compiler.rs`).
     pub notes: Vec<Note>,
@@ -95,8 +101,9 @@ impl Spec {
     }
 
     pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Spec, SpecError> {
+        let own = SpecFile::before_reading(path);
         let (doc, revision, notes) = read::read_document_revision(path, options.max_bytes)?;
-        Spec::build(path, doc, revision, notes, options)
+        Spec::build(path, doc, (revision, Some(own)), notes, options)
     }
 
     /// Parse a document from text already in memory (an embedded spec); `source` names it in
@@ -118,24 +125,29 @@ impl Spec {
         }
         let name = source.to_string_lossy().to_ascii_lowercase();
         let (doc, revision, notes) = read::parse_whole(source, bytes, &name)?;
-        Spec::build(source, doc, revision, notes, options)
+        Spec::build(source, doc, (revision, None), notes, options)
     }
 
     /// Build a spec from an already parsed document; `source` resolves relative file refs.
     pub fn from_document(source: &Path, doc: Value) -> Result<Spec, SpecError> {
         let revision = revision(doc.to_string().as_bytes());
-        Spec::build(source, doc, revision, Vec::new(), &LoadOptions::default())
+        let options = LoadOptions::default();
+        Spec::build(source, doc, (revision, None), Vec::new(), &options)
     }
 
+    /// `read`: the document's own revision, and its file when it was read from one.
     fn build(
         source: &Path,
         mut doc: Value,
-        revision: String,
+        (revision, own): (String, Option<SpecFile>),
         notes: Vec<Note>,
         options: &LoadOptions,
     ) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
-        bundle::bundle(source, &mut doc, options)?;
+        let bundled = bundle::bundle(source, &mut doc, options)?;
+        let hashes: Vec<String> = bundled.iter().map(|(_, hash)| hash.clone()).collect();
+        let revision = combined(revision, &hashes);
+        let bundled = bundled.into_iter().map(|(f, _)| f).collect();
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);
@@ -147,6 +159,7 @@ impl Spec {
             version,
             doc: std::sync::Arc::new(doc),
             revision,
+            files: SpecFiles { own, bundled },
             one_ofs_read: std::sync::Arc::new(one_ofs_read),
         })
     }
@@ -173,10 +186,25 @@ impl AsWritten {
     }
 }
 
-pub(crate) fn revision(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(bytes);
-    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+/// The revision a document whose own bytes are `bytes` would load as now, if the files it
+/// bundled are the ones named in `bundled` (the revision in force's): `None` when one cannot be
+/// read within `max` bytes. Equal to the revision in force, nothing it was read from changed,
+/// so a reload can keep it without compiling anything: which files a document bundles is
+/// decided by the bytes of the files before them.
+pub fn revision_now(bytes: &[u8], bundled: &[SpecFile], max: u64) -> Option<String> {
+    let each = |f: &SpecFile| {
+        read::read_bytes(&f.path, max)
+            .ok()
+            .map(|(b, _)| revision(&b))
+    };
+    let hashes: Option<Vec<String>> = bundled.iter().map(each).collect();
+    Some(combined(revision(bytes), &hashes?))
+}
+
+/// [`revision_now`] of the document in the file at `path` (gunzipped as a load would).
+pub fn file_revision_now(path: &Path, bundled: &[SpecFile], max: u64) -> Option<String> {
+    let (bytes, _) = read::read_bytes(path, max).ok()?;
+    revision_now(&bytes, bundled, max)
 }
 
 fn detect_version(source: &Path, doc: &Value) -> Result<(String, OpenApiVersion), SpecError> {

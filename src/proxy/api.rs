@@ -32,9 +32,6 @@ pub struct Api {
     pub(super) reloads_started: AtomicU64,
     /// Whether most recent requests route nowhere (a wrong base path or spec version).
     pub unrouted: Arc<Unrouted>,
-    /// The spec file's length and modification time when the sidecar was built from it: the
-    /// watcher's first baseline.
-    pub(super) stamp_at_load: Option<(u64, std::time::SystemTime)>,
 }
 
 impl Api {
@@ -48,13 +45,8 @@ impl Api {
             true => vec![settings.upstream()?.clone()],
             false => settings.per_host.clone(),
         };
-        let stamp_at_load = match &settings.spec.source {
-            crate::settings::SpecSource::File(path) => super::reload::stamp(path),
-            _ => None,
-        };
         Ok(Api {
             index,
-            stamp_at_load,
             label: ApiLabel::new(settings.name.as_deref()),
             settings,
             upstreams,

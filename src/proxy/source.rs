@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::body::UpstreamBody;
 use super::upstream::UpstreamClient;
 use crate::revision::FetchError;
-use crate::spec::{LoadOptions, Spec, SpecError};
+use crate::spec::{LoadOptions, Spec, SpecError, SpecFile};
 
 /// A spec document to read: a file, or the body fetched from a URL.
 pub enum Source {
@@ -31,6 +31,16 @@ impl Source {
             Source::File(path) => Spec::load_with(path, options),
             // The URL names the document in errors; its extension (if any) picks JSON or YAML.
             Source::Fetched { url, body } => Spec::parse_with(Path::new(url), body, options),
+        }
+    }
+
+    /// The revision the document would load as now, if it bundles the files `bundled` (the
+    /// revision in force's): hashed, not parsed (`None`: a file cannot be read).
+    pub fn revision_now(&self, bundled: &[SpecFile], options: &LoadOptions) -> Option<String> {
+        let max = options.max_bytes;
+        match self {
+            Source::File(path) => crate::spec::file_revision_now(path, bundled, max),
+            Source::Fetched { body, .. } => crate::spec::revision_now(body, bundled, max),
         }
     }
 }

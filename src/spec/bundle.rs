@@ -16,17 +16,19 @@ use std::path::{Path, PathBuf};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
-use super::read::read_document;
-use super::{LoadOptions, RefRoot, SpecError};
+use super::read::read_document_revision;
+use super::{LoadOptions, RefRoot, SpecError, SpecFile};
 
 /// Where bundled copies of external targets live inside the document.
 pub(crate) const EXTERNAL: &str = "x-driftwatch-external";
 
+/// Bundle `doc`'s refs into other files; returns the files read, in the order read, each with
+/// the revision (hash) of its bytes.
 pub(crate) fn bundle(
     root_path: &Path,
     doc: &mut Value,
     options: &LoadOptions,
-) -> Result<(), SpecError> {
+) -> Result<Vec<(SpecFile, String)>, SpecError> {
     let mut refs = Vec::new();
     collect_refs(doc, &mut String::new(), false, &mut refs);
     let mut bundler = Bundler {
@@ -34,6 +36,7 @@ pub(crate) fn bundle(
         root_path,
         options,
         files: HashMap::new(),
+        read: Vec::new(),
         index: HashMap::new(),
         slots: Vec::new(),
         pending: Vec::new(),
@@ -55,6 +58,7 @@ pub(crate) fn bundle(
         bundler.slots[slot] = value;
     }
     let slots = std::mem::take(&mut bundler.slots);
+    let read = std::mem::take(&mut bundler.read);
     for (at, new) in rewrites {
         set_ref(doc, &at, new);
     }
@@ -68,7 +72,7 @@ pub(crate) fn bundle(
             components.insert(EXTERNAL.into(), Value::Array(slots));
         }
     }
-    Ok(())
+    Ok(read)
 }
 
 struct Bundler<'a> {
@@ -77,6 +81,8 @@ struct Bundler<'a> {
     options: &'a LoadOptions,
     /// External documents read so far, by path.
     files: HashMap<PathBuf, Value>,
+    /// The same files in the order read, each stamped before it was read, with its revision.
+    read: Vec<(SpecFile, String)>,
     /// (file, fragment) already bundled, to its slot number.
     index: HashMap<(PathBuf, String), usize>,
     slots: Vec<Value>,
@@ -134,7 +140,8 @@ impl Bundler<'_> {
             let fail = |reason: String| SpecError::at(error_file, at, reason);
             self.confine(&file)
                 .map_err(|why| fail(format!("$ref `{reference}` {why}")))?;
-            let doc = read_document(&file, self.options.max_bytes)
+            let stamped = SpecFile::before_reading(&file);
+            let (doc, revision, _) = read_document_revision(&file, self.options.max_bytes)
                 .map_err(|e| fail(format!("$ref `{reference}` cannot be followed: {e}")))?;
             if !doc.is_object() {
                 return Err(fail(format!(
@@ -142,6 +149,7 @@ impl Bundler<'_> {
                 )));
             }
             self.files.insert(file.clone(), doc);
+            self.read.push((stamped, revision));
         }
         let target =
             check_pointer(&self.files[&file], &pointer, error_file, at, reference)?.clone();

@@ -9,10 +9,6 @@ use serde_json::Value;
 use super::SpecError;
 use super::notes::Note;
 
-pub(crate) fn read_document(path: &Path, max: u64) -> Result<Value, SpecError> {
-    read_document_revision(path, max).map(|(doc, _, _)| doc)
-}
-
 /// A document, its revision hash, and what it says ambiguously (keys written twice).
 pub(crate) type Document = (Value, String, Vec<Note>);
 

@@ -379,3 +379,60 @@ async fn a_change_made_before_the_watcher_first_looks_is_still_reloaded() {
     let _ = stop.send(());
     served.await.unwrap().unwrap();
 }
+
+/// A spec split over files (`$ref: common.yaml#/Pet`) is the files it bundles: an edit to
+/// `common.yaml` alone is a new revision, which the watcher reloads and requests are audited
+/// against, and a reload asked for while no file changed keeps the revision in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_to_a_file_the_spec_refs_is_a_new_revision_and_reloaded() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dir = std::env::temp_dir().join(format!("driftwatch-reload-refs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (spec, common) = (dir.join("spec.yaml"), dir.join("common.yaml"));
+    std::fs::write(&spec, "openapi: 3.0.3\ninfo: {title: pets, version: '1'}\npaths:\n  /pets/{id}:\n    put:\n      operationId: putPet\n      parameters: [{name: id, in: path, required: true, schema: {type: string}}]\n      requestBody:\n        content:\n          application/json:\n            schema: {$ref: 'common.yaml#/Pet'}\n      responses: {'200': {description: ok}}\n").unwrap();
+    std::fs::write(
+        &common,
+        "Pet:\n  type: object\n  properties:\n    age: {type: string}\n",
+    )
+    .unwrap();
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(spec.clone());
+        c.spec.watch_interval_ms = 20;
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    let (status, body) = post_reload(dw.admin).await;
+    assert_eq!(
+        (status, &body["revision"]),
+        (200, &first),
+        "nothing changed: {body}"
+    );
+
+    let put = b"PUT /pets/1 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{\"age\":30}";
+    let wrong_type = "driftwatch_findings_total{kind=\"body_type_mismatch\",operation=\"putPet\",severity=\"error\",blame=\"client\"}";
+    raw(dw.addr, put).await;
+    assert_eq!(sample(&scrape(dw.admin).await, wrong_type), 1.0);
+
+    // Only the file the spec refs changes: `age` becomes an integer.
+    std::fs::write(
+        &common,
+        "Pet:\n  type: object\n  properties:\n    age: {type: integer}\n",
+    )
+    .unwrap();
+    let now = new_revision(dw.admin, &first).await;
+    assert_ne!(now, first);
+    let diff = admin_get(dw.admin, "/spec/diff").await.json();
+    assert_eq!(
+        diff["changes"][0]["kind"], "body_property_retyped",
+        "{diff}"
+    );
+    raw(dw.addr, put).await;
+    assert_eq!(
+        sample(&scrape(dw.admin).await, wrong_type),
+        1.0,
+        "the new revision takes an integer age"
+    );
+    dw.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
