@@ -162,8 +162,9 @@ async fn answer(
             let all = s.revisions.all();
             let each = |(name, rev): &(Option<String>, Arc<Revision>)| {
                 let (spec, warnings) = (&rev.spec, &rev.contract.warnings());
+                let bundled: Vec<_> = rev.files.bundled.iter().map(|f| &f.path).collect();
                 json!({"api": name, "revision": spec.revision, "openapi": spec.openapi,
-                       "operations": spec.operations, "source": spec.source,
+                       "operations": spec.operations, "source": spec.source, "bundled": bundled,
                        "warning_count": warnings.len(),
                        "warnings": &warnings[..warnings.len().min(200)]})
             };

@@ -401,7 +401,9 @@ async fn an_edit_to_a_file_the_spec_refs_is_a_new_revision_and_reloaded() {
         c.audit.response_sample_rate = 0.0;
     }))
     .await;
-    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    let listed = admin_get(dw.admin, "/spec").await.json();
+    assert_eq!(listed["bundled"], serde_json::json!([common]), "{listed}");
+    let first = listed["revision"].clone();
     let (status, body) = post_reload(dw.admin).await;
     assert_eq!(
         (status, &body["revision"]),
