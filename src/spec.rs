@@ -7,7 +7,7 @@ mod bundle;
 pub(crate) use bundle::{local_refs, local_target, push_token};
 mod error;
 mod files;
-pub use files::{SpecFile, SpecFiles, Stamp, stamp};
+pub use files::{SpecFile, SpecFiles, Stamp};
 use files::{combined, revision};
 mod normalize;
 mod notes;

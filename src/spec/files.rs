@@ -15,7 +15,7 @@ use sha2::Digest;
 pub type Stamp = (u64, SystemTime);
 
 /// A file's length and modification time now (`None`: it cannot be read).
-pub fn stamp(path: &Path) -> Option<Stamp> {
+fn stamp(path: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.len(), m.modified().ok()?))
 }
