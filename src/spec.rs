@@ -192,10 +192,12 @@ impl AsWritten {
 /// so a reload can keep it without compiling anything: which files a document bundles is
 /// decided by the bytes of the files before them.
 pub fn revision_now(bytes: &[u8], bundled: &[SpecFile], max: u64) -> Option<String> {
+    // Only what the load's confinement lets through: a regular file (a named pipe put in a
+    // bundled file's place would block the read), within `max` bytes.
     let each = |f: &SpecFile| {
-        read::read_bytes(&f.path, max)
-            .ok()
-            .map(|(b, _)| revision(&b))
+        let regular = std::fs::metadata(&f.path).is_ok_and(|m| m.is_file());
+        let (bytes, _) = regular.then(|| read::read_bytes(&f.path, max).ok())??;
+        Some(revision(&bytes))
     };
     let hashes: Option<Vec<String>> = bundled.iter().map(each).collect();
     Some(combined(revision(bytes), &hashes?))

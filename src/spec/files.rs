@@ -129,6 +129,10 @@ mod tests {
             None,
             "a file that cannot be read: compile, and say why"
         );
+        // A named pipe in its place is not opened (the read would block until a writer came).
+        let made = std::process::Command::new("mkfifo").arg(&common).status();
+        assert!(made.unwrap().success());
+        assert_eq!(now(), None, "not a regular file: compile, which refuses it");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
