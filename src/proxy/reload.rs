@@ -93,6 +93,11 @@ async fn reload_now(
 ) -> Result<Arc<Revision>, ReloadError> {
     let old = api.revision();
     let name = api.name();
+    // A fetched spec that bundles local files (`spec.ref_root`) may change in them alone, which
+    // a 304 would hide: its body is fetched whole, and the files' hashes decide.
+    if !old.files.bundled.is_empty() {
+        *etag = None;
+    }
     let loaded = match read(s, api, etag).await {
         Ok(None) => return Ok(old), // 304: the spec in force is the current one
         Ok(Some(source)) => compile(api, source, &old).await,

@@ -438,3 +438,55 @@ async fn an_edit_to_a_file_the_spec_refs_is_a_new_revision_and_reloaded() {
     dw.stop().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A spec fetched from a URL that bundles a local file (`spec.ref_root`) may change in that
+/// file alone, while the URL answers 304: it is then fetched whole, and the edit reloaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetched_spec_that_bundles_a_local_file_is_reloaded_when_that_file_changes() {
+    let dir = std::env::temp_dir().join(format!("driftwatch-url-refs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let common = dir.join("common.yaml");
+    std::fs::write(
+        &common,
+        "Pet: {type: object, properties: {age: {type: string}}}\n",
+    )
+    .unwrap();
+    let body = serde_json::json!({
+        "openapi": "3.0.3", "info": {"title": "pets", "version": "1"},
+        "paths": {"/pets": {"put": {"operationId": "putPet",
+            "requestBody": {"content": {"application/json": {"schema":
+                {"$ref": format!("{}#/Pet", common.display())}}}},
+            "responses": {"200": {"description": "ok"}}}}}
+    })
+    .to_string();
+    let responder: upstream::TypedResponder = std::sync::Arc::new(move |r| {
+        let typed = "application/json\r\netag: \"v1\"";
+        match r.header("if-none-match") {
+            Some(_) => (304, typed, String::new()),
+            None => (200, typed, body.clone()),
+        }
+    });
+    let api = upstream::start_typed(responder, Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", api.addr), |c| {
+        c.spec.path = None;
+        c.spec.url = Some(format!("http://{}/openapi.json", api.addr));
+        c.spec.ref_root = Some(dir.clone());
+        c.spec.watch_interval_ms = 20;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    std::fs::write(
+        &common,
+        "Pet: {type: object, properties: {age: {type: integer}}}\n",
+    )
+    .unwrap();
+    let now = new_revision(dw.admin, &first).await;
+    assert_ne!(now, first);
+    let diff = admin_get(dw.admin, "/spec/diff").await.json();
+    assert_eq!(
+        diff["changes"][0]["kind"], "body_property_retyped",
+        "{diff}"
+    );
+    dw.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
