@@ -417,18 +417,8 @@ async fn an_edit_to_a_file_the_spec_refs_is_a_new_revision_and_reloaded() {
     assert_eq!(sample(&scrape(dw.admin).await, wrong_type), 1.0);
 
     // Only the file the spec refs changes: `age` becomes an integer.
-    std::fs::write(
-        &common,
-        "Pet:\n  type: object\n  properties:\n    age: {type: integer}\n",
-    )
-    .unwrap();
-    let now = new_revision(dw.admin, &first).await;
-    assert_ne!(now, first);
-    let diff = admin_get(dw.admin, "/spec/diff").await.json();
-    assert_eq!(
-        diff["changes"][0]["kind"], "body_property_retyped",
-        "{diff}"
-    );
+    let retyped = "Pet:\n  type: object\n  properties:\n    age: {type: integer}\n";
+    edited_and_reloaded(dw.admin, &first, &common, retyped).await;
     raw(dw.addr, put).await;
     assert_eq!(
         sample(&scrape(dw.admin).await, wrong_type),
@@ -475,18 +465,26 @@ async fn a_fetched_spec_that_bundles_a_local_file_is_reloaded_when_that_file_cha
     }))
     .await;
     let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
-    std::fs::write(
-        &common,
-        "Pet: {type: object, properties: {age: {type: integer}}}\n",
-    )
-    .unwrap();
-    let now = new_revision(dw.admin, &first).await;
-    assert_ne!(now, first);
-    let diff = admin_get(dw.admin, "/spec/diff").await.json();
+    let retyped = "Pet: {type: object, properties: {age: {type: integer}}}\n";
+    edited_and_reloaded(dw.admin, &first, &common, retyped).await;
+    dw.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Write `text` (which retypes `age`) to `file`, a file the spec bundles, and wait for the
+/// revision after `first`, whose diff says so.
+async fn edited_and_reloaded(
+    admin: std::net::SocketAddr,
+    first: &Value,
+    file: &std::path::Path,
+    text: &str,
+) {
+    std::fs::write(file, text).unwrap();
+    let now = new_revision(admin, first).await;
+    assert_ne!(now, *first);
+    let diff = admin_get(admin, "/spec/diff").await.json();
     assert_eq!(
         diff["changes"][0]["kind"], "body_property_retyped",
         "{diff}"
     );
-    dw.stop().await;
-    std::fs::remove_dir_all(&dir).unwrap();
 }
