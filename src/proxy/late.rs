@@ -145,20 +145,15 @@ impl LateTasks {
                 return;
             }
         }
-        let sent = if depth >= QUEUE {
-            false
-        } else {
+        if depth < QUEUE {
             tasks.in_flight.enqueued(len);
-            let sent = tasks.queue.try_send((late, copy));
-            if sent.is_err() {
-                tasks.in_flight.dequeued(len);
+            if tasks.queue.try_send((late, copy)).is_ok() {
+                return;
             }
-            sent.is_ok()
-        };
-        if !sent {
-            s.metrics.unaudited("response_queue_full");
-            tasks.in_flight.done();
+            tasks.in_flight.dequeued(len);
         }
+        s.metrics.unaudited("response_queue_full");
+        tasks.in_flight.done();
     }
 
     /// Resolve once no late work is queued or running.
