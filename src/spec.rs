@@ -144,10 +144,11 @@ impl Spec {
         options: &LoadOptions,
     ) -> Result<Spec, SpecError> {
         let (openapi, version) = detect_version(source, &doc)?;
-        let bundled = bundle::bundle(source, &mut doc, options)?;
-        let hashes: Vec<String> = bundled.iter().map(|(_, hash)| hash.clone()).collect();
+        let (bundled, hashes): (Vec<SpecFile>, Vec<String>) =
+            bundle::bundle(source, &mut doc, options)?
+                .into_iter()
+                .unzip();
         let revision = combined(revision, &hashes);
-        let bundled = bundled.into_iter().map(|(f, _)| f).collect();
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);
