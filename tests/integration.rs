@@ -22,6 +22,7 @@ mod integration {
     pub mod generated;
     pub mod generator;
     pub mod hostile;
+    pub mod hostile_forward;
     pub mod hostile_specs;
     pub mod kinds;
     pub mod layout;

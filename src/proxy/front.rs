@@ -70,6 +70,8 @@ pub(super) enum Door {
     Api(Arc<Api>, usize),
     /// No API serves it: 404.
     Nowhere,
+    /// A `CONNECT` this proxy cannot open: 400 saying why.
+    Unopenable(&'static str),
 }
 
 impl Door {
@@ -86,10 +88,18 @@ impl Front {
     pub fn door(s: &Sidecar, req: &mut Request<Incoming>) -> Door {
         let authority = req.uri().authority().map(|a| a.as_str());
         if req.method() == Method::CONNECT {
+            // Its tunnel runs once hyper hands the socket over, which an HTTP/2 connection
+            // never does: answered 200, it would relay nothing.
+            if req.version() == http::Version::HTTP_2 {
+                return Door::Unopenable(
+                    "CONNECT over HTTP/2 is not served: open the tunnel over HTTP/1.1",
+                );
+            }
             return match authority.and_then(|a| HostPort::parse(a, 443)) {
                 Some(host) => Door::Connect(host),
-                // No authority: the request path's `vet` refuses it.
-                None => Door::select(s, req),
+                None => Door::Unopenable(
+                    "CONNECT needs a host:port target, its port 1 to 65535 (RFC 9110, section 9.3.6)",
+                ),
             };
         }
         let default = match req.uri().scheme_str() {
@@ -252,6 +262,19 @@ async fn pass_on(
         let b = super::stall::Stalling::new(b, stall, stalls);
         Either::Left(super::tee::Tee::pass(b))
     }))
+}
+
+/// 400 for a `CONNECT` that names no host and port this proxy can open, counted as a
+/// client error.
+pub(super) fn unopenable(s: &Sidecar, why: &str) -> Response<ResponseBody> {
+    s.metrics.client_error("connect_target");
+    own(problem::response(
+        StatusCode::BAD_REQUEST,
+        "Bad CONNECT",
+        why,
+        "",
+        None,
+    ))
 }
 
 /// 404 for an origin-form request no API serves (several APIs, and neither a prefix nor a

@@ -296,6 +296,7 @@ impl hyper::service::Service<Request<Incoming>> for Requests {
                     let Ok(response) = handle(s, (api, upstream), pool, req, from).await;
                     response
                 }
+                (Door::Unopenable(why), _) => super::front::unopenable(&s, why),
                 _ => super::front::no_api(&s, &req),
             };
             drop(in_flight);

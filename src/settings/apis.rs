@@ -49,8 +49,12 @@ impl ApiSettings {
     }
 }
 
-/// A host and port as a `CONNECT` names it: the host lowercased, an IPv6 address without its
-/// brackets.
+/// A host and port as a `CONNECT` names it, in one canonical spelling: a name lowercased
+/// (IDNA to ASCII) and without its trailing dot, an IPv4 address dotted-decimal whatever way it
+/// was written (`127.1`, `2130706433`, `0x7f.0.0.1` and `127.000.000.001` are `127.0.0.1`, as
+/// the WHATWG URL standard and `inet_aton` read them), an IPv6 address without its brackets and
+/// an IPv4-mapped one as its IPv4. Two spellings of one host are one `HostPort`, so no spelling
+/// of an intercepted host is tunneled unaudited.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HostPort {
     pub host: String,
@@ -58,21 +62,27 @@ pub struct HostPort {
 }
 
 impl HostPort {
-    /// `host:port`, `host` (port `default`), `[v6]:port` or `[v6]`; `None` when it is none.
+    /// `host:port`, `host` (port `default`), `[v6]:port` or `[v6]`; `None` when it is none,
+    /// or when its port is not one (`:0`, `:65536`, `:-1`): never read as the default.
     pub fn parse(text: &str, default: u16) -> Option<HostPort> {
         let authority: http::uri::Authority = text.parse().ok()?;
         if authority.as_str().contains('@') {
             return None;
         }
-        let host = authority.host();
-        let host = host.strip_prefix('[').unwrap_or(host);
-        let host = host.strip_suffix(']').unwrap_or(host);
+        let raw = authority.host();
+        let rest = &authority.as_str()[raw.len()..];
+        let port = match rest.strip_prefix(':') {
+            None | Some("") => default,
+            Some(digits) if digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                digits.parse::<u16>().ok().filter(|p| *p != 0)?
+            }
+            Some(_) => return None,
+        };
         Some(HostPort {
-            host: host.to_ascii_lowercase(),
-            port: authority.port_u16().unwrap_or(default),
+            host: canonical_host(raw)?,
+            port,
         })
     }
-
     /// The upstream's host and port.
     pub fn of(upstream: &Upstream) -> HostPort {
         let default = match upstream.scheme.as_str() {
@@ -81,6 +91,21 @@ impl HostPort {
         };
         HostPort::parse(upstream.authority.as_str(), default)
             .expect("an upstream's authority is a host and port")
+    }
+}
+
+/// `raw` (as an authority writes it, an IPv6 address in brackets) in its one spelling.
+fn canonical_host(raw: &str) -> Option<String> {
+    match url::Host::parse(raw).ok()? {
+        url::Host::Domain(name) => {
+            let name = name.strip_suffix('.').unwrap_or(&name);
+            (!name.is_empty() && !name.ends_with('.')).then(|| name.to_string())
+        }
+        url::Host::Ipv4(v4) => Some(v4.to_string()),
+        url::Host::Ipv6(v6) => Some(match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        }),
     }
 }
 
@@ -338,5 +363,45 @@ mod tests {
         );
         assert_eq!(HostPort::parse("user:pw@host", 443), None);
         assert_eq!(HostPort::parse("a b", 443), None);
+    }
+
+    /// Every spelling of one host is that host (issue 49: `127.1` was tunneled unaudited
+    /// where `127.0.0.1` was intercepted), and a port that is none is no default.
+    #[test]
+    fn every_spelling_of_a_host_is_one_host_and_a_bad_port_is_refused() {
+        let loopback = Some(HostPort {
+            host: "127.0.0.1".into(),
+            port: 443,
+        });
+        for spelling in [
+            "127.0.0.1",
+            "127.1",
+            "2130706433",
+            "0x7f.0.0.1",
+            "0x7f000001",
+            "127.000.000.001",
+            "0177.0.0.1",
+            "127.0.0.1.",
+            "[::ffff:127.0.0.1]",
+            "[::ffff:7f00:1]",
+        ] {
+            assert_eq!(HostPort::parse(spelling, 443), loopback, "{spelling}");
+            let with_port = format!("{spelling}:443");
+            assert_eq!(HostPort::parse(&with_port, 80), loopback, "{with_port}");
+        }
+        let named = HostPort::parse("API.Test.:8443", 443).unwrap();
+        assert_eq!((named.host.as_str(), named.port), ("api.test", 8443));
+        assert_eq!(HostPort::parse("[0:0::1]", 443).unwrap().host, "::1");
+        for bad in [
+            "api.test:99999",
+            "api.test:65536",
+            "api.test:-1",
+            "api.test:0",
+            "api.test:44x",
+            "api.test:000443",
+            "api.test..",
+        ] {
+            assert_eq!(HostPort::parse(bad, 443), None, "{bad}");
+        }
     }
 }

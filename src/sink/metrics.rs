@@ -143,7 +143,7 @@ struct Why {
 }
 
 /// The `reason` label's values of `client_errors`.
-const CLIENT_ERRORS: [&str; 7] = [
+const CLIENT_ERRORS: [&str; 8] = [
     "body_unreadable",
     "body_stalled",
     "bad_target",
@@ -151,6 +151,7 @@ const CLIENT_ERRORS: [&str; 7] = [
     "connect",
     "host",
     "no_api",
+    "connect_target",
 ];
 
 /// The `cause` label's values of `upstream_errors` (`proxy::upstream::cause`).

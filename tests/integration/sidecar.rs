@@ -50,6 +50,9 @@ pub fn config(upstream: &str, edit: impl FnOnce(&mut Config)) -> Config {
     config
 }
 
+/// Start a sidecar in-process and return once its `/readyz` answers 200: the proxy listener
+/// sets ready after its serving threads start, and under load a test that asked at once
+/// found 503 (seen twice in CI on `operations::admin_endpoints`).
 pub async fn start(config: Config) -> Running {
     let settings = Settings::from_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let sidecar = driftwatch::cli::serve::build(settings, None).await.unwrap();
@@ -65,12 +68,17 @@ pub async fn start(config: Config) -> Running {
             let _ = rx.await;
         },
     ));
-    Running {
+    let running = Running {
         addr,
         admin: admin_addr,
         shutdown: Some(tx),
         task: Some(task),
-    }
+    };
+    super::util::eventually("the sidecar to become ready", || async {
+        (admin_get(admin_addr, "/readyz").await.status == 200).then_some(())
+    })
+    .await;
+    running
 }
 
 #[derive(Debug)]

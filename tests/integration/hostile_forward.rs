@@ -1,0 +1,158 @@
+//! The forward proxy probed as an attacker or an unlucky operator would (issue 49): another
+//! spelling of an intercepted host is the same host, audited; a `CONNECT` whose port is none
+//! or that comes over HTTP/2 is refused, never read as 443; a TLS handshake inside a tunnel has
+//! a deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use driftwatch::config::ApiConfig;
+use driftwatch::policy::Mode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::forward_proxy::{Api, api, forward_config};
+use super::sidecar::{Running, sample, scrape, start};
+
+/// A forward proxy in enforce mode whose one API serves the mock's own address
+/// (`127.0.0.1:PORT`), so that any spelling of that address reaches the mock if tunneled.
+async fn enforcing_on_loopback(api: &Api) -> Running {
+    let port = api.up.addr.port();
+    start(forward_config(api, |c| {
+        c.proxy.mode = Mode::Enforce;
+        c.api = vec![ApiConfig {
+            name: "channels".into(),
+            hosts: vec![format!("127.0.0.1:{port}")],
+            upstream: Some(format!("https://127.0.0.1:{port}")),
+            ..c.api[0].clone()
+        }];
+    }))
+    .await
+}
+
+/// `CONNECT target` on a new connection: the status line's code, and the stream after it.
+async fn connect(proxy: std::net::SocketAddr, target: &str) -> (u16, TcpStream) {
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    let head = format!("CONNECT {target} HTTP/1.1\r\nhost: {target}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut byte).await.unwrap();
+        assert!(n > 0, "closed before the CONNECT's answer: {got:?}");
+        got.push(byte[0]);
+    }
+    let status = String::from_utf8_lossy(&got[9..12]).parse().unwrap();
+    (status, stream)
+}
+
+/// A TLS client trusting both driftwatch's CA and the mock's, so that a tunnel reaching the
+/// mock unaudited would succeed as well as an intercepted connection.
+fn trusting_both(api: &Api) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for file in [api.ca_dir.join("ca.pem"), api.pki.ca_pem.clone()] {
+        for cert in driftwatch::proxy::read_certs(&file).unwrap() {
+            roots.add(cert).unwrap();
+        }
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(tls))
+}
+
+/// Through a `CONNECT` to `target`, TLS to 127.0.0.1, then a drifted GET: its status.
+async fn drifted_get_through(api: &Api, proxy: std::net::SocketAddr, target: &str) -> u16 {
+    let (status, stream) = connect(proxy, target).await;
+    assert_eq!(status, 200, "CONNECT {target}");
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = trusting_both(api).connect(name, stream).await.unwrap();
+    let request = "GET /api/v1/playouts?pageSize=abc HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n";
+    tls.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer[9..12]).parse().unwrap()
+}
+
+/// Issue 49, defect 4: `127.1`, `2130706433`, `0x7f.0.0.1`, `[::ffff:127.0.0.1]`,
+/// `127.000.000.001` and a trailing dot were tunneled to the API unaudited, and a request
+/// enforce refuses got 200. Each is now intercepted and refused like `127.0.0.1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_of_an_intercepted_host_is_audited() {
+    let api = api("spellings").await;
+    let forward = enforcing_on_loopback(&api).await;
+    let port = api.up.addr.port();
+    for host in [
+        "127.0.0.1",
+        "127.1",
+        "2130706433",
+        "0x7f.0.0.1",
+        "127.000.000.001",
+        "127.0.0.1.",
+        "[::ffff:127.0.0.1]",
+    ] {
+        let status = drifted_get_through(&api, forward.addr, &format!("{host}:{port}")).await;
+        assert_eq!(
+            status, 422,
+            "{host} is the intercepted host: enforce refuses"
+        );
+    }
+    assert!(api.up.recorded().is_empty(), "nothing reached the API");
+    let metrics = scrape(forward.admin).await;
+    assert!(!metrics.contains("outcome=\"tunneled\"} 1"), "{metrics}");
+    forward.stop().await;
+}
+
+/// Issue 49, defect 13: `:99999`, `:65536`, `:-1` were read as 443; an HTTP/2 `CONNECT` was
+/// answered 200 and relayed nothing. Each is a 400 now, counted, and nothing is dialed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_to_no_port_or_over_http2_is_refused() {
+    let api = api("ports").await;
+    let forward = start(forward_config(&api, |_| {})).await;
+    for target in [
+        "api.test:99999",
+        "api.test:65536",
+        "api.test:-1",
+        "api.test:0",
+    ] {
+        let (status, _) = connect(forward.addr, target).await;
+        assert_eq!(status, 400, "{target}");
+    }
+    let h2 = h2_connect(forward.addr, "api.test:443").await;
+    assert_eq!(h2, 400, "an HTTP/2 CONNECT");
+    let metrics = scrape(forward.admin).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "driftwatch_client_errors_total{reason=\"connect_target\"}"
+        ),
+        5.0,
+        "{metrics}"
+    );
+    assert!(api.up.recorded().is_empty());
+    forward.stop().await;
+}
+
+/// A `CONNECT` over HTTP/2 (prior knowledge, cleartext): the answer's status.
+async fn h2_connect(proxy: std::net::SocketAddr, authority: &str) -> u16 {
+    let stream = TcpStream::connect(proxy).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::connect(authority)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), sender.send_request(request))
+        .await
+        .expect("an answer")
+        .unwrap();
+    answer.status().as_u16()
+}
