@@ -92,9 +92,11 @@ impl Api {
     }
 }
 
-/// The API an origin-form request is for (reverse mode): the one whose prefix starts its path
-/// (the prefix then taken off the request's target), else the one whose `hosts` name its
-/// `Host`, else the one selected by neither. `None`: no API serves it.
+/// The API an origin-form request is for (reverse mode): the one whose prefix starts its path,
+/// the longest when prefixes nest (`/api/billing` before `/api`; the prefix then taken off the
+/// request's target), else the one whose `hosts` name its `Host` (by name; by name and port
+/// when several APIs name that host), else the one selected by neither. `None`: no API
+/// serves it.
 pub(super) fn select<B>(apis: &[Arc<Api>], req: &mut http::Request<B>) -> Option<Arc<Api>> {
     if let [only] = apis
         && only.settings.prefix.is_none()
@@ -103,15 +105,16 @@ pub(super) fn select<B>(apis: &[Arc<Api>], req: &mut http::Request<B>) -> Option
         return Some(only.clone());
     }
     let path = req.uri().path();
-    let by_prefix = apis.iter().find(|api| {
-        api.settings.prefix.as_deref().is_some_and(|prefix| {
-            path.strip_prefix(prefix)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    let by_prefix = apis
+        .iter()
+        .filter_map(|api| {
+            let prefix = api.settings.prefix.as_deref()?;
+            let rest = path.strip_prefix(prefix)?;
+            (rest.is_empty() || rest.starts_with('/')).then_some((prefix.len(), api))
         })
-    });
-    if let Some(api) = by_prefix {
-        let prefix = api.settings.prefix.as_deref().unwrap_or_default();
-        strip(req, prefix.len());
+        .max_by_key(|(len, _)| *len);
+    if let Some((len, api)) = by_prefix {
+        strip(req, len);
         return Some(api.clone());
     }
     let host = req
@@ -120,17 +123,25 @@ pub(super) fn select<B>(apis: &[Arc<Api>], req: &mut http::Request<B>) -> Option
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().host())
         .and_then(|h| HostPort::parse(h, 80));
-    let by_host = host.and_then(|host| {
-        let named = |api: &&Arc<Api>| api.settings.hosts.iter().any(|h| h.host == host.host);
-        apis.iter().find(named)
-    });
-    by_host
+    host.and_then(|host| by_host(apis, &host))
         .or_else(|| {
             let unselected =
                 |api: &&Arc<Api>| api.settings.prefix.is_none() && api.settings.hosts.is_empty();
             apis.iter().find(unselected)
         })
         .cloned()
+}
+
+/// The API whose `hosts` name `host`: by name, or by name and port when several APIs name it
+/// (`svc.local:80` and `svc.local:8080` are two APIs; neither takes the other's requests).
+fn by_host<'a>(apis: &'a [Arc<Api>], host: &HostPort) -> Option<&'a Arc<Api>> {
+    let named = |api: &&Arc<Api>| api.settings.hosts.iter().any(|h| h.host == host.host);
+    let mut by_name = apis.iter().filter(named);
+    let first = by_name.next()?;
+    match by_name.next() {
+        None => Some(first),
+        Some(_) => apis.iter().find(|api| api.settings.hosts.contains(host)),
+    }
 }
 
 /// Take the first `len` bytes (a prefix) off the request's path, keeping its query.

@@ -401,3 +401,54 @@ fn serve_check_prints_every_api() {
         assert!(text.contains(line), "`{line}` in:\n{text}");
     }
 }
+
+/// Issue 49, defect 5: hosts `svc.local:80` and `svc.local:8080`, or prefixes `/api` and
+/// `/api/billing`, overlap; each request went to the first API's upstream (with its
+/// credentials). The `Host`'s port now tells two APIs of one name apart, and the longest
+/// prefix wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_hosts_and_prefixes_each_reach_their_own_api() {
+    let ups = [
+        upstream::start(ok(), Duration::ZERO, None).await,
+        upstream::start(ok(), Duration::ZERO, None).await,
+        upstream::start(ok(), Duration::ZERO, None).await,
+        upstream::start(ok(), Duration::ZERO, None).await,
+    ];
+    let spec = "channels.openapi.yaml";
+    let dw = start(two(
+        vec![
+            api("a", spec, &ups[0], |a| {
+                a.hosts = vec!["svc.local:80".into()]
+            }),
+            api("b", spec, &ups[1], |a| {
+                a.hosts = vec!["svc.local:8080".into()]
+            }),
+            api("c", spec, &ups[2], |a| a.prefix = Some("/api".into())),
+            api("d", spec, &ups[3], |a| {
+                a.prefix = Some("/api/billing".into())
+            }),
+        ],
+        |_| {},
+    ))
+    .await;
+    let sent = [
+        ("/x/a", "svc.local"),
+        ("/x/b", "svc.local:8080"),
+        ("/api/x/c", "other"),
+        ("/api/billing/x/d", "other"),
+    ];
+    for (target, host) in sent {
+        let request = format!("GET {target} HTTP/1.1\r\nhost: {host}\r\n\r\n");
+        assert_eq!(
+            raw(dw.addr, request.as_bytes()).await.status,
+            200,
+            "{target}"
+        );
+    }
+    let got: Vec<Vec<String>> = ups
+        .iter()
+        .map(|up| up.recorded().into_iter().map(|r| r.target).collect())
+        .collect();
+    assert_eq!(got, [["/x/a"], ["/x/b"], ["/x/c"], ["/x/d"]]);
+    dw.stop().await;
+}
