@@ -166,13 +166,27 @@ impl Front {
         let upstream = api.upstream_for(&host);
         let inner = self.inner.clone().for_api(api, upstream);
         let builder = self.builder.clone();
+        let deadline = s.settings.proxy.header_read_timeout;
+        let hits = s.limit_hits();
         self.after.set(Box::pin(async move {
             let Ok(upgraded) = upgrade.await else { return };
             let acceptor = tokio_rustls::TlsAcceptor::from(config);
-            let tls = match acceptor.accept(TokioIo::new(upgraded)).await {
-                Ok(tls) => tls,
-                Err(e) => {
+            let handshake = acceptor.accept(TokioIo::new(upgraded));
+            // The CONNECT was the connection's first request, so the listener's head deadline
+            // is met; a ClientHello trickled a byte at a time would keep it from going idle.
+            let handshake = match deadline {
+                Some(deadline) => tokio::time::timeout(deadline, handshake).await,
+                None => Ok(handshake.await),
+            };
+            let tls = match handshake {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
                     tracing::debug!(%host, "TLS handshake inside CONNECT failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%host, "TLS handshake inside CONNECT: no ClientHello in time");
+                    hits.hit("tls_handshake", "proxy");
                     return;
                 }
             };

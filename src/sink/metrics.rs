@@ -179,7 +179,14 @@ const LIMITS: [&str; 4] = [
 
 /// The `limit` label's values of a listener's bounds (`crate::listener`), each with the
 /// `listener` label too.
-const LISTENER_LIMITS: [&str; 5] = ["open_files", "memory", "connections", "header_read", "idle"];
+const LISTENER_LIMITS: [&str; 6] = [
+    "open_files",
+    "memory",
+    "connections",
+    "header_read",
+    "idle",
+    "tls_handshake",
+];
 
 /// A bound's series: `{limit}`, and `{limit, listener}` for a listener's.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]

@@ -156,3 +156,50 @@ async fn h2_connect(proxy: std::net::SocketAddr, authority: &str) -> u16 {
         .unwrap();
     answer.status().as_u16()
 }
+
+/// Issue 49, defect 11: a ClientHello trickled a byte at a time inside an intercepted
+/// `CONNECT` held its place for hours (each byte kept the connection from going idle). The
+/// handshake now has the head's deadline (`proxy.header_read_timeout_ms`), counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_client_hello_inside_a_connect_is_cut_at_the_head_deadline() {
+    let api = api("trickle").await;
+    let forward = start(forward_config(&api, |c| {
+        c.proxy.header_read_timeout_ms = 1_000;
+        c.proxy.idle_timeout_ms = 60_000;
+    }))
+    .await;
+    let (status, mut stream) = connect(forward.addr, "api.test:443").await;
+    assert_eq!(status, 200);
+    // A TLS handshake record announcing 16 KiB, then one byte of it every 100 ms.
+    stream
+        .write_all(&[0x16, 0x03, 0x01, 0x40, 0x00])
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if stream.write_all(&[0]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_millis(1), stream.read(&mut buf)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "still open after 20 s of a trickled ClientHello");
+    let metrics = scrape(forward.admin).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "driftwatch_limit_hits_total{limit=\"tls_handshake\",listener=\"proxy\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+    forward.stop().await;
+}
