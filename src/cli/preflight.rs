@@ -65,13 +65,19 @@ fn listeners(settings: &Settings, out: &mut impl Write) -> anyhow::Result<()> {
             .flat_map(|api| &api.hosts)
             .map(|h| h.to_string())
             .collect();
-        let ca = crate::proxy::ca::Ca::open(&forward.ca_dir)?;
+        // Checked, never written: like `nginx -t`, a check leaves the disk as it was.
+        let ca = match crate::proxy::ca::Ca::inspect(&forward.ca_dir)? {
+            Some(ca) => ca.cert_path().display().to_string(),
+            None => format!(
+                "{} (none yet: made on first start)",
+                forward.ca_dir.join("ca.pem").display()
+            ),
+        };
         writeln!(
             out,
-            "  forward   intercepts {}; other hosts: {}; CA {}",
+            "  forward   intercepts {}; other hosts: {}; CA {ca}",
             hosts.join(", "),
             forward.unknown_hosts.as_str(),
-            ca.cert_path().display()
         )?;
     }
     if memory.enabled {

@@ -9,6 +9,7 @@
 //! else: `Ca`'s `Debug` shows the certificate's path alone, and no error holds key bytes.
 
 mod issuer;
+mod pkcs8;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use rcgen::{
     KeyIdMethod, KeyPair, KeyUsagePurpose, PublicKeyData, SerialNumber,
 };
 use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use time::OffsetDateTime;
 
@@ -63,15 +65,37 @@ pub enum CaError {
     Leaf { host: String, reason: String },
 }
 
+/// A `ca.pem` or `ca.key` larger than this is refused unread: a CA and its chain are a few
+/// KiB, and a 300 MB file was read whole.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+/// How long a start that finds `ca.key` without `ca.pem` waits for another process (a second
+/// replica, a second `wrap`) that is making the pair to finish it.
+const MAKING_WAIT: Duration = Duration::from_secs(5);
+
 impl Ca {
-    /// The CA in `dir`: read if `ca.pem` and `ca.key` are there, else made and written.
+    /// The CA in `dir`: read if `ca.pem` and `ca.key` are there, else made and written. Two
+    /// processes starting together on an empty `dir` end with the same CA: the key is put in
+    /// place whole by a link that only one of them can make, the certificate after it by a
+    /// rename, and the other reads what the first wrote.
     pub fn open(dir: &Path) -> Result<Ca, CaError> {
         let (cert, key) = (dir.join("ca.pem"), dir.join("ca.key"));
+        match Ca::inspect(dir)? {
+            Some(ca) => Ok(ca),
+            None => match Ca::make(dir, &cert, &key)? {
+                Some(ca) => Ok(ca),
+                None => Ca::read(&cert, &key, MAKING_WAIT),
+            },
+        }
+    }
+
+    /// The CA in `dir` if there is one, read and checked, writing nothing (`serve --check`);
+    /// `None` when neither file is there yet.
+    pub fn inspect(dir: &Path) -> Result<Option<Ca>, CaError> {
+        let (cert, key) = (dir.join("ca.pem"), dir.join("ca.key"));
         match (cert.exists(), key.exists()) {
-            (true, true) => Ca::read(&cert, &key),
-            (false, false) => Ca::make(dir, &cert, &key),
+            (false, false) => Ok(None),
             (true, false) => Err(unusable(&key, "is missing beside ca.pem")),
-            (false, true) => Err(unusable(&cert, "is missing beside ca.key")),
+            (_, true) => Ca::read(&cert, &key, MAKING_WAIT).map(Some),
         }
     }
 
@@ -134,18 +158,26 @@ impl Ca {
         Ok(config)
     }
 
-    fn read(cert: &Path, key: &Path) -> Result<Ca, CaError> {
-        let cert_pem = std::fs::read_to_string(cert).map_err(io(cert))?;
-        let key_pem = std::fs::read_to_string(key).map_err(io(key))?;
+    /// The pair as the operator (or an earlier start) left it, waiting up to `wait` for a
+    /// `ca.pem` that another process making the pair has not renamed into place yet.
+    fn read(cert: &Path, key: &Path, wait: Duration) -> Result<Ca, CaError> {
+        let started = Instant::now();
+        while !cert.exists() && started.elapsed() < wait {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !cert.exists() {
+            return Err(unusable(cert, "is missing beside ca.key"));
+        }
+        let cert_pem = read_bounded(cert)?;
+        let key_pem = read_bounded(key)?;
         warn_if_readable(key);
-        // rcgen's messages name what failed to parse, never the key's bytes.
-        let signing = KeyPair::from_pem(&key_pem)
-            .map_err(|e| unusable(key, &format!("not a private key rcgen reads: {e}")))?;
+        let signing = signing_key(key, &key_pem)?;
         let der: CertificateDer<'static> =
             rustls_pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
                 .map_err(|e| unusable(cert, &format!("not a PEM certificate: {e}")))?;
         let subject = issuer::read(&der)
             .map_err(|e| unusable(cert, &format!("not a CA certificate driftwatch reads: {e}")))?;
+        usable_as_issuer(cert, &subject)?;
         if subject.public_key != signing.subject_public_key_info() {
             return Err(unusable(key, "is not the key of ca.pem beside it"));
         }
@@ -157,7 +189,8 @@ impl Ca {
         Ok(Ca::new(Issuer::new(params, signing), der, cert_pem, cert))
     }
 
-    fn make(dir: &Path, cert: &Path, key: &Path) -> Result<Ca, CaError> {
+    /// A new CA written into `dir`; `None` when another process put its key there first.
+    fn make(dir: &Path, cert: &Path, key: &Path) -> Result<Option<Ca>, CaError> {
         create_private_dir(dir).map_err(io(dir))?;
         let mut params = CertificateParams::new(Vec::<String>::new())
             .map_err(|e| unusable(cert, &e.to_string()))?;
@@ -181,11 +214,33 @@ impl Ca {
         let made = params
             .self_signed(&signing)
             .map_err(|e| unusable(cert, &e.to_string()))?;
-        write_private(key, signing.serialize_pem().as_bytes()).map_err(io(key))?;
-        std::fs::write(cert, made.pem()).map_err(io(cert))?;
+        // Each file is written whole under a name of this process's, then put in place: the
+        // key by a link that fails if another process put its key there first (it then reads
+        // that one), the certificate by a rename, after the key.
+        let tag = format!("{}-{:08x}", std::process::id(), fastrand::u32(..));
+        let ours = |path: &Path| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            path.with_file_name(format!(".{name}.new-{tag}"))
+        };
+        let (key_new, cert_new) = (ours(key), ours(cert));
+        write_private(&key_new, signing.serialize_pem().as_bytes()).map_err(io(&key_new))?;
+        let placed = std::fs::hard_link(&key_new, key);
+        let _ = std::fs::remove_file(&key_new);
+        match placed {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+            Err(e) => return Err(io(key)(e)),
+        }
+        std::fs::write(&cert_new, made.pem()).map_err(io(&cert_new))?;
+        std::fs::rename(&cert_new, cert).map_err(io(cert))?;
         tracing::info!(cert = %cert.display(), "made the forward proxy's CA");
         let der = made.der().clone();
-        Ok(Ca::new(Issuer::new(params, signing), der, made.pem(), cert))
+        Ok(Some(Ca::new(
+            Issuer::new(params, signing),
+            der,
+            made.pem(),
+            cert,
+        )))
     }
 
     fn new(
@@ -202,6 +257,78 @@ impl Ca {
             leaves: Mutex::default(),
         }
     }
+}
+
+/// A PEM file of the CA, refused unread past [`MAX_PEM_BYTES`].
+fn read_bounded(path: &Path) -> Result<String, CaError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    let mut text = String::new();
+    file.take(MAX_PEM_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io(path))?;
+    match text.len() as u64 > MAX_PEM_BYTES {
+        true => Err(unusable(
+            path,
+            &format!("is larger than {MAX_PEM_BYTES} bytes: not a CA's PEM file"),
+        )),
+        false => Ok(text),
+    }
+}
+
+/// The CA's key from its PEM: PKCS #8 (`BEGIN PRIVATE KEY`), or the traditional forms that
+/// `openssl genrsa` and `openssl ecparam -genkey` write (`BEGIN RSA PRIVATE KEY`, `BEGIN EC
+/// PRIVATE KEY`), wrapped as PKCS #8 for rcgen, which reads only that with ring.
+fn signing_key(path: &Path, pem: &str) -> Result<KeyPair, CaError> {
+    // Neither reader's message holds the key's bytes.
+    let der = PrivateKeyDer::from_pem_slice(pem.as_bytes())
+        .map_err(|e| unusable(path, &format!("not a PEM private key: {e}")))?;
+    let pkcs8 = match &der {
+        PrivateKeyDer::Pkcs8(key) => key.secret_pkcs8_der().to_vec(),
+        PrivateKeyDer::Pkcs1(key) => pkcs8::from_pkcs1(key.secret_pkcs1_der()),
+        PrivateKeyDer::Sec1(key) => {
+            pkcs8::from_sec1(key.secret_sec1_der()).map_err(|reason| unusable(path, &reason))?
+        }
+        _ => {
+            return Err(unusable(
+                path,
+                "a private key of a form driftwatch does not read",
+            ));
+        }
+    };
+    KeyPair::try_from(pkcs8.as_slice()).map_err(|e| {
+        unusable(
+            path,
+            &format!("not a private key rcgen reads (RSA, ECDSA P-256 or P-384, Ed25519): {e}"),
+        )
+    })
+}
+
+/// Clients accept leaves only from a CA certificate that is in its validity.
+fn usable_as_issuer(cert: &Path, subject: &issuer::Subject) -> Result<(), CaError> {
+    let now = OffsetDateTime::now_utc();
+    if !subject.is_ca {
+        return Err(unusable(
+            cert,
+            "is not a CA certificate (its basicConstraints do not say cA): clients would refuse every leaf it signs",
+        ));
+    }
+    if now > *subject.valid.end() {
+        return Err(unusable(
+            cert,
+            &format!(
+                "expired at {}: make or supply a new CA",
+                subject.valid.end()
+            ),
+        ));
+    }
+    if now < *subject.valid.start() {
+        return Err(unusable(
+            cert,
+            &format!("is not valid before {}", subject.valid.start()),
+        ));
+    }
+    Ok(())
 }
 
 /// What a failed read or write of `path` becomes.
@@ -291,5 +418,42 @@ mod tests {
                 .contains("missing beside ca.key")
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 49, defect 14: two processes starting on an empty `ca_dir` (two replicas, two
+    /// wraps); the second exited 2 in 10-40 % of tries (`ca.key: File exists`, `ca.pem is
+    /// missing`). Two threads opening the same empty directory at once both get the one CA.
+    #[test]
+    fn two_starts_on_an_empty_directory_end_with_one_ca() {
+        let base = std::env::temp_dir().join(format!("driftwatch-ca-race-{}", std::process::id()));
+        for round in 0..40 {
+            let dir = base.join(round.to_string());
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let open = |dir: std::path::PathBuf, barrier: std::sync::Arc<std::sync::Barrier>| {
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Ca::open(&dir).map(|ca| ca.cert_pem().to_string())
+                })
+            };
+            let a = open(dir.clone(), barrier.clone());
+            let b = open(dir.clone(), barrier);
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            let (a, b) = (
+                a.unwrap_or_else(|e| panic!("round {round}: {e}")),
+                b.unwrap_or_else(|e| panic!("round {round}: {e}")),
+            );
+            assert_eq!(a, b, "round {round}: one CA");
+            let left: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(
+                left.len(),
+                2,
+                "round {round}: only ca.pem and ca.key: {left:?}"
+            );
+        }
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

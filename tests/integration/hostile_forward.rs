@@ -203,3 +203,154 @@ async fn a_trickled_client_hello_inside_a_connect_is_cut_at_the_head_deadline() 
     );
     forward.stop().await;
 }
+
+/// `driftwatch serve --check` of a forward proxy whose CA directory is `ca_dir`: its exit
+/// code and what it wrote to stderr.
+fn check_with_ca(ca_dir: &std::path::Path) -> (i32, String) {
+    let config = ca_dir.with_extension("toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[proxy]\nkind = \"forward\"\n[forward]\nca_dir = {:?}\n[[api]]\nname = \"channels\"\nspec = {:?}\nhosts = [\"api.test:443\"]\nupstream = \"https://127.0.0.1:9\"\n",
+            ca_dir.display().to_string(),
+            super::util::example("channels.openapi.yaml").display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["serve", "--check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    (out.status.code().unwrap_or(-1), said)
+}
+
+/// A fresh CA directory for one case.
+fn ca_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "driftwatch-hostile-ca-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn openssl(args: &[&str], dir: &std::path::Path) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 49, defect 12 and the `--check` that wrote: a certificate that is not a CA, or has
+/// expired, passed `serve --check` and then failed every intercepted call; the keys
+/// `openssl genrsa` and `openssl ecparam -genkey` write (`BEGIN RSA PRIVATE KEY`, `BEGIN EC
+/// PRIVATE KEY`) were refused; a huge `ca.pem` was read whole; and `--check` made a CA in an
+/// empty directory. Now each is checked, the traditional keys are read, and `--check` writes
+/// nothing.
+#[test]
+fn serve_check_reads_the_operators_ca_as_openssl_makes_it_and_refuses_an_unusable_one() {
+    let subject = ["-subj", "/O=Example Ops/CN=Example Egress CA"];
+    let ca_ext = ["-addext", "basicConstraints=critical,CA:TRUE"];
+    for (name, genkey) in [
+        (
+            "traditional-rsa",
+            &["genrsa", "-traditional", "-out", "ca.key", "2048"][..],
+        ),
+        (
+            "traditional-ec",
+            &[
+                "ecparam",
+                "-genkey",
+                "-name",
+                "prime256v1",
+                "-noout",
+                "-out",
+                "ca.key",
+            ][..],
+        ),
+    ] {
+        let dir = ca_dir(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        openssl(genkey, &dir);
+        let key = std::fs::read_to_string(dir.join("ca.key")).unwrap();
+        assert!(
+            key.starts_with("-----BEGIN RSA PRIVATE KEY")
+                || key.starts_with("-----BEGIN EC PRIVATE KEY"),
+            "{name}: openssl wrote the traditional form"
+        );
+        let mut req = vec![
+            "req", "-x509", "-new", "-key", "ca.key", "-days", "2", "-out", "ca.pem",
+        ];
+        req.extend(subject);
+        req.extend(ca_ext);
+        openssl(&req, &dir);
+        let (code, said) = check_with_ca(&dir);
+        assert_eq!(code, 0, "{name}: {said}");
+        assert!(!said.contains("PRIVATE"), "{name}: {said}");
+    }
+
+    let not_a_ca = ca_dir("not-a-ca");
+    std::fs::create_dir_all(&not_a_ca).unwrap();
+    let mut req = vec![
+        "req",
+        "-x509",
+        "-nodes",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+    ];
+    req.extend(subject);
+    openssl(&req, &not_a_ca);
+    let (code, said) = check_with_ca(&not_a_ca);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("is not a CA certificate"), "{said}");
+
+    let expired = ca_dir("expired");
+    std::fs::create_dir_all(&expired).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(30);
+    params.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+    std::fs::write(
+        expired.join("ca.pem"),
+        params.self_signed(&key).unwrap().pem(),
+    )
+    .unwrap();
+    std::fs::write(expired.join("ca.key"), key.serialize_pem()).unwrap();
+    let (code, said) = check_with_ca(&expired);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("expired at"), "{said}");
+
+    let huge = ca_dir("huge");
+    std::fs::create_dir_all(&huge).unwrap();
+    std::fs::write(huge.join("ca.pem"), vec![b'A'; 3 << 20]).unwrap();
+    std::fs::write(huge.join("ca.key"), key.serialize_pem()).unwrap();
+    let (code, said) = check_with_ca(&huge);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("is larger than 1048576 bytes"), "{said}");
+
+    let empty = ca_dir("empty");
+    let (code, said) = check_with_ca(&empty);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("none yet: made on first start"), "{said}");
+    assert!(!empty.exists(), "--check wrote {}", empty.display());
+}
