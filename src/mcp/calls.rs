@@ -1,9 +1,13 @@
 //! Which tool call caused an API request. `driftwatch wrap` sees both hops: the agent's
 //! `tools/call` on the MCP side and the server's API requests on the other. A request is tied
 //! to the call that caused it: exactly when one call is in flight; with several, by the call's
-//! argument values found in the request (path segments, query values, body values), the call
-//! holding the most of them; and when that cannot tell, the answer says ambiguous and lists the
-//! candidates. Never a guess: a wrong name would send an incident responder to the wrong tool.
+//! argument values found in the request (path parameter values, query values, body values):
+//! the one call holding a value found there that no other call in flight holds; and when that
+//! cannot tell, the answer says ambiguous and lists the candidates. Never a guess: a wrong name
+//! would send an incident responder to the wrong tool. So a call unanswered for `CALL_TTL` is
+//! let go, a reused JSON-RPC id keeps both calls (its answer ends both), and while calls go
+//! untracked past `MAX_IN_FLIGHT` the calls in flight are known to be incomplete and every
+//! request is ambiguous rather than named after a stale call.
 //!
 //! What each tool reached is kept as a learned map, in the `tools --map` format, so the
 //! catalog check needs no hand-written map. Pure (no sockets): the relay feeds it messages,
@@ -11,18 +15,28 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 /// Calls tracked at once; past it a call is not tracked (its requests are then ambiguous or
 /// unattributed, never wrongly named). An agent makes a handful at a time.
 const MAX_IN_FLIGHT: usize = 1024;
+/// A call unanswered this long is let go: its server or client has given up on it (the
+/// official SDKs time a request out after 60 s), and kept, it would take later requests'
+/// blame.
+pub const CALL_TTL: Duration = Duration::from_secs(300);
 /// Argument values kept per call, and bytes of each (longer ones are not compared).
 const MAX_VALUES: usize = 256;
 const MAX_VALUE_BYTES: usize = 1024;
 /// Tools, and operations per tool, the learned map holds.
 const MAX_TOOLS: usize = 1024;
 const MAX_OPERATIONS: usize = 64;
+/// A tool name is kept to this many bytes (cut at a character's edge): the specification
+/// allows 128 characters, and 256 calls of 4 MB names held 1.1 GB.
+const MAX_TOOL_NAME_BYTES: usize = 256;
+/// Tools an ambiguous attribution lists.
+const MAX_CANDIDATES: usize = 16;
 
 /// How a request's tool was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,15 +103,45 @@ struct Call {
     tool: Arc<str>,
     /// Its scalar argument values as text, distinct.
     values: Vec<String>,
+    began: Instant,
 }
 
 #[derive(Default)]
 struct State {
-    /// By (session, JSON-RPC id as JSON text).
-    in_flight: HashMap<(u64, String), Call>,
+    /// By (session, JSON-RPC id as JSON text): a client that reuses an id in flight has two
+    /// calls under it, and its answer, which cannot say which, ends both.
+    in_flight: HashMap<(u64, String), Vec<Call>>,
+    /// Calls held in `in_flight`, all ids together.
+    held: usize,
     learned: BTreeMap<String, BTreeSet<String>>,
     /// Calls begun while `MAX_IN_FLIGHT` were in flight.
     untracked: u64,
+    /// Calls let go unanswered after `CALL_TTL`.
+    expired: u64,
+    /// Until then, a call may be in flight untracked: no request is named by what is.
+    incomplete_until: Option<Instant>,
+}
+
+impl State {
+    /// Let go of every call older than `CALL_TTL`.
+    fn expire(&mut self, now: Instant) {
+        let before = self.held;
+        self.in_flight.retain(|_, calls| {
+            calls.retain(|c| now.duration_since(c.began) < CALL_TTL);
+            !calls.is_empty()
+        });
+        self.held = self.in_flight.values().map(Vec::len).sum();
+        self.expired += (before - self.held) as u64;
+        if self.incomplete_until.is_some_and(|until| now >= until) {
+            self.incomplete_until = None;
+        }
+    }
+
+    fn remove(&mut self, key: &(u64, String)) {
+        if let Some(calls) = self.in_flight.remove(key) {
+            self.held -= calls.len();
+        }
+    }
 }
 
 /// The calls in flight for one MCP server, and the map learned from them.
@@ -121,42 +165,65 @@ impl Calls {
         }
         values.sort();
         values.dedup();
+        let now = Instant::now();
         let mut state = self.state();
-        if state.in_flight.len() >= MAX_IN_FLIGHT {
+        state.expire(now);
+        if state.held >= MAX_IN_FLIGHT {
             state.untracked += 1;
+            state.incomplete_until = Some(now + CALL_TTL);
             return;
         }
         let call = Call {
-            tool: tool.into(),
+            tool: cut(tool, MAX_TOOL_NAME_BYTES).into(),
             values,
+            began: now,
         };
-        state.in_flight.insert((session, id.to_string()), call);
+        state.held += 1;
+        let key = (session, id.to_string());
+        state.in_flight.entry(key).or_default().push(call);
     }
 
     /// The call's answer (or its cancellation) went back: its later requests are not its own.
     pub fn end(&self, session: u64, id: &Value) {
-        self.state().in_flight.remove(&(session, id.to_string()));
+        self.state().remove(&(session, id.to_string()));
     }
 
     /// A session ended: its calls will never be answered.
     pub fn end_session(&self, session: u64) {
-        self.state().in_flight.retain(|(s, _), _| *s != session);
+        let mut state = self.state();
+        let ended: Vec<(u64, String)> = (state.in_flight.keys())
+            .filter(|(s, _)| *s == session)
+            .cloned()
+            .collect();
+        for key in &ended {
+            state.remove(key);
+        }
     }
 
     pub fn in_flight(&self) -> usize {
-        self.state().in_flight.len()
+        self.state().held
     }
 
     /// The call that caused a request, by what is in flight now; `None` when nothing is.
     /// `values` are computed only when several calls are in flight.
     pub fn attribute(&self, values: impl FnOnce() -> RequestValues) -> Option<Attribution> {
-        let state = self.state();
-        let calls: Vec<&Call> = state.in_flight.values().collect();
+        let mut state = self.state();
+        state.expire(Instant::now());
+        let calls: Vec<&Call> = state.in_flight.values().flatten().collect();
         let named = |tool: &Arc<str>, by| Attribution {
             tool: Some(tool.clone()),
             by,
             candidates: Vec::new(),
         };
+        let ambiguous = |fit: BTreeSet<Arc<str>>| Attribution {
+            tool: None,
+            by: By::Ambiguous,
+            candidates: fit.into_iter().take(MAX_CANDIDATES).collect(),
+        };
+        if state.incomplete_until.is_some() {
+            // A call past the bound may be the cause: what is tracked cannot name it.
+            return Some(ambiguous(calls.iter().map(|c| c.tool.clone()).collect()));
+        }
         match calls.as_slice() {
             [] => return None,
             [only] => return Some(named(&only.tool, By::OnlyCall)),
@@ -166,34 +233,34 @@ impl Calls {
             return Some(named(&calls[0].tool, By::OnlyTool));
         }
         let values = values();
-        let scored: Vec<(usize, &Call)> = calls
+        let matched: Vec<Vec<&String>> = calls
             .iter()
-            .map(|c| {
-                (
-                    c.values.iter().filter(|v| values.0.contains(*v)).count(),
-                    *c,
-                )
+            .map(|c| c.values.iter().filter(|v| values.0.contains(*v)).collect())
+            .collect();
+        // A value found in the request that this call holds and no other call does.
+        let telling = |i: usize| {
+            matched[i].iter().any(|v| {
+                (0..calls.len())
+                    .filter(|j| *j != i)
+                    .all(|j| !calls[j].values.contains(v))
             })
-            .collect();
-        let best = scored.iter().map(|(score, _)| *score).max().unwrap_or(0);
-        let fit: BTreeSet<Arc<str>> = scored
-            .iter()
-            .filter(|(score, _)| *score == best)
-            .map(|(_, c)| c.tool.clone())
-            .collect();
-        if best > 0 && fit.len() == 1 {
-            let tool = fit.into_iter().next().expect("one");
-            return Some(named(&tool, By::Arguments));
+        };
+        let told: Vec<usize> = (0..calls.len()).filter(|i| telling(*i)).collect();
+        let told_tools: BTreeSet<&Arc<str>> = told.iter().map(|i| &calls[*i].tool).collect();
+        if let [tool] = told_tools.into_iter().collect::<Vec<_>>().as_slice() {
+            return Some(named(tool, By::Arguments));
         }
-        Some(Attribution {
-            tool: None,
-            by: By::Ambiguous,
-            candidates: fit.into_iter().collect(),
-        })
+        let best = matched.iter().map(Vec::len).max().unwrap_or(0);
+        let fit = (0..calls.len())
+            .filter(|i| matched[*i].len() == best)
+            .map(|i| calls[i].tool.clone())
+            .collect();
+        Some(ambiguous(fit))
     }
 
     /// The tool reached the operation; `true` when the map did not know it yet.
     pub fn learn(&self, tool: &str, operation: &str) -> bool {
+        let tool = cut(tool, MAX_TOOL_NAME_BYTES);
         let mut state = self.state();
         if !state.learned.contains_key(tool) && state.learned.len() >= MAX_TOOLS {
             return false;
@@ -215,6 +282,20 @@ impl Calls {
     pub fn untracked(&self) -> u64 {
         self.state().untracked
     }
+
+    /// Calls let go unanswered after [`CALL_TTL`] so far.
+    pub fn expired(&self) -> u64 {
+        self.state().expired
+    }
+}
+
+/// `text`'s first `max` bytes at most, cut at a character's edge.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The learned map as a `tools --map` file: a tool that reached one operation maps to it, one
@@ -235,13 +316,16 @@ pub fn map_toml(learned: &BTreeMap<String, BTreeSet<String>>) -> String {
     out
 }
 
-/// The values a request carries, as text: path segments and query values percent-decoded,
-/// body scalars. Bounded by the request, which the proxy already bounds.
+/// The values a request carries, as text: path parameter values and query values
+/// percent-decoded, body scalars. Bounded by the request, which the proxy already bounds.
 #[derive(Debug, Default)]
 pub struct RequestValues(HashSet<String>);
 
 impl RequestValues {
-    pub fn of(path_and_query: &str, body: Option<&[u8]>) -> RequestValues {
+    /// `template` is the routed operation's path template: the path's literal segments (and
+    /// a base path before them) are the API's words, not a call's values, and a call whose
+    /// arguments repeat them must not win the request.
+    pub fn of(path_and_query: &str, template: Option<&str>, body: Option<&[u8]>) -> RequestValues {
         let mut set = HashSet::new();
         let (path, query) = path_and_query
             .split_once('?')
@@ -251,7 +335,7 @@ impl RequestValues {
                 .decode_utf8_lossy()
                 .into_owned()
         };
-        set.extend(path.split('/').filter(|s| !s.is_empty()).map(decode));
+        set.extend(path_values(path, template).into_iter().map(decode));
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let value = pair.split_once('=').map_or("", |(_, v)| v);
             set.insert(decode(&value.replace('+', " ")));
@@ -264,6 +348,26 @@ impl RequestValues {
         set.remove("");
         RequestValues(set)
     }
+}
+
+/// The path's segments that fill the template's parameters: its last segments where they line
+/// up with the template, else every segment that is none of the template's literal ones.
+fn path_values<'a>(path: &'a str, template: Option<&str>) -> Vec<&'a str> {
+    let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(template) = template else {
+        return segments;
+    };
+    let shape: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
+    let is_param = |t: &&str| t.contains('{');
+    if let Some(tail) = segments.get(segments.len().saturating_sub(shape.len())..)
+        && tail.len() == shape.len()
+        && tail.iter().zip(&shape).all(|(s, t)| is_param(t) || s == t)
+    {
+        let filled = tail.iter().zip(&shape).filter(|(_, t)| is_param(t));
+        return filled.map(|(s, _)| *s).collect();
+    }
+    segments.retain(|s| !shape.contains(s));
+    segments
 }
 
 /// Strings and numbers anywhere in `value`, as text (not booleans or null: they tell nothing
@@ -289,7 +393,7 @@ mod tests {
 
     fn values(target: &str, body: Option<Value>) -> RequestValues {
         let body = body.map(|b| b.to_string().into_bytes());
-        RequestValues::of(target, body.as_deref())
+        RequestValues::of(target, None, body.as_deref())
     }
 
     #[test]
@@ -392,11 +496,110 @@ mod tests {
     }
 
     #[test]
-    fn past_the_bound_a_call_is_not_tracked() {
+    fn past_the_bound_a_call_is_not_tracked_and_no_request_is_named_until_the_calls_expire() {
         let calls = Calls::default();
-        for i in 0..MAX_IN_FLIGHT + 5 {
-            calls.begin(1, &json!(i), "t", None);
+        for i in 0..MAX_IN_FLIGHT {
+            calls.begin(1, &json!(i), "decoy_tool", None);
         }
-        assert_eq!((calls.in_flight(), calls.untracked()), (MAX_IN_FLIGHT, 5));
+        // Issue 49, defect 1: a lone call past the bound; its request was named after the
+        // stale calls (`only_tool`) and the map learned `decoy_tool`.
+        calls.begin(2, &json!(1), "update_channel", None);
+        assert_eq!((calls.in_flight(), calls.untracked()), (MAX_IN_FLIGHT, 1));
+        let a = calls.attribute(RequestValues::default).unwrap();
+        assert_eq!((a.tool.as_deref(), a.by), (None, By::Ambiguous));
+        assert!(a.candidates.len() <= MAX_CANDIDATES);
+        // CALL_TTL later the stale calls are let go, and a lone call is named again.
+        let mut state = calls.state();
+        for call in state.in_flight.values_mut().flatten() {
+            call.began -= CALL_TTL;
+        }
+        state.incomplete_until = Some(Instant::now());
+        drop(state);
+        calls.begin(3, &json!(1), "update_channel", None);
+        let a = calls.attribute(RequestValues::default).unwrap();
+        assert_eq!((a.label(), a.by), ("update_channel", By::OnlyCall));
+        assert_eq!(
+            (calls.in_flight(), calls.expired()),
+            (1, MAX_IN_FLIGHT as u64)
+        );
+    }
+
+    /// Issue 49, defect 6: a call whose arguments repeat another call's request values won
+    /// `arguments` (the destructive PUT named `get_channel`); and a reused JSON-RPC id
+    /// replaced the call in flight, which then took the blame as `only_call`.
+    #[test]
+    fn arguments_that_repeat_another_calls_values_or_the_apis_words_do_not_win() {
+        let calls = Calls::default();
+        calls.begin(
+            1,
+            &json!(1),
+            "update_channel",
+            Some(&json!({"id": "7", "name": "News"})),
+        );
+        calls.begin(
+            1,
+            &json!(2),
+            "get_channel",
+            Some(&json!({"id": "7", "also": "News", "and": ["api", "v1", "channels"]})),
+        );
+        let template = Some("/channels/{id}");
+        let body = json!({"name": "News"}).to_string();
+        let put = calls
+            .attribute(|| RequestValues::of("/api/v1/channels/7", template, Some(body.as_bytes())))
+            .unwrap();
+        assert_eq!(put.by, By::Ambiguous, "{put:?}");
+        // A value only one call holds still tells them apart.
+        let body = json!({"name": "Sport"}).to_string();
+        calls.begin(
+            1,
+            &json!(3),
+            "rename",
+            Some(&json!({"id": "7", "name": "Sport"})),
+        );
+        let rename = calls
+            .attribute(|| RequestValues::of("/api/v1/channels/7", template, Some(body.as_bytes())))
+            .unwrap();
+        assert_eq!((rename.label(), rename.by), ("rename", By::Arguments));
+
+        let calls = Calls::default();
+        calls.begin(1, &json!(5), "get_channel", None);
+        calls.begin(1, &json!(5), "update_channel", None);
+        assert_eq!(calls.in_flight(), 2, "the reused id keeps both calls");
+        let a = calls.attribute(RequestValues::default).unwrap();
+        assert_eq!(a.by, By::Ambiguous);
+        calls.end(1, &json!(5));
+        assert_eq!(
+            calls.attribute(RequestValues::default),
+            None,
+            "its answer ends both"
+        );
+    }
+
+    #[test]
+    fn path_values_are_the_templates_parameters() {
+        let of = |path, template| {
+            let mut v: Vec<String> = RequestValues::of(path, template, None)
+                .0
+                .into_iter()
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            of(
+                "/api/v1/channels/7/items/x%2Fy",
+                Some("/channels/{id}/items/{item}")
+            ),
+            ["7", "x/y"]
+        );
+        assert_eq!(of("/v1/channels/7", None), ["7", "channels", "v1"]);
+        // A parameter spanning segments: every segment but the literal ones.
+        assert_eq!(
+            of(
+                "/repos/o/r/contents/a/b.md",
+                Some("/repos/{owner}/{repo}/contents/{path}")
+            ),
+            ["a", "b.md", "o", "r"]
+        );
     }
 }

@@ -25,8 +25,9 @@ pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mu
             _ => None,
         };
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let template = ledger.operation.map(|op| op.template.as_str());
         ledger.tool = calls
-            .attribute(|| RequestValues::of(target, body))
+            .attribute(|| RequestValues::of(target, template, body))
             .map(Arc::new);
     }
     let tool = ledger.tool.as_deref();

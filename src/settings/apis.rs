@@ -55,6 +55,9 @@ impl ApiSettings {
 /// the WHATWG URL standard and `inet_aton` read them), an IPv6 address without its brackets and
 /// an IPv4-mapped one as its IPv4. Two spellings of one host are one `HostPort`, so no spelling
 /// of an intercepted host is tunneled unaudited.
+/// The longest host a `HostPort` holds: a DNS name's 253 bytes, or an IPv6 address.
+const MAX_HOST_BYTES: usize = 255;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HostPort {
     pub host: String,
@@ -70,6 +73,11 @@ impl HostPort {
             return None;
         }
         let raw = authority.host();
+        // No DNS name is longer (RFC 1035); a longer one is no host (64 KB names made every
+        // scrape 3.2 MB).
+        if raw.len() > MAX_HOST_BYTES {
+            return None;
+        }
         let rest = &authority.as_str()[raw.len()..];
         let port = match rest.strip_prefix(':') {
             None | Some("") => default,
@@ -400,6 +408,7 @@ mod tests {
             "api.test:44x",
             "api.test:000443",
             "api.test..",
+            &format!("{}.test", "a".repeat(300)),
         ] {
             assert_eq!(HostPort::parse(bad, 443), None, "{bad}");
         }

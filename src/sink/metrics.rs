@@ -533,6 +533,9 @@ impl Metrics {
     }
 
     fn param_label(&self, api: &ApiLabel, operation: &str, name: &str) -> String {
+        if name.len() > super::labels::MAX_VALUE_BYTES {
+            return "_other".into();
+        }
         let mut seen = self.param_labels.lock().unwrap_or_else(|e| e.into_inner());
         let names = seen
             .entry((api.clone(), operation.to_string()))
