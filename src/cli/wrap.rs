@@ -204,14 +204,19 @@ fn spawn(command: &[String], env: &[(String, String)], relayed: bool) -> anyhow:
             Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
         ),
     };
-    Command::new(program)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot start `{program}`"))
+    // A process group of its own, which `relay::until_exit` stops whole: `npx` and `sh -c`
+    // start the server as a grandchild.
+    std::os::unix::process::CommandExt::process_group(
+        Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(Stdio::inherit()),
+        0,
+    )
+    .spawn()
+    .with_context(|| format!("cannot start `{program}`"))
 }
 
 /// What each runtime reads to send its requests through the forward proxy and trust its CA:

@@ -82,9 +82,7 @@ pub async fn until_exit(child: Child, relayed: Option<Relayed>) -> Option<ExitSt
     let status = tokio::select! {
         status = exited => Some(status),
         () = super::super::serve::shutdown_signal() => {
-            let mut child = lock(&child);
-            let _ = child.kill();
-            let _ = child.wait();
+            stop_group(&child).await;
             tracing::info!("asked to stop: the MCP server is stopped, draining");
             None
         }
@@ -96,6 +94,31 @@ pub async fn until_exit(child: Child, relayed: Option<Relayed>) -> Option<ExitSt
         tracing::info!(%s, "the MCP server exited: draining");
     }
     status
+}
+
+/// How long the server's process group has to end on SIGTERM before it gets SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Stop the server and everything it started: it leads a process group of its own
+/// (`spawn`), so `sh -c` or `npx` and the server they start as a grandchild all get SIGTERM,
+/// then SIGKILL after [`STOP_GRACE`]. Killing the child alone left the grandchild running,
+/// holding stdout open (wrap waited for the client) or its port (an orphan kept listening).
+async fn stop_group(child: &Mutex<Child>) {
+    use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+    let group = Pid::from_raw(lock(child).id() as i32);
+    let Some(group) = group else { return };
+    let _ = kill_process_group(group, Signal::TERM);
+    let started = std::time::Instant::now();
+    // The group is gone once no process is left in it (ESRCH), the leader reaped or not.
+    while started.elapsed() < STOP_GRACE {
+        let _ = lock(child).try_wait();
+        if test_kill_process_group(group).is_err() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = kill_process_group(group, Signal::KILL);
+    let _ = lock(child).wait();
 }
 
 fn lock(child: &Mutex<Child>) -> std::sync::MutexGuard<'_, Child> {
