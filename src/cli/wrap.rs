@@ -29,6 +29,10 @@ use crate::mcp::calls::Calls;
 use crate::proxy::Sidecar;
 use crate::settings::Settings;
 
+/// The admin port `wrap` takes unless told otherwise.
+const DEFAULT_ADMIN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9090);
+
 #[derive(Args, Debug)]
 pub struct WrapArgs {
     /// The API's OpenAPI 3.0/3.1 spec (or `[spec]`/`[[api]]` in --config).
@@ -129,11 +133,24 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
         };
         let proxy = bind(sidecar.settings.proxy.listen).await?;
-        let admin = bind(admin_listen).await?;
+        let admin = match TcpListener::bind(admin_listen).await {
+            // A second wrapped server in the same client config finds the default taken: it
+            // takes a free loopback port instead, and says which.
+            Err(e) if args.admin_listen.is_none() && admin_listen == DEFAULT_ADMIN => {
+                let free = bind("127.0.0.1:0".parse()?).await?;
+                tracing::warn!(taken = %admin_listen, admin = %free.local_addr()?, "the admin port is taken ({e}): serving it on a free one");
+                free
+            }
+            bound => bound.map_err(|e| anyhow::anyhow!("cannot listen on {admin_listen}: {e}"))?,
+        };
         let url = format!("http://{}", proxy.local_addr()?);
         let mut env = args.variables(&url)?;
-        if sidecar.settings.proxy.kind == ProxyKind::Forward {
-            env.extend(forward_variables(&sidecar.settings, &url)?);
+        let trust = match sidecar.settings.proxy.kind {
+            ProxyKind::Forward => Some(Trust::write(&sidecar.settings)?),
+            ProxyKind::Reverse => None,
+        };
+        if let Some(trust) = &trust {
+            env.extend(forward_variables(trust, &url));
         }
         let live = Arc::new(live::Live::new(sidecar.clone(), calls.clone(), user_map));
         tokio::spawn(live.clone().check_on_change());
@@ -150,6 +167,7 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
         let view: Arc<dyn crate::admin::ToolsView> = live;
         serve_with_tools(proxy, admin, sidecar, Some(view), ended).await?;
         let status = status.await.ok().flatten();
+        drop(trust);
         anyhow::Ok(status.map_or(0, |s| s.code().unwrap_or(1)))
     })?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
@@ -219,26 +237,58 @@ fn spawn(command: &[String], env: &[(String, String)], relayed: bool) -> anyhow:
     .with_context(|| format!("cannot start `{program}`"))
 }
 
+/// What the server is told to trust: the CA, and a bundle of it with the system's roots,
+/// written to a directory of this process's own (0700) under the temp dir and removed when
+/// wrap ends. Never into `ca_dir`, which is often a read-only Secret mount.
+struct Trust {
+    ca: PathBuf,
+    dir: PathBuf,
+    bundle: PathBuf,
+}
+
+impl Trust {
+    fn write(settings: &Settings) -> anyhow::Result<Trust> {
+        let ca = settings.forward.ca_dir.join("ca.pem");
+        let mut bundle = std::fs::read(&ca).with_context(|| format!("{}", ca.display()))?;
+        const SYSTEM_ROOTS: [&str; 3] = [
+            "/etc/ssl/certs/ca-certificates.crt",
+            "/etc/pki/tls/certs/ca-bundle.crt",
+            "/etc/ssl/cert.pem",
+        ];
+        if let Some(roots) = SYSTEM_ROOTS.iter().find_map(|p| std::fs::read(p).ok()) {
+            bundle.push(b'\n');
+            bundle.extend(roots);
+        }
+        let dir = std::env::temp_dir().join(format!("driftwatch-wrap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)
+            .with_context(|| format!("{}", dir.display()))?;
+        let path = dir.join("bundle.pem");
+        std::fs::write(&path, bundle).with_context(|| format!("{}", path.display()))?;
+        Ok(Trust {
+            ca,
+            dir,
+            bundle: path,
+        })
+    }
+}
+
+impl Drop for Trust {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// What each runtime reads to send its requests through the forward proxy and trust its CA:
 /// Node (axios; fetch from Node 24 with `NODE_USE_ENV_PROXY`), Python (httpx, requests) and Go.
 /// `SSL_CERT_FILE` replaces the system roots for Python and Go, so it names a bundle of the
 /// CA and the system's roots: hosts driftwatch tunnels still verify.
-fn forward_variables(settings: &Settings, url: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let ca_dir = &settings.forward.ca_dir;
-    let ca = ca_dir.join("ca.pem");
-    let mut bundle = std::fs::read(&ca).with_context(|| format!("{}", ca.display()))?;
-    const SYSTEM_ROOTS: [&str; 3] = [
-        "/etc/ssl/certs/ca-certificates.crt",
-        "/etc/pki/tls/certs/ca-bundle.crt",
-        "/etc/ssl/cert.pem",
-    ];
-    if let Some(roots) = SYSTEM_ROOTS.iter().find_map(|p| std::fs::read(p).ok()) {
-        bundle.push(b'\n');
-        bundle.extend(roots);
-    }
-    let bundle_path = ca_dir.join("bundle.pem");
-    std::fs::write(&bundle_path, bundle).with_context(|| format!("{}", bundle_path.display()))?;
-    let (ca, bundle) = (ca.display().to_string(), bundle_path.display().to_string());
+fn forward_variables(trust: &Trust, url: &str) -> Vec<(String, String)> {
+    let (ca, bundle) = (
+        trust.ca.display().to_string(),
+        trust.bundle.display().to_string(),
+    );
     let mut vars: Vec<(String, String)> =
         ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"]
             .iter()
@@ -250,5 +300,5 @@ fn forward_variables(settings: &Settings, url: &str) -> anyhow::Result<Vec<(Stri
         ("SSL_CERT_FILE".into(), bundle.clone()),
         ("REQUESTS_CA_BUNDLE".into(), bundle),
     ]);
-    Ok(vars)
+    vars
 }

@@ -81,3 +81,108 @@ fn sigterm_stops_a_server_started_through_a_shell_and_wrap_exits() {
     wait_for("the grandchild to be gone", || !alive(server));
     drop(child.stdin.take());
 }
+
+fn stop(mut child: std::process::Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    wait_for("wrap to exit", || child.try_wait().unwrap().is_some());
+}
+
+/// Issue 49, defect 9: wrap wrote `bundle.pem` into `ca_dir`, so a read-only one (the Secret
+/// mount the docs recommend) stopped it (`Permission denied`). The bundle now goes to a
+/// directory of wrap's own, removed when it ends; `ca_dir` is only read.
+#[test]
+fn wrap_only_reads_the_ca_directory() {
+    let dir = scratch("ro-ca");
+    let ca_dir = dir.join("ca");
+    let made = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["ca", "--ca-dir"])
+        .arg(&ca_dir)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let config = dir.join("forward.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[proxy]\nkind = \"forward\"\n[forward]\nca_dir = {:?}\n[[api]]\nname = \"channels\"\nspec = {:?}\nhosts = [\"api.test:443\"]\nupstream = \"https://127.0.0.1:9\"\n",
+            ca_dir.display().to_string(),
+            example("channels.openapi.yaml").display().to_string()
+        ),
+    )
+    .unwrap();
+    let told = dir.join("told");
+    let script = format!(
+        "echo \"$SSL_CERT_FILE\" > {}; exec sleep 300",
+        told.display()
+    );
+    let mut wrap = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
+    wrap.args(["wrap", "--config"])
+        .arg(&config)
+        .args([
+            "--admin-listen",
+            &free_addr().to_string(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let child = wrap.spawn().unwrap();
+    wait_for("the server to be told its trust", || {
+        std::fs::read_to_string(&told).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let bundle = PathBuf::from(std::fs::read_to_string(&told).unwrap().trim());
+    assert!(!bundle.starts_with(&ca_dir), "{}", bundle.display());
+    let ca = std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap();
+    assert!(std::fs::read_to_string(&bundle).unwrap().starts_with(&ca));
+    let mut written: Vec<String> = std::fs::read_dir(&ca_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["ca.key", "ca.pem"], "wrap wrote into ca_dir");
+    stop(child);
+    assert!(!bundle.exists(), "the bundle outlived wrap");
+}
+
+/// Issue 49, defect 9: a second wrapped server in the same client config could not start
+/// (`cannot listen on 127.0.0.1:9090`). Without `--admin-listen`, the second takes a free
+/// port and says so.
+#[test]
+fn two_wrapped_servers_with_the_default_admin_port_both_start() {
+    let dir = scratch("two");
+    let started: Vec<_> = (0..2)
+        .map(|i| {
+            let marker = dir.join(format!("started-{i}"));
+            let script = format!("echo up > {}; exec sleep 300", marker.display());
+            let mut wrap = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
+            wrap.args(["wrap", "--spec"])
+                .arg(example("channels.openapi.yaml"))
+                .args([
+                    "--upstream",
+                    "http://127.0.0.1:9",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            let child = wrap.spawn().unwrap();
+            wait_for("a wrapped server to start", || marker.exists());
+            child
+        })
+        .collect();
+    for mut child in started {
+        assert!(child.try_wait().unwrap().is_none(), "a wrap exited");
+        stop(child);
+    }
+}
