@@ -43,9 +43,9 @@ pub struct Admin {
 pub trait ToolsView: Send + Sync {
     /// The learned map, in the `tools --map` format (TOML).
     fn map(&self) -> String;
-    /// The live catalog check's report, as `tools --format json` writes it; `None` before the
-    /// server's first `tools/list` answer.
-    fn check(&self) -> Option<String>;
+    /// The live catalog check's report, as `tools --format json` writes it; or why there is
+    /// none (no `tools/list` answer yet, or one past the message bound).
+    fn check(&self) -> Result<String, String>;
 }
 
 /// A bearer token, kept as its SHA-256: a request's token is hashed and the digests compared,
@@ -98,12 +98,8 @@ fn tools(view: &dyn ToolsView, path: &str) -> Response<Full<Bytes>> {
         return respond(StatusCode::OK, "application/toml", view.map());
     }
     match view.check() {
-        Some(report) => respond(StatusCode::OK, "application/json", report),
-        None => respond(
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "the MCP server has not listed its tools yet\n".into(),
-        ),
+        Ok(report) => respond(StatusCode::OK, "application/json", report),
+        Err(why) => respond(StatusCode::NOT_FOUND, "text/plain", format!("{why}\n")),
     }
 }
 

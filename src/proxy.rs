@@ -21,6 +21,7 @@ mod reload;
 mod server;
 mod source;
 mod stall;
+pub use stall::{BodyError, Stalling};
 mod store;
 mod tee;
 mod tool;
@@ -120,6 +121,12 @@ impl Sidecar {
             rev.log_warnings();
             self.metrics.spec_warnings(&api.label, &rev.contract);
         }
+    }
+
+    /// The counter a stalled body increments (`limit_hits{limit="body_stall"}`), for bodies
+    /// read outside the request path (wrap's MCP front).
+    pub fn body_stalls(&self) -> prometheus_client::metrics::counter::Counter {
+        self.metrics.body_stalls()
     }
 
     /// The listeners' handle on `driftwatch_limit_hits_total`.

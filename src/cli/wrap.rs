@@ -189,7 +189,11 @@ async fn mcp_side(
         tracing::info!(command = %args.command[0], "relaying the MCP server's stdio");
         return Ok(Some(relay::both(stdin, stdout, calls, live, limits)?));
     };
-    let front = front::Front::new(upstream, calls, live, limits)?;
+    let stall = (
+        sidecar.settings.proxy.body_stall_timeout,
+        sidecar.body_stalls(),
+    );
+    let front = front::Front::new(upstream, calls, live, limits, stall)?;
     let socket = TcpListener::bind(args.mcp_listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.mcp_listen))?;

@@ -73,6 +73,12 @@ impl Session {
         listed
     }
 
+    /// Whether a `tools/list` of this session awaits its answer: one past the bounds went by
+    /// unread may have been it.
+    pub fn awaits_list(&self) -> bool {
+        !self.lists.is_empty()
+    }
+
     fn messages(&self, bytes: &[u8]) -> Vec<Value> {
         if check(bytes, self.limits).is_err() {
             return Vec::new();

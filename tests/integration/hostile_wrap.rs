@@ -186,3 +186,126 @@ fn two_wrapped_servers_with_the_default_admin_port_both_start() {
         stop(child);
     }
 }
+
+/// A mock MCP server over streamable HTTP: `tools/list` gets a one-tool catalog (a huge one
+/// for the id `big-list`), the id `big` a 6 KB answer, anything else an empty result.
+fn mcp_responder() -> super::upstream::Responder {
+    std::sync::Arc::new(|r| {
+        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        let id = body["id"].clone();
+        let tool = |name: String| serde_json::json!({"name": name, "description": "d", "inputSchema": {"type": "object"}});
+        let result = match (body["method"].as_str(), id.as_str()) {
+            (Some("tools/list"), Some("big-list")) => {
+                serde_json::json!({"tools": (0..200).map(|i| tool(format!("tool_{i}"))).collect::<Vec<_>>()})
+            }
+            (Some("tools/list"), _) => serde_json::json!({"tools": [tool("listPlayouts".into())]}),
+            (_, Some("big")) => serde_json::json!({"pad": "x".repeat(6000)}),
+            _ => serde_json::json!({}),
+        };
+        (
+            200,
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+        )
+    })
+}
+
+/// One POST to the front on a new connection: its status and body.
+async fn post(front: std::net::SocketAddr, session: &str, body: &str) -> (u16, Vec<u8>) {
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-session-id: {session}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = super::sidecar::raw(front, head.as_bytes()).await;
+    (answer.status, answer.body)
+}
+
+/// Issue 49, defects 3 and 7, behind the MCP front (`--mcp-upstream`): a stalled request body
+/// was never cut (200 of them held 1 GB past 90 s); an answer past `mcp.max_message_bytes`
+/// became a 502 with `id: null`; a `tools/list` answer past it left `/tools/check` saying
+/// "not listed yet" for ever; and 1,024 made-up session ids stopped the live check for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_front_cuts_a_stalled_body_passes_a_large_answer_on_and_outlives_made_up_sessions()
+{
+    let server = super::upstream::start(mcp_responder(), Duration::ZERO, None).await;
+    let dir = scratch("front");
+    let config = dir.join("front.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[spec]\npath = {:?}\n[proxy]\nupstream = \"http://127.0.0.1:9\"\nbody_stall_timeout_ms = 1000\n[mcp]\nmax_message_bytes = 4096\n",
+            example("channels.openapi.yaml").display().to_string()
+        ),
+    )
+    .unwrap();
+    let (admin, front) = (free_addr(), free_addr());
+    let mut wrap = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"));
+    wrap.args(["wrap", "--config"])
+        .arg(&config)
+        .args(["--admin-listen", &admin.to_string()])
+        .args(["--mcp-upstream", &format!("http://{}/mcp", server.addr)])
+        .args(["--mcp-listen", &front.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let _wrap = wrap.spawn().unwrap();
+    super::deploy::ready(admin).await;
+    super::util::eventually("the front to listen", || async {
+        tokio::net::TcpStream::connect(front).await.ok().map(|_| ())
+    })
+    .await;
+
+    // Past the bound, passed on unread and whole.
+    let (status, body) = post(
+        front,
+        "s",
+        r#"{"jsonrpc":"2.0","id":"big","method":"ping"}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (
+            answer["id"].as_str(),
+            answer["result"]["pad"].as_str().map(str::len)
+        ),
+        (Some("big"), Some(6000))
+    );
+
+    // A catalog past the bound: /tools/check says so.
+    let list = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"tools/list"}}"#);
+    assert_eq!(post(front, "s", &list("big-list")).await.0, 200);
+    let check = super::sidecar::admin_get(admin, "/tools/check").await;
+    let said = String::from_utf8_lossy(&check.body).into_owned();
+    assert!(said.contains("past mcp.max_message_bytes"), "{said}");
+
+    // 1,100 made-up sessions, then a real one's catalog is still checked.
+    for i in 0..1_100 {
+        let ping = format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#);
+        post(front, &format!("made-up-{i}"), &ping).await;
+    }
+    assert_eq!(post(front, "real", &list("list")).await.0, 200);
+    super::util::eventually("the live check of the real session's catalog", || async {
+        let check = super::sidecar::admin_get(admin, "/tools/check").await;
+        (check.status == 200).then_some(())
+    })
+    .await;
+
+    // A body announced whole, then stalled: 408 within the stall bound, not held.
+    let mut stream = tokio::net::TcpStream::connect(front).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let head = "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 4000\r\n\r\n{\"jsonrpc\":";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(15), stream.read(&mut answer))
+        .await
+        .expect("an answer to a stalled body")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&answer[..n])
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

@@ -2,10 +2,12 @@
 //! held to the MCP bounds like every listener (`crate::listener`), that relays each request to
 //! the server's endpoint and its answer back, SSE streams included, read on the way as the
 //! stdio relay reads lines. A request body is read whole (within `mcp.max_message_bytes`,
-//! past it 413) before it goes on, so a call is in flight before the server sees it; a JSON
-//! answer is read whole, an SSE stream event by event as it passes, never held.
+//! past it 413; one that sends nothing for `proxy.body_stall_timeout_ms`, 408) before it goes
+//! on, so a call is in flight before the server sees it; a JSON answer is read whole, or past
+//! the bound passed on unread as it comes; an SSE stream is read event by event as it passes,
+//! never held. Sessions are followed most recently used first, so made-up session ids push
+//! out only each other.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
@@ -30,8 +32,10 @@ use crate::mcp::relay::Session;
 
 type Relayed = BoxBody<Bytes, hyper::Error>;
 
-/// MCP sessions whose `tools/list` requests are followed; past it a new session is read
-/// without them (its calls are still followed).
+/// MCP sessions whose `tools/list` requests are followed; past it the least recently used
+/// is let go (its calls are still followed, and a list it awaited is asked again by the
+/// client's next `tools/list`). Before, a full table read every new session without them,
+/// and 1,024 made-up session ids stopped the live catalog check for good.
 const MAX_SESSIONS: usize = 1024;
 
 #[derive(Clone)]
@@ -41,7 +45,10 @@ pub struct Front {
     calls: Arc<Calls>,
     live: Arc<Live>,
     limits: Limits,
-    sessions: Arc<Mutex<HashMap<u64, Session>>>,
+    /// A request body that sends nothing this long is cut (408), counted in `stalls`.
+    stall: Option<std::time::Duration>,
+    stalls: prometheus_client::metrics::counter::Counter,
+    sessions: Arc<Mutex<lru::LruCache<u64, Session>>>,
 }
 
 impl Front {
@@ -51,6 +58,10 @@ impl Front {
         calls: Arc<Calls>,
         live: Arc<Live>,
         limits: Limits,
+        stall: (
+            Option<std::time::Duration>,
+            prometheus_client::metrics::counter::Counter,
+        ),
     ) -> anyhow::Result<Front> {
         let uri: Uri = upstream
             .parse()
@@ -66,7 +77,11 @@ impl Front {
             calls,
             live,
             limits,
-            sessions: Arc::default(),
+            stall: stall.0,
+            stalls: stall.1,
+            sessions: Arc::new(Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(MAX_SESSIONS).expect("not zero"),
+            ))),
         })
     }
 
@@ -88,14 +103,23 @@ impl Front {
     ) -> Result<Response<Relayed>, (StatusCode, String)> {
         let session = session_key(req.headers().get("mcp-session-id"));
         let (mut parts, body) = req.into_parts();
+        let body = crate::proxy::Stalling::new(body, self.stall, self.stalls.clone());
         let body = Limited::new(body, self.limits.bytes)
             .collect()
             .await
-            .map_err(|_| {
-                (
+            .map_err(|e| match e.downcast_ref::<crate::proxy::BodyError>() {
+                Some(stalled @ crate::proxy::BodyError::Stalled(_)) => (
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the request body: {stalled}"),
+                ),
+                _ if e.is::<http_body_util::LengthLimitError>() => (
                     StatusCode::PAYLOAD_TOO_LARGE,
                     Refused::Bytes(self.limits.bytes).json_rpc(),
-                )
+                ),
+                _ => (
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body could not be read: {e}"),
+                ),
             })?;
         let body = body.to_bytes();
         if parts.method == Method::POST {
@@ -106,7 +130,7 @@ impl Front {
             self.sessions
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&session);
+                .pop(&session);
         }
         parts.uri = self.target(&parts.uri);
         parts.headers.remove(HOST);
@@ -156,27 +180,55 @@ impl Front {
             return Response::from_parts(parts, Tapped { body, events }.boxed());
         }
         // A JSON answer: read whole within the bound, or passed on unread.
-        match Limited::new(body, self.limits.bytes).collect().await {
-            Ok(whole) => {
-                let whole = whole.to_bytes();
-                self.read_answer(session, &whole);
-                Response::from_parts(parts, Full::new(whole).map_err(|e| match e {}).boxed())
+        let (read, body) = self.read_within(body).await;
+        match read {
+            Some(whole) => self.read_answer(session, &whole),
+            None => self.unread(session),
+        }
+        Response::from_parts(parts, body)
+    }
+
+    /// The body's bytes while they fit the bound, and the body to pass on: those bytes, then
+    /// (past the bound) the rest as it comes. `None`: past the bound, or cut short.
+    async fn read_within(&self, mut body: Incoming) -> (Option<Bytes>, Relayed) {
+        let mut held = bytes::BytesMut::new();
+        loop {
+            match body.frame().await {
+                None => {
+                    let whole = held.freeze();
+                    let passed = Full::new(whole.clone()).map_err(|e| match e {}).boxed();
+                    return (Some(whole), passed);
+                }
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        held.extend_from_slice(data);
+                    }
+                    if held.len() > self.limits.bytes {
+                        let first = Some(held.freeze());
+                        return (None, Prefixed { first, rest: body }.boxed());
+                    }
+                }
+                Some(Err(e)) => {
+                    let first = Some(held.freeze());
+                    let failed = Prefixed { first, rest: body }.boxed();
+                    tracing::debug!("the MCP server's answer ended early: {e}");
+                    return (None, failed);
+                }
             }
-            Err(_) => own(
-                StatusCode::BAD_GATEWAY,
-                "the MCP server's answer is past mcp.max_message_bytes",
-            ),
+        }
+    }
+
+    /// An answer past the bound went by unread: if a `tools/list` of its session awaited
+    /// one, the live check says it could not read the catalog instead of waiting for ever.
+    fn unread(&self, session: u64) {
+        if self.with_session(session, |s, _| s.awaits_list()) {
+            self.live.unreadable(self.limits.bytes);
         }
     }
 
     fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        if !sessions.contains_key(&key) && sessions.len() >= MAX_SESSIONS {
-            return f(&mut Session::new(key, self.limits), &self.calls);
-        }
-        let session = sessions
-            .entry(key)
-            .or_insert_with(|| Session::new(key, self.limits));
+        let session = sessions.get_or_insert_mut(key, || Session::new(key, self.limits));
         f(session, &self.calls)
     }
 
@@ -209,6 +261,27 @@ fn own(status: StatusCode, message: &str) -> Response<Relayed> {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// The bytes read so far, then the rest of the body as it comes.
+struct Prefixed {
+    first: Option<Bytes>,
+    rest: Incoming,
+}
+
+impl Body for Prefixed {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.first.take() {
+            Some(first) => Poll::Ready(Some(Ok(Frame::data(first)))),
+            None => Pin::new(&mut self.rest).poll_frame(cx),
+        }
+    }
 }
 
 /// An SSE stream's events, read as they pass: each event's `data` lines, joined, are one
@@ -246,8 +319,10 @@ impl Events {
             let line = line.strip_suffix(b"\r").unwrap_or(&line);
             if line.is_empty() {
                 let data = std::mem::take(&mut self.data);
-                if !std::mem::take(&mut self.spoiled) && !data.is_empty() {
-                    self.front.read_answer(self.session, &data);
+                match std::mem::take(&mut self.spoiled) {
+                    false if !data.is_empty() => self.front.read_answer(self.session, &data),
+                    true => self.front.unread(self.session),
+                    false => {}
                 }
             } else if let Some(value) = line.strip_prefix(b"data:") {
                 if !self.data.is_empty() {

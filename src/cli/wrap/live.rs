@@ -37,6 +37,8 @@ struct State {
     report: Option<String>,
     /// Defects already sent as events: (tool, kind, field).
     reported: HashSet<(String, &'static str, String)>,
+    /// Why the last catalog could not be read (an answer past `mcp.max_message_bytes`).
+    unreadable: Option<String>,
 }
 
 pub struct Live {
@@ -64,8 +66,24 @@ impl Live {
 
     /// The server answered a `tools/list`.
     pub fn listed(&self, list: Value) {
-        self.state().list = Some(list);
+        let mut state = self.state();
+        state.list = Some(list);
+        state.unreadable = None;
+        drop(state);
         self.listed.notify_one();
+    }
+
+    /// An answer past the message bound went by unread while a `tools/list` awaited one: the
+    /// catalog may have been it, and is not checked. Said at `/tools/check` and logged.
+    pub fn unreadable(&self, bound: usize) {
+        let why = format!(
+            "the MCP server's tools/list answer was past mcp.max_message_bytes ({bound} bytes) and passed on unread: its catalog is not checked; raise the bound to check it"
+        );
+        let mut state = self.state();
+        if state.unreadable.is_none() {
+            tracing::warn!("{why}");
+        }
+        state.unreadable = Some(why);
     }
 
     pub async fn check_on_change(self: Arc<Self>) {
@@ -74,8 +92,13 @@ impl Live {
                 () = self.listed.notified() => {}
                 () = self.calls.learned_changed.notified() => {}
             }
-            if let Err(e) = self.check() {
-                tracing::warn!("the live catalog check could not run: {e:#}");
+            // A large catalog against a large spec is seconds of CPU (14,142 tools against
+            // GitHub's: 8.3 s): off the runtime, which serves /healthz on this same thread.
+            let live = self.clone();
+            match tokio::task::spawn_blocking(move || live.check()).await {
+                Ok(Err(e)) => tracing::warn!("the live catalog check could not run: {e:#}"),
+                Err(e) => tracing::warn!("the live catalog check failed: {e}"),
+                Ok(Ok(())) => {}
             }
         }
     }
@@ -169,7 +192,12 @@ impl crate::admin::ToolsView for Live {
         map_toml(&self.calls.learned())
     }
 
-    fn check(&self) -> Option<String> {
-        self.state().report.clone()
+    fn check(&self) -> Result<String, String> {
+        let state = self.state();
+        match (&state.unreadable, &state.report) {
+            (Some(why), _) => Err(why.clone()),
+            (None, Some(report)) => Ok(report.clone()),
+            (None, None) => Err("the MCP server has not listed its tools yet".into()),
+        }
     }
 }

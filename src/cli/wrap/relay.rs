@@ -37,9 +37,11 @@ pub fn both(
     // Never joined: it blocks on stdin until the client closes it or the process ends.
     spawn("wrap-to-server").spawn(move || {
         let Some(stdin) = stdin else { return };
-        let read = move |line: &[u8]| {
+        let read = move |line: Option<&[u8]>| {
             let mut s = client_side.lock().unwrap_or_else(|e| e.into_inner());
-            s.from_client(&client_calls, line);
+            if let Some(line) = line {
+                s.from_client(&client_calls, line);
+            }
         };
         if let Err(e) = lines(std::io::stdin().lock(), stdin, limits.bytes, read) {
             tracing::debug!("the client's stream to the server ended: {e}");
@@ -47,11 +49,17 @@ pub fn both(
     })?;
     let to_client = spawn("wrap-to-client").spawn(move || {
         let Some(stdout) = stdout else { return };
-        let read = move |line: &[u8]| {
-            let listed = {
-                let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-                s.from_server(&calls, line)
+        let read = move |line: Option<&[u8]>| {
+            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(line) = line else {
+                // Past the bound: if a `tools/list` awaited, this may have been its answer.
+                if s.awaits_list() {
+                    live.unreadable(limits.bytes);
+                }
+                return;
             };
+            let listed = s.from_server(&calls, line);
+            drop(s);
             if let Some(list) = listed {
                 live.listed(list);
             }
@@ -131,7 +139,7 @@ fn lines(
     mut from: impl Read,
     mut to: impl Write,
     bound: usize,
-    mut read: impl FnMut(&[u8]),
+    mut read: impl FnMut(Option<&[u8]>),
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
@@ -154,9 +162,7 @@ fn lines(
                 to.write_all(head)?;
             } else {
                 line.extend_from_slice(head);
-                if line.len() <= bound {
-                    read(&line);
-                }
+                read((line.len() <= bound).then_some(&line[..]));
                 to.write_all(&line)?;
                 line.clear();
             }
@@ -167,6 +173,7 @@ fn lines(
         } else {
             line.extend_from_slice(chunk);
             if line.len() > bound {
+                read(None);
                 to.write_all(&line)?;
                 line.clear();
                 passing = true;
@@ -187,10 +194,12 @@ mod tests {
         let mut out = Vec::new();
         let mut seen = Vec::new();
         lines(input.as_bytes(), &mut out, 50, |l| {
-            seen.push(String::from_utf8_lossy(l).into_owned())
+            seen.push(l.map_or("(unread)".into(), |l| {
+                String::from_utf8_lossy(l).into_owned()
+            }))
         })
         .unwrap();
         assert_eq!(out, input.as_bytes());
-        assert_eq!(seen, ["{\"a\":1}\n", "\n", "{\"b\":2}\r\n"]);
+        assert_eq!(seen, ["{\"a\":1}\n", "(unread)", "\n", "{\"b\":2}\r\n"]);
     }
 }
