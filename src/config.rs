@@ -85,6 +85,9 @@ pub struct ForwardConfig {
     pub upstream_ca_file: Option<PathBuf>,
     /// Tunneled hosts named in `driftwatch_tunnels_total` at most; the rest count as `_other`.
     pub host_labels: usize,
+    /// `host:port` a tunnel may reach although it resolves to a loopback, link-local or
+    /// unspecified address, or to one of driftwatch's own listeners (denied otherwise).
+    pub tunnel_allow: Vec<String>,
 }
 
 impl Default for ForwardConfig {
@@ -94,6 +97,7 @@ impl Default for ForwardConfig {
             unknown_hosts: UnknownHosts::Tunnel,
             upstream_ca_file: None,
             host_labels: 50,
+            tunnel_allow: Vec::new(),
         }
     }
 }

@@ -21,6 +21,7 @@ mod reload;
 mod server;
 mod source;
 mod stall;
+mod tunnel;
 pub use stall::{BodyError, Stalling};
 mod store;
 mod tee;

@@ -349,7 +349,7 @@ impl Settings {
         };
         Ok(Settings {
             apis: apis::apis(raw, &only, &fail)?,
-            forward: apis::forward(c),
+            forward: apis::forward(c, &fail)?,
             spec,
             proxy,
             upstream_tls: c.upstream_tls.clone(),

@@ -152,6 +152,25 @@ impl Merged {
         }
         let lines = key_lines(&text);
         for (section, value) in &self.table {
+            // `[[api]]` is an array of tables: each key of each is the file's, though its line
+            // is not kept (before, an `[[api]]` error said "set by the default").
+            if let Some(tables) = value.as_array() {
+                let keys = tables
+                    .iter()
+                    .filter_map(toml::Value::as_table)
+                    .flat_map(|t| t.keys());
+                for key in keys {
+                    let origin = Origin::File {
+                        path: path.into(),
+                        line: None,
+                    };
+                    self.origins
+                        .0
+                        .entry(format!("{section}.{key}"))
+                        .or_insert(origin);
+                }
+                continue;
+            }
             let Some(keys) = value.as_table() else {
                 continue;
             };

@@ -15,21 +15,20 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use super::forward::{ResponseBody, own};
+use super::problem;
+use super::server::{Requests, Stream};
+use super::tunnel::NotOpened;
+use super::{Api, Sidecar};
+use crate::config::UnknownHosts;
+use crate::settings::HostPort;
+use crate::sink::Tunnel;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
-use tokio::net::TcpStream;
-
-use super::forward::{ResponseBody, own};
-use super::problem;
-use super::server::{Requests, Stream};
-use super::{Api, Sidecar};
-use crate::config::UnknownHosts;
-use crate::settings::HostPort;
-use crate::sink::Tunnel;
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -128,12 +127,9 @@ impl Front {
         if let Some(refused) = refusal(s, &host) {
             return refused;
         }
-        let to = match dial(s, &host).await {
+        let to = match super::tunnel::dial(s, &host).await {
             Ok(to) => to,
-            Err(reason) => {
-                s.tunnels.count(&host.to_string(), Tunnel::Failed);
-                return unreachable(&host, &reason);
-            }
+            Err(not) => return not_opened(s, &host, not),
         };
         s.tunnels.count(&host.to_string(), Tunnel::Passed);
         let upgrade = hyper::upgrade::on(req);
@@ -216,10 +212,7 @@ impl Front {
                 s.tunnels.count(&host.to_string(), Tunnel::Passed);
                 response
             }
-            Err(reason) => {
-                s.tunnels.count(&host.to_string(), Tunnel::Failed);
-                unreachable(&host, &reason)
-            }
+            Err(not) => not_opened(s, &host, not),
         }
     }
 }
@@ -232,16 +225,24 @@ fn refusal(s: &Sidecar, host: &HostPort) -> Option<Response<ResponseBody>> {
     })
 }
 
-async fn dial(s: &Sidecar, host: &HostPort) -> Result<TcpStream, String> {
-    let timeout = s.settings.proxy.connect_timeout;
-    let address = (host.host.as_str(), host.port);
-    match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
-        Ok(Ok(stream)) => {
-            let _ = stream.set_nodelay(true);
-            Ok(stream)
+/// A tunnel the policy denied (403, counted as refused) or that could not reach its host
+/// (502, counted as failed).
+fn not_opened(s: &Sidecar, host: &HostPort, not: NotOpened) -> Response<ResponseBody> {
+    match not {
+        NotOpened::Denied(why) => {
+            s.tunnels.count(&host.to_string(), Tunnel::Refused);
+            own(problem::response(
+                StatusCode::FORBIDDEN,
+                "Tunnel denied",
+                &why,
+                "",
+                None,
+            ))
         }
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no connection within {} ms", timeout.as_millis())),
+        NotOpened::Unreachable(reason) => {
+            s.tunnels.count(&host.to_string(), Tunnel::Failed);
+            unreachable(host, &reason)
+        }
     }
 }
 
@@ -249,11 +250,12 @@ async fn pass_on(
     s: &Sidecar,
     req: Request<Incoming>,
     host: &HostPort,
-) -> Result<Response<ResponseBody>, String> {
-    let to = dial(s, host).await?;
+) -> Result<Response<ResponseBody>, NotOpened> {
+    let to = super::tunnel::dial(s, host).await?;
+    let failed = |e: &dyn std::fmt::Display| NotOpened::Unreachable(e.to_string());
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(to))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| failed(&e))?;
     tokio::spawn(conn);
     let (mut parts, body) = req.into_parts();
     super::headers::strip_hop_by_hop(&mut parts.headers, None);
@@ -262,13 +264,16 @@ async fn pass_on(
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .parse()
-        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        .map_err(|e: http::uri::InvalidUri| failed(&e))?;
     let mut sender = sender;
     let request = Request::from_parts(parts, body);
     let timeout = s.settings.proxy.request_timeout;
     let response = match tokio::time::timeout(timeout, sender.send_request(request)).await {
-        Ok(sent) => sent.map_err(|e| e.to_string())?,
-        Err(_) => return Err(format!("no answer within {} ms", timeout.as_millis())),
+        Ok(sent) => sent.map_err(|e| failed(&e))?,
+        Err(_) => {
+            let late = format!("no answer within {} ms", timeout.as_millis());
+            return Err(NotOpened::Unreachable(late));
+        }
     };
     let stall = s.settings.proxy.body_stall_timeout;
     let stalls = s.metrics.body_stalls();

@@ -20,6 +20,10 @@ pub struct ForwardSettings {
     pub ca_dir: PathBuf,
     pub unknown_hosts: UnknownHosts,
     pub host_labels: usize,
+    /// What a tunnel may reach although the policy denies it (`crate::proxy::tunnel`).
+    pub tunnel_allow: Vec<HostPort>,
+    /// The proxy's and the admin port's own addresses: a tunnel never reaches them.
+    pub own: Vec<std::net::SocketAddr>,
 }
 
 /// One API the sidecar serves.
@@ -338,12 +342,27 @@ fn distinct(apis: &[ApiSettings], kind: ProxyKind, fail: &Fail<'_>) -> Result<()
 }
 
 /// The forward proxy's settings.
-pub(super) fn forward(c: &Config) -> ForwardSettings {
-    ForwardSettings {
+pub(super) fn forward(c: &Config, fail: &Fail<'_>) -> Result<ForwardSettings, ConfigError> {
+    let allow = |text: &String| {
+        HostPort::parse(text, 443).ok_or_else(|| {
+            fail(
+                "forward.tunnel_allow",
+                format!("`{text}` is not a host[:port]"),
+            )
+        })
+    };
+    Ok(ForwardSettings {
         ca_dir: c.forward.ca_dir.clone(),
         unknown_hosts: c.forward.unknown_hosts,
         host_labels: c.forward.host_labels,
-    }
+        tunnel_allow: c
+            .forward
+            .tunnel_allow
+            .iter()
+            .map(allow)
+            .collect::<Result<_, _>>()?,
+        own: vec![c.proxy.listen, c.admin.listen],
+    })
 }
 
 #[cfg(test)]

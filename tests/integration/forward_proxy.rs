@@ -178,7 +178,10 @@ async fn curl_through_connect_and_absolute_form_gets_what_the_reverse_proxy_find
 async fn a_host_no_api_serves_is_tunneled_byte_for_byte_and_counted_or_refused() {
     let api = api("tunnel").await;
     let echo = echo_server().await;
-    let forward = start(forward_config(&api, |_| {})).await;
+    // The echo server is on loopback, which a tunnel reaches only when allowed (issue 49).
+    let allow =
+        |c: &mut driftwatch::config::Config| c.forward.tunnel_allow = vec![echo.to_string()];
+    let forward = start(forward_config(&api, allow)).await;
     let payload: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let back = through_connect(forward.addr, echo, &payload).await;
     assert_eq!(back.0, 200);
@@ -339,6 +342,7 @@ async fn the_ca_key_appears_in_no_output_log_event_or_answer() {
         ),
         ("DRIFTWATCH_EVENTS_OUTPUT", events.display().to_string()),
         ("DRIFTWATCH_PROXY_REPORT_HEADER", "true".to_string()),
+        ("DRIFTWATCH_FORWARD_TUNNEL_ALLOW", format!("[\"{echo}\"]")),
         ("RUST_LOG", "debug".to_string()),
     ];
     let args = [
@@ -489,7 +493,10 @@ async fn an_absolute_form_request_for_a_host_no_api_serves_is_passed_on_or_refus
     let api = api("pass").await;
     let other = upstream::start(ok(), Duration::ZERO, None).await;
     let url = format!("http://{}/anything?customer_id=7", other.addr);
-    let forward = start(forward_config(&api, |_| {})).await;
+    let forward = start(forward_config(&api, |c| {
+        c.forward.tunnel_allow = vec![other.addr.to_string()]
+    }))
+    .await;
     let (status, findings) = curl(&["-x", &format!("http://{}", forward.addr), &url]);
     assert_eq!(
         (status, findings.as_str()),

@@ -354,3 +354,78 @@ fn serve_check_reads_the_operators_ca_as_openssl_makes_it_and_refuses_an_unusabl
     assert!(said.contains("none yet: made on first start"), "{said}");
     assert!(!empty.exists(), "--check wrote {}", empty.display());
 }
+
+/// Issue 49's tunnel policy: `unknown_hosts = "tunnel"` reached any host and port, the
+/// sidecar's own admin port and loopback included. A tunnel to a loopback, link-local or
+/// unspecified address, or to driftwatch's own listener, is now a 403 unless
+/// `forward.tunnel_allow` names it; CONNECT and absolute-form alike, however the host is
+/// spelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_to_loopback_or_the_sidecars_own_ports_is_denied_unless_allowed() {
+    let api = api("policy").await;
+    let forward = start(forward_config(&api, |_| {})).await;
+    let admin = forward.admin;
+    for target in [
+        format!("127.0.0.1:{}", admin.port()),
+        format!("localhost:{}", admin.port()),
+        format!("127.1:{}", admin.port()),
+        "[::1]:6379".to_string(),
+        "169.254.169.254:80".to_string(),
+        "0.0.0.0:22".to_string(),
+    ] {
+        let (status, _) = connect(forward.addr, &target).await;
+        assert_eq!(status, 403, "CONNECT {target}");
+    }
+    let absolute = format!(
+        "GET http://127.0.0.1:{}/spec HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n\r\n",
+        admin.port(),
+        admin.port()
+    );
+    let answer = super::sidecar::raw(forward.addr, absolute.as_bytes()).await;
+    assert_eq!(answer.status, 403, "absolute-form to the admin port");
+    assert!(
+        String::from_utf8_lossy(&answer.body).contains("forward.tunnel_allow"),
+        "the answer says how to allow it"
+    );
+    let metrics = scrape(admin).await;
+    let refused = format!(
+        "driftwatch_tunnels_total{{host=\"127.0.0.1:{}\",outcome=\"refused\"}}",
+        admin.port()
+    );
+    assert_eq!(sample(&metrics, &refused), 3.0, "{metrics}");
+    forward.stop().await;
+
+    let allowing = start(forward_config(&api, |c| {
+        c.forward.tunnel_allow = vec![admin.to_string()]
+    }))
+    .await;
+    let (status, _) = connect(allowing.addr, &format!("127.0.0.1:{}", admin.port())).await;
+    assert_eq!(
+        status, 502,
+        "allowed, dialed: the stopped sidecar's port refuses"
+    );
+    allowing.stop().await;
+}
+
+/// An `[[api]]` error named no file ("set by the default"); it names the config file now.
+#[test]
+fn an_api_tables_error_names_the_config_file() {
+    let dir = ca_dir("api-origin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("bad.toml");
+    std::fs::write(
+        &config,
+        "[proxy]\nkind = \"forward\"\n[[api]]\nname = \"x\"\nspec = \"s.yaml\"\nhosts = [\"a b\"]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["serve", "--check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("api.hosts"), "{said}");
+    assert!(said.contains(&config.display().to_string()), "{said}");
+    assert!(!said.contains("set by the default"), "{said}");
+}
