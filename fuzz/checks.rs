@@ -355,3 +355,85 @@ pub fn store_entry(contract: &Contract, data: &[u8]) {
     let _ = tracker.before_write(op, &key, std::time::SystemTime::now(), &mut findings);
     let _ = serde_json::to_string(&findings).unwrap();
 }
+
+/// The MCP relay's reading of calls, ids and answers in any order, across sessions (issue
+/// 49): `data` is a script, two bytes a step (what, and which). Beside `Calls` runs a model
+/// of what is in flight (a reused id holds every call begun under it, an answer or a
+/// cancellation ends them all, a session's end ends its calls, a call past the bound of
+/// 1,024 is not tracked and makes every later request ambiguous). Asserted at every step:
+/// the count in flight is the model's; nothing in flight attributes nothing; one call in
+/// flight is named; past the bound nothing is named; and a tool named is a tool in flight, by
+/// any attribution (never a call already answered).
+pub fn mcp_relay(data: &[u8]) {
+    use driftwatch::mcp::calls::{By, Calls, RequestValues};
+    use driftwatch::mcp::message::Limits;
+    use driftwatch::mcp::relay::Session;
+    use std::collections::BTreeMap;
+
+    const TOOLS: [&str; 4] = ["get_channel", "update_channel", "list_items", "decoy"];
+    let limits = Limits {
+        depth: 64,
+        values: 10_000,
+        bytes: 4096,
+    };
+    let calls = Calls::default();
+    let mut sessions: Vec<Session> = (1..=3).map(|id| Session::new(id, limits)).collect();
+    let mut model: BTreeMap<(u64, String), Vec<&str>> = BTreeMap::new();
+    let mut saturated = false;
+    for step in data.chunks_exact(2) {
+        let (what, which) = (step[0], step[1]);
+        let session = &mut sessions[usize::from(what >> 6) % 3];
+        let sid = session.id;
+        let id = match which & 0x8 {
+            0 => serde_json::json!(which % 8),
+            _ => serde_json::json!(format!("r{}", which % 8)),
+        };
+        match what % 6 {
+            0 | 1 => {
+                let tool = TOOLS[usize::from(which >> 4) % TOOLS.len()];
+                let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": {"channel": which % 3, "name": format!("n{}", which % 5)}}});
+                session.from_client(&calls, message.to_string().as_bytes());
+                match model.values().map(Vec::len).sum::<usize>() >= 1024 {
+                    true => saturated = true,
+                    false => model.entry((sid, id.to_string())).or_default().push(tool),
+                }
+            }
+            2 => {
+                let answer = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}});
+                session.from_server(&calls, answer.to_string().as_bytes());
+                model.remove(&(sid, id.to_string()));
+            }
+            3 => {
+                let cancel = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+                session.from_client(&calls, cancel.to_string().as_bytes());
+                model.remove(&(sid, id.to_string()));
+            }
+            4 => {
+                calls.end_session(sid);
+                model.retain(|(s, _), _| *s != sid);
+            }
+            _ => {
+                // An answer past the bound: passed on unread, it ends nothing.
+                let big = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"{}"}}"#, "x".repeat(5000));
+                session.from_server(&calls, big.as_bytes());
+            }
+        }
+        let held: usize = model.values().map(Vec::len).sum();
+        assert_eq!(calls.in_flight(), held, "in flight, against the model");
+        let target = format!("/channels/{}?name=n{}", which % 3, which % 5);
+        let got = calls.attribute(|| RequestValues::of(&target, Some("/channels/{id}"), None));
+        let tools: Vec<&str> = model.values().flatten().copied().collect();
+        match (tools.as_slice(), &got) {
+            (_, Some(a)) if saturated => assert_eq!(a.by, By::Ambiguous, "past the bound"),
+            ([], None) => {}
+            ([only], Some(a)) => assert_eq!((a.tool.as_deref(), a.by), (Some(*only), By::OnlyCall)),
+            (_, Some(a)) => {
+                if let Some(tool) = a.known() {
+                    assert!(tools.contains(&tool), "{tool} named, in flight: {tools:?}");
+                }
+            }
+            (_, None) => panic!("calls in flight ({tools:?}) and no attribution"),
+        }
+    }
+}
