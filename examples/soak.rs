@@ -18,7 +18,14 @@
 //! Each process's RSS, descriptors and threads are sampled at every fault and their slopes
 //! printed.
 //!
+//! With `--wrap-forward`, `driftwatch wrap` runs too, in forward mode with its MCP front, around
+//! an MCP server of the soak's own that answers each tool call by calling the API through a
+//! `CONNECT` tunnel (`parts/soak_wrap.rs`): two clients call tools over and over, each API
+//! request is compared with what the upstream received, and wrap's RSS, descriptors and
+//! threads are sampled like the others'.
+//!
 //! Usage: cargo run --release --example soak -- SECONDS [path/to/driftwatch] [--mcp-redis]
+//! [--wrap-forward]
 //! Exit 0 when lost and altered are 0 (and, with `--mcp-redis`, no MCP round failed outside a
 //! store fault) and each process's end RSS is within 20 MiB of its RSS after warm-up.
 
@@ -38,6 +45,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+#[path = "parts/soak_wrap.rs"]
+mod soak_wrap;
 
 const FAULT_EVERY: Duration = Duration::from_secs(20);
 const CLIENTS: usize = 8;
@@ -324,6 +334,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let seconds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(60);
     let with_mcp = args.iter().any(|a| a == "--mcp-redis");
+    let with_wrap = args.iter().any(|a| a == "--wrap-forward");
     let binary = args
         .get(2)
         .filter(|a| !a.starts_with("--"))
@@ -412,6 +423,19 @@ async fn main() {
             break;
         }
     }
+    let wrapped = match with_wrap {
+        true => Some(soak_wrap::start(&binary, &dir, &spec, up_addr, free_port).await),
+        false => None,
+    };
+    if let Some(w) = &wrapped {
+        for _ in 0..200 {
+            let ready = format!("http://{}/readyz", w.admin).parse().unwrap();
+            if client.get(ready).await.is_ok_and(|r| r.status() == 200) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let store_fault = Arc::new(AtomicBool::new(false));
     let fault_open = Arc::new(AtomicBool::new(false));
     let mcp_counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
@@ -438,6 +462,44 @@ async fn main() {
                         counts.1.fetch_add(1, Ordering::Relaxed)
                     }
                 };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }));
+    }
+
+    // ok, failed, failed during an upstream fault, altered
+    let wrap_counts = Arc::new([const { AtomicU64::new(0) }; 4]);
+    let wrapped = wrapped.map(Arc::new);
+    let rounds = Arc::new(AtomicU64::new(0));
+    for _ in 0..(if with_wrap { 2 } else { 0 }) {
+        let (client, counts, seen, fault_open) = (
+            client.clone(),
+            wrap_counts.clone(),
+            seen.clone(),
+            fault_open.clone(),
+        );
+        let (wrapped, rounds) = (wrapped.clone().expect("wrap"), rounds.clone());
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        mcp_workers.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let n = rounds.fetch_add(1, Ordering::Relaxed) + 1;
+                let during = fault_open.load(Ordering::SeqCst);
+                let at = match soak_wrap::round(&client, &wrapped, n).await {
+                    Ok(target) => {
+                        let want = digest("GET", target, "", b"");
+                        let got = seen.lock().unwrap().remove(&format!("soak-wrap-{n}"));
+                        match got.as_deref() == Some(want.as_str()) {
+                            true => 0,
+                            false => 3,
+                        }
+                    }
+                    Err(_) if during || fault_open.load(Ordering::SeqCst) => 2,
+                    Err(e) => {
+                        eprintln!("wrap round {n}: {e}");
+                        1
+                    }
+                };
+                counts[at].fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }));
@@ -515,6 +577,8 @@ async fn main() {
     let rss_start = rss_kib(pid);
     let mut rss_max = rss_start;
     let (mut serve_samples, mut mcp_samples) = (Samples::default(), Samples::default());
+    let mut wrap_samples = Samples::default();
+    let wrap_pid = wrapped.as_ref().map(|w| w.child.id());
     let sample_all =
         |serve: &mut Samples, mcp: &mut Samples, mcp_child: &Option<std::process::Child>| {
             let at = started.elapsed().as_secs_f64();
@@ -524,12 +588,18 @@ async fn main() {
             }
         };
     sample_all(&mut serve_samples, &mut mcp_samples, &mcp_child);
+    if let Some(wrap) = wrap_pid {
+        wrap_samples.take(wrap, started.elapsed().as_secs_f64());
+    }
     let mut faults: HashMap<&str, u64> = HashMap::new();
     let mut turn = 0u64;
     while Instant::now() + FAULT_EVERY < deadline {
         tokio::time::sleep(FAULT_EVERY).await;
         rss_max = rss_max.max(rss_kib(pid));
         sample_all(&mut serve_samples, &mut mcp_samples, &mcp_child);
+        if let Some(wrap) = wrap_pid {
+            wrap_samples.take(wrap, started.elapsed().as_secs_f64());
+        }
         turn += 1;
         let kinds: &[&str] = if with_mcp {
             &[
@@ -618,6 +688,9 @@ async fn main() {
         let _ = w.await;
     }
     sample_all(&mut serve_samples, &mut mcp_samples, &mcp_child);
+    if let Some(wrap) = wrap_pid {
+        wrap_samples.take(wrap, started.elapsed().as_secs_f64());
+    }
     let rss_end = rss_kib(pid);
     let c = &counts;
     println!(
@@ -656,13 +729,30 @@ async fn main() {
         mcp_clean = failed.load(Ordering::Relaxed) == 0;
         let _ = mcp.kill();
     }
+    let mut wrap_clean = true;
+    if let Some(wrapped) = wrapped.and_then(Arc::into_inner) {
+        let [ok, failed, during, altered] = &*wrap_counts;
+        println!(
+            "wrap rounds (a tool call, a CONNECT, TLS, the API request; every 25th a denied tunnel): ok {}, failed {}, failed during upstream faults {}, altered {}",
+            ok.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed),
+            during.load(Ordering::Relaxed),
+            altered.load(Ordering::Relaxed),
+        );
+        flat &= wrap_samples.report("wrap");
+        wrap_clean = failed.load(Ordering::Relaxed) == 0 && altered.load(Ordering::Relaxed) == 0;
+        let mut child = wrapped.child;
+        let _ = child.kill();
+    }
     if let Some(mut r) = redis.take() {
         let _ = r.kill();
     }
     let _ = child.kill();
     let _ = std::fs::remove_dir_all(&dir);
     let flat = flat && rss_end <= rss_start + 20 * 1024;
-    let clean =
-        c.lost.load(Ordering::Relaxed) == 0 && c.altered.load(Ordering::Relaxed) == 0 && mcp_clean;
+    let clean = c.lost.load(Ordering::Relaxed) == 0
+        && c.altered.load(Ordering::Relaxed) == 0
+        && mcp_clean
+        && wrap_clean;
     std::process::exit(if clean && flat { 0 } else { 1 });
 }

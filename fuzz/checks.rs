@@ -415,7 +415,10 @@ pub fn mcp_relay(data: &[u8]) {
             }
             _ => {
                 // An answer past the bound: passed on unread, it ends nothing.
-                let big = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"{}"}}"#, "x".repeat(5000));
+                let big = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":"{}"}}"#,
+                    "x".repeat(5000)
+                );
                 session.from_server(&calls, big.as_bytes());
             }
         }

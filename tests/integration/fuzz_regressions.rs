@@ -94,8 +94,7 @@ fn mcp_relay() {
     // Two steps each: (what, which). A call, its id reused by another tool, an answer past
     // the bound (ends nothing), then its answer (ends both); a session's end.
     let call = |tool: u8, id: u8| [0u8, tool << 4 | id];
-    let mut script: Vec<u8> = [call(0, 1), call(1, 1), [5, 1], call(2, 2), [2, 1], [4, 0]]
-        .concat();
+    let mut script: Vec<u8> = [call(0, 1), call(1, 1), [5, 1], call(2, 2), [2, 1], [4, 0]].concat();
     checks::mcp_relay(&script);
     // 1,025 calls under one id: the last goes untracked, and nothing is named after.
     script = (0..1_025).flat_map(|_| call(3, 0)).collect();
