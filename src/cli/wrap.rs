@@ -124,7 +124,7 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
     let code = runtime.block_on(async move {
         let admin_listen = settings.admin.listen;
         let mut sidecar = build(settings, None).await?;
-        let calls = Arc::new(Calls::default());
+        let calls = Arc::new(Calls::counted(sidecar.tool_metrics.untracked()));
         sidecar.calls = Some(calls.clone());
         let sidecar = Arc::new(sidecar);
         let bind = |addr| async move {

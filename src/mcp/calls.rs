@@ -114,27 +114,23 @@ struct State {
     /// Calls held in `in_flight`, all ids together.
     held: usize,
     learned: BTreeMap<String, BTreeSet<String>>,
-    /// Calls begun while `MAX_IN_FLIGHT` were in flight.
-    untracked: u64,
-    /// Calls let go unanswered after `CALL_TTL`.
-    expired: u64,
     /// Until then, a call may be in flight untracked: no request is named by what is.
     incomplete_until: Option<Instant>,
 }
 
 impl State {
-    /// Let go of every call older than `CALL_TTL`.
-    fn expire(&mut self, now: Instant) {
+    /// Let go of every call older than `CALL_TTL`; how many.
+    fn expire(&mut self, now: Instant) -> u64 {
         let before = self.held;
         self.in_flight.retain(|_, calls| {
             calls.retain(|c| now.duration_since(c.began) < CALL_TTL);
             !calls.is_empty()
         });
         self.held = self.in_flight.values().map(Vec::len).sum();
-        self.expired += (before - self.held) as u64;
         if self.incomplete_until.is_some_and(|until| now >= until) {
             self.incomplete_until = None;
         }
+        (before - self.held) as u64
     }
 
     fn remove(&mut self, key: &(u64, String)) {
@@ -144,15 +140,33 @@ impl State {
     }
 }
 
+/// Calls let go without their answer, as `driftwatch_tool_calls_untracked_total{reason}`
+/// counts them: `bound`, begun while `MAX_IN_FLIGHT` were in flight; `expired`, unanswered
+/// after `CALL_TTL`. Counters the sink registers, or fresh ones nobody reads.
+#[derive(Clone, Default)]
+pub struct Untracked {
+    pub bound: prometheus_client::metrics::counter::Counter,
+    pub expired: prometheus_client::metrics::counter::Counter,
+}
+
 /// The calls in flight for one MCP server, and the map learned from them.
 #[derive(Default)]
 pub struct Calls {
     state: Mutex<State>,
+    untracked: Untracked,
     /// Woken when the learned map gains an entry: the live catalog check runs again.
     pub learned_changed: tokio::sync::Notify,
 }
 
 impl Calls {
+    /// Calls whose losses go to `untracked`.
+    pub fn counted(untracked: Untracked) -> Calls {
+        Calls {
+            untracked,
+            ..Calls::default()
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -167,9 +181,9 @@ impl Calls {
         values.dedup();
         let now = Instant::now();
         let mut state = self.state();
-        state.expire(now);
+        self.untracked.expired.inc_by(state.expire(now));
         if state.held >= MAX_IN_FLIGHT {
-            state.untracked += 1;
+            self.untracked.bound.inc();
             state.incomplete_until = Some(now + CALL_TTL);
             return;
         }
@@ -208,7 +222,7 @@ impl Calls {
     /// `values` are computed only when several calls are in flight.
     pub fn attribute(&self, values: impl FnOnce() -> RequestValues) -> Option<Attribution> {
         let mut state = self.state();
-        state.expire(Instant::now());
+        self.untracked.expired.inc_by(state.expire(Instant::now()));
         let calls: Vec<&Call> = state.in_flight.values().flatten().collect();
         let named = |tool: &Arc<str>, by| Attribution {
             tool: Some(tool.clone()),
@@ -280,12 +294,12 @@ impl Calls {
     }
 
     pub fn untracked(&self) -> u64 {
-        self.state().untracked
+        self.untracked.bound.get()
     }
 
     /// Calls let go unanswered after [`CALL_TTL`] so far.
     pub fn expired(&self) -> u64 {
-        self.state().expired
+        self.untracked.expired.get()
     }
 }
 

@@ -35,8 +35,14 @@ struct DefectLabels {
     kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UntrackedLabels {
+    reason: &'static str,
+}
+
 pub struct ToolMetrics {
     requests: Family<RequestLabels, Counter>,
+    untracked: Family<UntrackedLabels, Counter>,
     findings: Family<FindingLabels, Counter>,
     defects: Family<DefectLabels, Gauge>,
     tools: BoundedLabel,
@@ -46,6 +52,7 @@ impl ToolMetrics {
     pub fn new(registry: &mut Registry) -> ToolMetrics {
         let m = ToolMetrics {
             requests: Family::default(),
+            untracked: Family::default(),
             findings: Family::default(),
             defects: Family::default(),
             tools: BoundedLabel::new(TOOL_LABELS),
@@ -55,6 +62,11 @@ impl ToolMetrics {
             "tool_requests",
             "API requests by the tool call that caused them (driftwatch wrap): tool, and attribution (only_call, only_tool, arguments, ambiguous, header; none: no call in flight)",
             m.requests.clone(),
+        );
+        r.register(
+            "tool_calls_untracked",
+            "Tool calls driftwatch wrap let go without their answer: reason bound (begun while 1,024 were in flight: requests are ambiguous until they could have expired) or expired (unanswered after 5 minutes)",
+            m.untracked.clone(),
         );
         r.register(
             "tool_findings",
@@ -67,6 +79,20 @@ impl ToolMetrics {
             m.defects.clone(),
         );
         m
+    }
+
+    /// The counters the calls in flight count their losses in, each series at zero from the
+    /// start.
+    pub fn untracked(&self) -> crate::mcp::calls::Untracked {
+        let series = |reason| {
+            self.untracked
+                .get_or_create(&UntrackedLabels { reason })
+                .clone()
+        };
+        crate::mcp::calls::Untracked {
+            bound: series("bound"),
+            expired: series("expired"),
+        }
     }
 
     /// One API request, and the tool it was tied to (`None`: no call was in flight).

@@ -255,6 +255,13 @@ async fn the_mcp_front_cuts_a_stalled_body_passes_a_large_answer_on_and_outlives
     })
     .await;
 
+    // The calls let go without an answer are counted, each reason at zero from the start.
+    let metrics = super::sidecar::scrape(admin).await;
+    for reason in ["bound", "expired"] {
+        let series = format!("driftwatch_tool_calls_untracked_total{{reason=\"{reason}\"}} 0");
+        assert!(metrics.contains(&series), "{metrics}");
+    }
+
     // Past the bound, passed on unread and whole.
     let (status, body) = post(
         front,

@@ -95,15 +95,26 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     ] {
         raw(dw.addr, request.as_bytes()).await;
     }
-    let (mut families, mut samples) = exported(&scrape(dw.admin).await);
+    // `driftwatch_spec_warnings` has its series once the whole-document checks ran, which
+    // the sidecar leaves to after ready: wait for them.
+    let text = super::util::eventually("the spec's warnings counted", || async {
+        let text = scrape(dw.admin).await;
+        text.contains("# TYPE driftwatch_spec_warnings ")
+            .then_some(text)
+    })
+    .await;
+    let (mut families, mut samples) = exported(&text);
     dw.stop().await;
     // Exported once `driftwatch wrap` has checked a catalog (tests/integration/wrap.rs scrapes
     // it from a real server's).
     let wrap_only = "driftwatch_catalog_defects";
     assert!(families.insert(wrap_only.into()) && samples.insert(wrap_only.into()));
+    // Exported by `driftwatch wrap` from its start (tests/integration/hostile_wrap.rs).
+    let wrap_only = "driftwatch_tool_calls_untracked_total";
+    assert!(families.insert(wrap_only.into()) && samples.insert(wrap_only.into()));
     assert_eq!(
         families.len(),
-        40,
+        41,
         "every metric driftwatch registers: {families:?}"
     );
 
