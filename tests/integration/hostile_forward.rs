@@ -49,20 +49,8 @@ async fn connect(proxy: std::net::SocketAddr, target: &str) -> (u16, TcpStream) 
 /// A TLS client trusting both driftwatch's CA and the mock's, so that a tunnel reaching the
 /// mock unaudited would succeed as well as an intercepted connection.
 fn trusting_both(api: &Api) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for file in [api.ca_dir.join("ca.pem"), api.pki.ca_pem.clone()] {
-        for cert in driftwatch::proxy::read_certs(&file).unwrap() {
-            roots.add(cert).unwrap();
-        }
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(tls))
+    let files = [api.ca_dir.join("ca.pem"), api.pki.ca_pem.clone()];
+    tokio_rustls::TlsConnector::from(Arc::new(super::transport::trusting(&files)))
 }
 
 /// Through a `CONNECT` to `target`, TLS to 127.0.0.1, then a drifted GET: its status.
@@ -217,9 +205,14 @@ fn check_with_ca(ca_dir: &std::path::Path) -> (i32, String) {
         ),
     )
     .unwrap();
+    serve_check(&config)
+}
+
+/// `driftwatch serve --check --config CONFIG`: its exit code and what it wrote.
+fn serve_check(config: &std::path::Path) -> (i32, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
         .args(["serve", "--check", "--config"])
-        .arg(&config)
+        .arg(config)
         .output()
         .unwrap();
     let said =
@@ -418,13 +411,8 @@ fn an_api_tables_error_names_the_config_file() {
         "[proxy]\nkind = \"forward\"\n[[api]]\nname = \"x\"\nspec = \"s.yaml\"\nhosts = [\"a b\"]\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(["serve", "--check", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{said}");
+    let (code, said) = serve_check(&config);
+    assert_eq!(code, 2, "{said}");
     assert!(said.contains("api.hosts"), "{said}");
     assert!(said.contains(&config.display().to_string()), "{said}");
     assert!(!said.contains("set by the default"), "{said}");

@@ -15,20 +15,29 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// `driftwatch wrap` of the Channels spec around `command`, its admin port at `admin`.
-fn wrap(admin: std::net::SocketAddr, extra: &[&str], command: &[&str]) -> Command {
+/// `driftwatch wrap ARGS -- COMMAND`, its stdio piped (the client's side kept open), its
+/// stderr dropped.
+fn wrap(args: &[&str], command: &[&str]) -> Command {
     let mut wrap = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
-    wrap.args(["wrap", "--spec"])
-        .arg(example("channels.openapi.yaml"))
-        .args(["--upstream", "http://127.0.0.1:9", "--admin-listen"])
-        .arg(admin.to_string())
-        .args(extra)
+    wrap.arg("wrap")
+        .args(args)
         .arg("--")
         .args(command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::null());
     wrap
+}
+
+/// `wrap`'s arguments for the Channels spec, its API nowhere.
+fn channels() -> [String; 4] {
+    let spec = example("channels.openapi.yaml").display().to_string();
+    [
+        "--spec".into(),
+        spec,
+        "--upstream".into(),
+        "http://127.0.0.1:9".into(),
+    ]
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -64,8 +73,10 @@ fn sigterm_stops_a_server_started_through_a_shell_and_wrap_exits() {
     let pid_file = dir.join("server.pid");
     // `sleep` is the grandchild, holding the relayed stdout open, as `npx`'s node does.
     let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
-    let admin = free_addr();
-    let mut child = wrap(admin, &[], &["sh", "-c", &script]).spawn().unwrap();
+    let admin = free_addr().to_string();
+    let [a, b, c, d] = channels();
+    let args = [a.as_str(), &b, &c, &d, "--admin-listen", &admin];
+    let mut child = wrap(&args, &["sh", "-c", &script]).spawn().unwrap();
     wait_for("the server to start", || pid_in(&pid_file).is_some());
     let server = pid_in(&pid_file).unwrap();
     assert!(alive(server));
@@ -120,21 +131,10 @@ fn wrap_only_reads_the_ca_directory() {
         "echo \"$SSL_CERT_FILE\" > {}; exec sleep 300",
         told.display()
     );
-    let mut wrap = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
-    wrap.args(["wrap", "--config"])
-        .arg(&config)
-        .args([
-            "--admin-listen",
-            &free_addr().to_string(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let child = wrap.spawn().unwrap();
+    let (config, admin) = (config.display().to_string(), free_addr().to_string());
+    let args = ["--config", config.as_str(), "--admin-listen", &admin];
+    let wrap = wrap(&args, &["sh", "-c", &script]);
+    let child = { wrap }.spawn().unwrap();
     wait_for("the server to be told its trust", || {
         std::fs::read_to_string(&told).is_ok_and(|t| t.ends_with('\n'))
     });
@@ -162,20 +162,8 @@ fn two_wrapped_servers_with_the_default_admin_port_both_start() {
         .map(|i| {
             let marker = dir.join(format!("started-{i}"));
             let script = format!("echo up > {}; exec sleep 300", marker.display());
-            let mut wrap = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
-            wrap.args(["wrap", "--spec"])
-                .arg(example("channels.openapi.yaml"))
-                .args([
-                    "--upstream",
-                    "http://127.0.0.1:9",
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null());
+            let [a, b, c, d] = channels();
+            let mut wrap = wrap(&[a.as_str(), &b, &c, &d], &["sh", "-c", &script]);
             let child = wrap.spawn().unwrap();
             wait_for("a wrapped server to start", || marker.exists());
             child

@@ -25,6 +25,21 @@ pub struct Pki {
     pub acceptor: tokio_rustls::TlsAcceptor,
 }
 
+/// A TLS client config trusting the CA certificates in `files` (PEM) alone.
+pub fn trusting(files: &[std::path::PathBuf]) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for file in files {
+        for cert in driftwatch::proxy::read_certs(file).unwrap() {
+            roots.add(cert).unwrap();
+        }
+    }
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
 /// A test CA and a `localhost` server certificate it signed, written to a temp dir.
 pub fn pki(name: &str) -> Pki {
     pki_for(name, &["localhost"])
@@ -160,17 +175,7 @@ async fn the_listener_serves_tls() {
         c.proxy.tls_key = Some(pki.key_pem.clone());
     }))
     .await;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in driftwatch::proxy::read_certs(&pki.ca_pem).unwrap() {
-        roots.add(cert).unwrap();
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let tls = trusting(std::slice::from_ref(&pki.ca_pem));
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only()

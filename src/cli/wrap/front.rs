@@ -176,8 +176,13 @@ impl Front {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let (parts, body) = response.into_parts();
         if sse {
-            let events = Events::new(self.clone(), session);
-            return Response::from_parts(parts, Tapped { body, events }.boxed());
+            let events = Some(Events::new(self.clone(), session));
+            let tapped = Tapped {
+                first: None,
+                body,
+                events,
+            };
+            return Response::from_parts(parts, tapped.boxed());
         }
         // A JSON answer: read whole within the bound, or passed on unread.
         let (read, body) = self.read_within(body).await;
@@ -204,15 +209,12 @@ impl Front {
                         held.extend_from_slice(data);
                     }
                     if held.len() > self.limits.bytes {
-                        let first = Some(held.freeze());
-                        return (None, Prefixed { first, rest: body }.boxed());
+                        return (None, passed(held.freeze(), body));
                     }
                 }
                 Some(Err(e)) => {
-                    let first = Some(held.freeze());
-                    let failed = Prefixed { first, rest: body }.boxed();
                     tracing::debug!("the MCP server's answer ended early: {e}");
-                    return (None, failed);
+                    return (None, passed(held.freeze(), body));
                 }
             }
         }
@@ -239,6 +241,17 @@ impl Front {
     }
 }
 
+/// `first`, then the rest of `body`, unread.
+fn passed(first: Bytes, body: Incoming) -> Relayed {
+    let first = Some(first);
+    Tapped {
+        first,
+        body,
+        events: None,
+    }
+    .boxed()
+}
+
 /// A session id as a key (0: no session).
 fn session_key(id: Option<&HeaderValue>) -> u64 {
     id.map_or(0, |id| {
@@ -261,27 +274,6 @@ fn own(status: StatusCode, message: &str) -> Response<Relayed> {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
-}
-
-/// The bytes read so far, then the rest of the body as it comes.
-struct Prefixed {
-    first: Option<Bytes>,
-    rest: Incoming,
-}
-
-impl Body for Prefixed {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.first.take() {
-            Some(first) => Poll::Ready(Some(Ok(Frame::data(first)))),
-            None => Pin::new(&mut self.rest).poll_frame(cx),
-        }
-    }
 }
 
 /// An SSE stream's events, read as they pass: each event's `data` lines, joined, are one
@@ -339,10 +331,12 @@ impl Events {
     }
 }
 
-/// The server's SSE body, its frames passed on as they come, their bytes read by `events`.
+/// The server's body passed on as it comes: first the bytes already read (an answer past the
+/// bound), then its frames, their bytes read by `events` (an SSE stream's) when there are any.
 struct Tapped {
+    first: Option<Bytes>,
     body: Incoming,
-    events: Events,
+    events: Option<Events>,
 }
 
 impl Body for Tapped {
@@ -353,22 +347,29 @@ impl Body for Tapped {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(data) = frame.data_ref()
+            && let Some(events) = &mut self.events
         {
             let data = data.clone();
-            self.events.feed(&data);
+            events.feed(&data);
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.first.is_none() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
+        match &self.first {
+            Some(_) => http_body::SizeHint::default(),
+            None => self.body.size_hint(),
+        }
     }
 }
 
