@@ -19,6 +19,7 @@ mod problem;
 mod record;
 mod reload;
 mod server;
+mod sniff;
 mod source;
 mod stall;
 mod tunnel;

@@ -286,12 +286,3 @@ impl Operation {
         }
     }
 }
-
-impl Param {
-    pub fn item_type(&self) -> &FieldType {
-        match &self.summary.ty {
-            FieldType::Array(item) => item,
-            other => other,
-        }
-    }
-}

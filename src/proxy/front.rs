@@ -166,16 +166,16 @@ impl Front {
         let hits = s.limit_hits();
         self.after.set(Box::pin(async move {
             let Ok(upgraded) = upgrade.await else { return };
-            let acceptor = tokio_rustls::TlsAcceptor::from(config);
-            let handshake = acceptor.accept(TokioIo::new(upgraded));
             // The CONNECT was the connection's first request, so the listener's head deadline
             // is met; a ClientHello trickled a byte at a time would keep it from going idle.
-            let handshake = match deadline {
-                Some(deadline) => tokio::time::timeout(deadline, handshake).await,
-                None => Ok(handshake.await),
+            let opened = opened(TokioIo::new(upgraded), config);
+            let opened = match deadline {
+                Some(deadline) => tokio::time::timeout(deadline, opened).await,
+                None => Ok(opened.await),
             };
-            let tls = match handshake {
-                Ok(Ok(tls)) => tls,
+            let stream = match opened {
+                Ok(Ok(Some(stream))) => stream,
+                Ok(Ok(None)) => return,
                 Ok(Err(e)) => {
                     tracing::debug!(%host, "TLS handshake inside CONNECT failed: {e}");
                     return;
@@ -186,8 +186,7 @@ impl Front {
                     return;
                 }
             };
-            let tls: Stream = Box::new(tls);
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), inner);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), inner);
             let served = conn.await;
             if let Err(e) = served {
                 tracing::debug!(%host, "intercepted connection ended: {e}");
@@ -215,6 +214,22 @@ impl Front {
             Err(not) => not_opened(s, &host, not),
         }
     }
+}
+
+/// The stream inside an intercepted tunnel, as the client opened it: TLS ended with the host's
+/// leaf, or plain HTTP (`sniff`); `None` when it closed before a byte.
+async fn opened(
+    io: TokioIo<hyper::upgrade::Upgraded>,
+    config: Arc<rustls::ServerConfig>,
+) -> std::io::Result<Option<Stream>> {
+    let Some(sniffed) = super::sniff::Sniffed::read(io).await? else {
+        return Ok(None);
+    };
+    if !sniffed.is_tls() {
+        return Ok(Some(Box::new(sniffed)));
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    Ok(Some(Box::new(acceptor.accept(sniffed).await?)))
 }
 
 /// Under `forward.unknown_hosts = "refuse"`, the 403 for a host no API serves, counted.

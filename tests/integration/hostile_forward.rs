@@ -417,3 +417,28 @@ fn an_api_tables_error_names_the_config_file() {
     assert!(said.contains(&config.display().to_string()), "{said}");
     assert!(!said.contains("set by the default"), "{said}");
 }
+
+/// Issue 51, item 5: plain HTTP inside a `CONNECT` to an intercepted host died (TLS was always
+/// attempted). The first byte tells TLS from HTTP now, and a plain request is audited like any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_inside_an_intercepted_connect_is_audited() {
+    let api = api("plain").await;
+    let forward = start(forward_config(&api, |_| {})).await;
+    let (status, mut stream) = connect(forward.addr, "api.test:80").await;
+    assert_eq!(status, 200);
+    let request = "GET /api/v1/playouts?pageSize=abc&customer_id=7 HTTP/1.1\r\nhost: api.test\r\nconnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("unknown_query_param:customer_id"),
+        "{answer}"
+    );
+    assert_eq!(api.up.recorded().len(), 1, "sent on to the API");
+    forward.stop().await;
+}
