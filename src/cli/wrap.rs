@@ -72,7 +72,7 @@ pub struct WrapArgs {
     /// Where MCP clients connect with --mcp-upstream.
     #[arg(long, default_value = "127.0.0.1:8070", requires = "mcp_upstream")]
     mcp_listen: std::net::SocketAddr,
-    /// The MCP server to run, and its arguments.
+    /// The MCP server to run, and its arguments (`{url}` in them is the sidecar's URL).
     #[arg(
         last = true,
         required_unless_present = "mcp_upstream",
@@ -156,7 +156,13 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
         tokio::spawn(live.clone().check_on_change());
         let mut child = match args.command.is_empty() {
             true => None,
-            false => Some(spawn(&args.command, &env, args.mcp_upstream.is_none())?),
+            false => {
+                // `{url}` in the server's own arguments too (`--api-url {url}`), as in --env.
+                let command: Vec<String> = (args.command.iter())
+                    .map(|arg| arg.replace("{url}", &url))
+                    .collect();
+                Some(spawn(&command, &env, args.mcp_upstream.is_none())?)
+            }
         };
         let relayed = mcp_side(args, &sidecar, child.as_mut(), calls, live.clone()).await?;
         tracing::info!(admin = %admin.local_addr()?, proxy = %url, "driftwatch wrap: serving");

@@ -24,6 +24,9 @@ pub fn base_text(configured: Option<&str>, contract: &Contract) -> String {
 
 /// Requests per window.
 pub const WINDOW: u64 = 100;
+/// The share is reported every this many requests of a window, so that a sidecar where most
+/// requests route nowhere says so from its 20th request, not its 100th.
+pub const EARLY: u64 = 20;
 
 #[derive(Default)]
 pub struct Unrouted {
@@ -35,13 +38,16 @@ pub struct Unrouted {
     warning: Mutex<Option<String>>,
 }
 
-/// What a closed window found: the share of it that routed nowhere.
+/// What a window found so far: the share of it that routed nowhere, and whether it closed.
 pub struct Closed {
     pub share: f64,
+    /// The window's end: only then is the warning settled.
+    pub closed: bool,
 }
 
 impl Unrouted {
-    /// Count one audited request. Returns the window it closed, if it closed one.
+    /// Count one audited request. Returns the window's share so far every [`EARLY`] requests,
+    /// and the window it closed, if it closed one.
     pub fn record(&self, routed: bool, path: &str) -> Option<Closed> {
         if !routed {
             self.nowhere.fetch_add(1, Ordering::Relaxed);
@@ -50,19 +56,28 @@ impl Unrouted {
             // At a character boundary: a path's bytes past ASCII are the peer's to choose.
             last.push_str(&path[..path.floor_char_boundary(2048)]);
         }
-        if self.seen.fetch_add(1, Ordering::Relaxed) + 1 < WINDOW {
-            return None;
+        let seen = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        if seen < WINDOW {
+            let nowhere = self.nowhere.load(Ordering::Relaxed).min(seen);
+            return seen.is_multiple_of(EARLY).then(|| Closed {
+                share: nowhere as f64 / seen as f64,
+                closed: false,
+            });
         }
         self.seen.store(0, Ordering::Relaxed);
         let nowhere = self.nowhere.swap(0, Ordering::Relaxed).min(WINDOW);
         Some(Closed {
             share: nowhere as f64 / WINDOW as f64,
+            closed: true,
         })
     }
 
     /// Settle the warning after a closed window: set it (and log it once) when at least half
     /// routed nowhere, clear it (and say so) when traffic routes again.
     pub fn settle(&self, closed: &Closed, contract: &Contract, base: &str) {
+        if !closed.closed {
+            return;
+        }
         let mut warning = self.warning.lock().unwrap_or_else(|e| e.into_inner());
         match (closed.share >= 0.5, warning.is_some()) {
             (true, false) => {
@@ -114,5 +129,28 @@ mod tests {
         let last = unrouted.last.lock().unwrap();
         assert_eq!(last.len(), 2047);
         assert!(path.starts_with(last.as_str()));
+    }
+
+    /// Issue 50: the share read 0 until a window's 100th request, even when 91 % routed
+    /// nowhere; it is reported every 20 requests now, and the warning waits for the window.
+    #[test]
+    fn the_share_is_reported_from_the_20th_request_and_the_window_closes_at_100() {
+        let unrouted = Unrouted::default();
+        let mut reported = Vec::new();
+        for n in 1..=WINDOW {
+            if let Some(c) = unrouted.record(n % 10 == 0, "/v2/x") {
+                reported.push((n, c.share, c.closed));
+            }
+        }
+        assert_eq!(
+            reported,
+            [
+                (20, 0.9, false),
+                (40, 0.9, false),
+                (60, 0.9, false),
+                (80, 0.9, false),
+                (100, 0.9, true)
+            ]
+        );
     }
 }

@@ -304,3 +304,28 @@ async fn the_mcp_front_cuts_a_stalled_body_passes_a_large_answer_on_and_outlives
     );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// Issue 50: `{url}` was filled in `--env` values only; a server that takes its API's URL as
+/// an argument (`--api-url {url}`) got the braces. It is filled in the arguments too.
+#[test]
+fn url_is_filled_in_the_servers_arguments() {
+    let dir = scratch("url-arg");
+    let told = dir.join("told");
+    let script = format!("echo \"$0\" > {}; exec sleep 300", told.display());
+    let [a, b, c, d] = channels();
+    let child = wrap(
+        &[a.as_str(), &b, &c, &d],
+        &["sh", "-c", &script, "{url}/api"],
+    )
+    .spawn()
+    .unwrap();
+    wait_for("the server to say its argument", || {
+        std::fs::read_to_string(&told).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let said = std::fs::read_to_string(&told).unwrap();
+    assert!(
+        said.starts_with("http://127.0.0.1:") && said.trim_end().ends_with("/api"),
+        "{said}"
+    );
+    stop(child);
+}
