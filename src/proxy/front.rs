@@ -15,6 +15,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Either;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::conn::auto;
+
 use super::forward::{ResponseBody, own};
 use super::problem;
 use super::server::{Requests, Stream};
@@ -23,12 +30,6 @@ use super::{Api, Sidecar};
 use crate::config::UnknownHosts;
 use crate::settings::HostPort;
 use crate::sink::Tunnel;
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::Either;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use hyper_util::server::conn::auto;
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -246,13 +247,7 @@ fn not_opened(s: &Sidecar, host: &HostPort, not: NotOpened) -> Response<Response
     match not {
         NotOpened::Denied(why) => {
             s.tunnels.count(&host.to_string(), Tunnel::Refused);
-            own(problem::response(
-                StatusCode::FORBIDDEN,
-                "Tunnel denied",
-                &why,
-                "",
-                None,
-            ))
+            answer(StatusCode::FORBIDDEN, "Tunnel denied", &why)
         }
         NotOpened::Unreachable(reason) => {
             s.tunnels.count(&host.to_string(), Tunnel::Failed);
@@ -302,13 +297,7 @@ async fn pass_on(
 /// client error.
 pub(super) fn unopenable(s: &Sidecar, why: &str) -> Response<ResponseBody> {
     s.metrics.client_error("connect_target");
-    own(problem::response(
-        StatusCode::BAD_REQUEST,
-        "Bad CONNECT",
-        why,
-        "",
-        None,
-    ))
+    answer(StatusCode::BAD_REQUEST, "Bad CONNECT", why)
 }
 
 /// 404 for an origin-form request no API serves (several APIs, and neither a prefix nor a
@@ -328,13 +317,12 @@ pub(super) fn no_api<B>(s: &Sidecar, req: &Request<B>) -> Response<ResponseBody>
         req.uri().path(),
         names.join(", ")
     );
-    own(problem::response(
-        StatusCode::NOT_FOUND,
-        "No API",
-        &detail,
-        "",
-        None,
-    ))
+    answer(StatusCode::NOT_FOUND, "No API", &detail)
+}
+
+/// The front's own problem+json answer: `status`, its `title` and `detail`.
+fn answer(status: StatusCode, title: &str, detail: &str) -> Response<ResponseBody> {
+    own(problem::response(status, title, detail, "", None))
 }
 
 fn established() -> Response<ResponseBody> {
@@ -344,23 +332,10 @@ fn established() -> Response<ResponseBody> {
 fn refused(host: &HostPort) -> Response<ResponseBody> {
     let detail =
         format!("no API of this sidecar serves {host}, and forward.unknown_hosts is \"refuse\"");
-    own(problem::response(
-        StatusCode::FORBIDDEN,
-        "Host not served",
-        &detail,
-        "",
-        None,
-    ))
+    answer(StatusCode::FORBIDDEN, "Host not served", &detail)
 }
 
 fn unreachable(host: &HostPort, reason: &str) -> Response<ResponseBody> {
     let detail = format!("driftwatch could not reach {host}: {reason}");
-    let problem = problem::response(
-        StatusCode::BAD_GATEWAY,
-        "Upstream unreachable",
-        &detail,
-        "",
-        None,
-    );
-    own(problem)
+    answer(StatusCode::BAD_GATEWAY, "Upstream unreachable", &detail)
 }

@@ -33,9 +33,9 @@ pub(super) async fn dial(s: &Sidecar, host: &HostPort) -> Result<TcpStream, NotO
             .await
             .map_err(|e| NotOpened::Unreachable(e.to_string()))?;
         let allowed = s.settings.forward.tunnel_allow.contains(host);
-        let own = &s.settings.forward.own;
+        let own = [s.settings.proxy.listen, s.settings.admin.listen];
         let (open, denied): (Vec<SocketAddr>, Vec<SocketAddr>) =
-            found.partition(|to| allowed || !denied(*to, own));
+            found.partition(|to| allowed || !denied(*to, &own));
         let mut last = match denied.first() {
             Some(to) => NotOpened::Denied(format!(
                 "{host} resolves to {}, a loopback, link-local or unspecified address or driftwatch's own listener, which a tunnel does not reach: name it in forward.tunnel_allow to allow it",

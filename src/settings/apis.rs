@@ -22,8 +22,6 @@ pub struct ForwardSettings {
     pub host_labels: usize,
     /// What a tunnel may reach although the policy denies it (`crate::proxy::tunnel`).
     pub tunnel_allow: Vec<HostPort>,
-    /// The proxy's and the admin port's own addresses: a tunnel never reaches them.
-    pub own: Vec<std::net::SocketAddr>,
 }
 
 /// One API the sidecar serves.
@@ -361,7 +359,6 @@ pub(super) fn forward(c: &Config, fail: &Fail<'_>) -> Result<ForwardSettings, Co
             .iter()
             .map(allow)
             .collect::<Result<_, _>>()?,
-        own: vec![c.proxy.listen, c.admin.listen],
     })
 }
 

@@ -203,7 +203,7 @@ fn tlv(input: &[u8], tag: u8) -> Result<(u8, &[u8], &[u8]), String> {
 }
 
 /// One TLV of any (single-byte) tag, definite length.
-fn any(input: &[u8]) -> Result<(u8, &[u8], &[u8]), String> {
+pub(super) fn any(input: &[u8]) -> Result<(u8, &[u8], &[u8]), String> {
     let truncated = || "the certificate's DER is cut short".to_string();
     let (&tag, rest) = input.split_first().ok_or_else(truncated)?;
     let (&first, rest) = rest.split_first().ok_or_else(truncated)?;

@@ -34,6 +34,8 @@ fn wrap(algorithm: &[u8], key: &[u8]) -> Vec<u8> {
 
 /// The curve's OID (a whole TLV) in an ECPrivateKey's `[0]`.
 fn named_curve(ec: &[u8]) -> Option<&[u8]> {
+    // The DER reader the CA certificate is read with.
+    let tlv = |input| super::issuer::any(input).ok();
     let (0x30, mut fields, _) = tlv(ec)? else {
         return None;
     };
@@ -44,24 +46,6 @@ fn named_curve(ec: &[u8]) -> Option<&[u8]> {
         (0xa0, oid, _) if oid.first() == Some(&0x06) => Some(oid),
         _ => None,
     }
-}
-
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = match first {
-        0..=0x7f => (usize::from(first), rest),
-        0x81..=0x83 => {
-            let n = usize::from(first & 0x7f);
-            let bytes = rest.get(..n)?;
-            (
-                bytes.iter().fold(0, |a, b| a << 8 | usize::from(*b)),
-                &rest[n..],
-            )
-        }
-        _ => return None,
-    };
-    Some((tag, rest.get(..len)?, rest.get(len..)?))
 }
 
 fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
