@@ -111,8 +111,6 @@ struct State {
     /// By (session, JSON-RPC id as JSON text): a client that reuses an id in flight has two
     /// calls under it, and its answer, which cannot say which, ends both.
     in_flight: HashMap<(u64, String), Vec<Call>>,
-    /// Calls held in `in_flight`, all ids together.
-    held: usize,
     learned: BTreeMap<String, BTreeSet<String>>,
     /// Until then, a call may be in flight untracked: no request is named by what is.
     incomplete_until: Option<Instant>,
@@ -121,22 +119,20 @@ struct State {
 impl State {
     /// Let go of every call older than `CALL_TTL`; how many.
     fn expire(&mut self, now: Instant) -> u64 {
-        let before = self.held;
+        let before = self.held();
         self.in_flight.retain(|_, calls| {
             calls.retain(|c| now.duration_since(c.began) < CALL_TTL);
             !calls.is_empty()
         });
-        self.held = self.in_flight.values().map(Vec::len).sum();
         if self.incomplete_until.is_some_and(|until| now >= until) {
             self.incomplete_until = None;
         }
-        (before - self.held) as u64
+        (before - self.held()) as u64
     }
 
-    fn remove(&mut self, key: &(u64, String)) {
-        if let Some(calls) = self.in_flight.remove(key) {
-            self.held -= calls.len();
-        }
+    /// Calls in flight, all ids together.
+    fn held(&self) -> usize {
+        self.in_flight.values().map(Vec::len).sum()
     }
 }
 
@@ -182,40 +178,32 @@ impl Calls {
         let now = Instant::now();
         let mut state = self.state();
         self.untracked.expired.inc_by(state.expire(now));
-        if state.held >= MAX_IN_FLIGHT {
+        if state.held() >= MAX_IN_FLIGHT {
             self.untracked.bound.inc();
             state.incomplete_until = Some(now + CALL_TTL);
             return;
         }
         let call = Call {
-            tool: cut(tool, MAX_TOOL_NAME_BYTES).into(),
+            tool: tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)].into(),
             values,
             began: now,
         };
-        state.held += 1;
         let key = (session, id.to_string());
         state.in_flight.entry(key).or_default().push(call);
     }
 
     /// The call's answer (or its cancellation) went back: its later requests are not its own.
     pub fn end(&self, session: u64, id: &Value) {
-        self.state().remove(&(session, id.to_string()));
+        self.state().in_flight.remove(&(session, id.to_string()));
     }
 
     /// A session ended: its calls will never be answered.
     pub fn end_session(&self, session: u64) {
-        let mut state = self.state();
-        let ended: Vec<(u64, String)> = (state.in_flight.keys())
-            .filter(|(s, _)| *s == session)
-            .cloned()
-            .collect();
-        for key in &ended {
-            state.remove(key);
-        }
+        self.state().in_flight.retain(|(s, _), _| *s != session);
     }
 
     pub fn in_flight(&self) -> usize {
-        self.state().held
+        self.state().held()
     }
 
     /// The call that caused a request, by what is in flight now; `None` when nothing is.
@@ -274,7 +262,7 @@ impl Calls {
 
     /// The tool reached the operation; `true` when the map did not know it yet.
     pub fn learn(&self, tool: &str, operation: &str) -> bool {
-        let tool = cut(tool, MAX_TOOL_NAME_BYTES);
+        let tool = &tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)];
         let mut state = self.state();
         if !state.learned.contains_key(tool) && state.learned.len() >= MAX_TOOLS {
             return false;
@@ -301,15 +289,6 @@ impl Calls {
     pub fn expired(&self) -> u64 {
         self.untracked.expired.get()
     }
-}
-
-/// `text`'s first `max` bytes at most, cut at a character's edge.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The learned map as a `tools --map` file: a tool that reached one operation maps to it, one
