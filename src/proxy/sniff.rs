@@ -43,7 +43,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Sniffed<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if let Some(byte) = self.first.take() {
+        if buf.remaining() > 0
+            && let Some(byte) = self.first.take()
+        {
             buf.put_slice(&[byte]);
             return Poll::Ready(Ok(()));
         }
@@ -66,5 +68,28 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Sniffed<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn the_sniffed_byte_is_read_first_and_an_empty_buffer_takes_nothing() {
+        let sniffed = super::Sniffed::read(&b"\x16rest"[..])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(sniffed.is_tls());
+        let mut sniffed = sniffed;
+        let mut empty = [0u8; 0];
+        assert_eq!(sniffed.read(&mut empty).await.unwrap(), 0);
+        let mut all = Vec::new();
+        sniffed.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, b"\x16rest");
+        let plain = super::Sniffed::read(&b"GET /"[..]).await.unwrap().unwrap();
+        assert!(!plain.is_tls());
+        assert!(super::Sniffed::read(&b""[..]).await.unwrap().is_none());
     }
 }
