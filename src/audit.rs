@@ -114,9 +114,19 @@ fn unrouted(contract: &Contract, request: &RequestView) -> Finding {
             finding.operation = Some(op.id.as_str().into());
             finding
         }
-        None => Finding::new(Kind::UnknownOperation, Location::Path, &path)
-            .observed(format!("{method} {path}"))
-            .message(format!("no operation in the spec matches {method} {path}")),
+        None => {
+            // The nearest templates, as the unrouted warning names them: what was meant.
+            let nearest = contract.nearest_templates(request.path, 3);
+            let hint = match nearest.is_empty() {
+                true => String::new(),
+                false => format!("; nearest: {}", nearest.join(", ")),
+            };
+            Finding::new(Kind::UnknownOperation, Location::Path, &path)
+                .observed(format!("{method} {path}"))
+                .message(format!(
+                    "no operation in the spec matches {method} {path}{hint}"
+                ))
+        }
     }
 }
 

@@ -188,7 +188,40 @@ impl Router {
         let (_, entry, values) = best?;
         let slot = table.entries[entry].iter().find(|s| s.method == method)?;
         let param = values.iter().position(|v| v.contains('/'))?;
+        if self.goes_on_after(&table.templates[entry], param) {
+            return None;
+        }
         Some((slot.index, param, values[param]))
+    }
+
+    /// Whether some template (of any method) goes on past `template`'s `param`-th parameter
+    /// with segments of its own (`/pipelines/{uuid}` and `/pipelines/{uuid}/stopPipeline`):
+    /// then a path with segments after that parameter's place more likely names an endpoint
+    /// the spec does not have (`/pipelines/{uuid}/stop`) than a value holding a `/`.
+    fn goes_on_after(&self, template: &str, param: usize) -> bool {
+        let segments: Vec<&str> = trim_trailing_slash(template).split('/').collect();
+        let is_param = |s: &str| s.starts_with('{') && s.ends_with('}');
+        let Some(at) = segments
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| is_param(s))
+            .nth(param)
+            .map(|(n, _)| n)
+        else {
+            return false;
+        };
+        let prefix = &segments[..=at];
+        self.by_method
+            .iter()
+            .flat_map(|(_, table)| &table.templates)
+            .any(|other| {
+                let other: Vec<&str> = trim_trailing_slash(other).split('/').collect();
+                other.len() > prefix.len()
+                    && prefix
+                        .iter()
+                        .zip(&other)
+                        .all(|(a, b)| a == b || (is_param(a) && is_param(b)))
+            })
     }
 }
 
@@ -611,6 +644,18 @@ mod tests {
             Some((3, 1, "a/b"))
         );
         assert_eq!(r.fits_with_slash("GET", "/x/o/labels/a/b"), None);
+        // Issue 50: where the spec goes on past the parameter (`/r/{o}/tags/{t}/commits`), a
+        // path with a segment after it names an endpoint the spec lacks: no advice to escape.
+        let with_more = router(&[
+            ("GET", "/r/{o}/tags/{t}"),
+            ("POST", "/r/{o}/tags/{t}/commits"),
+            ("GET", "/r/{o}/labels/{l}"),
+        ]);
+        assert_eq!(with_more.fits_with_slash("GET", "/r/o/tags/v1/stop"), None);
+        assert_eq!(
+            with_more.fits_with_slash("GET", "/r/o/labels/a/b"),
+            Some((2, 1, "a/b"))
+        );
         assert_eq!(r.matching("GET", "/r/o/branches/feat/x").len(), 1);
     }
 

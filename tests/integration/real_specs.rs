@@ -151,6 +151,22 @@ fn github_multi_segment_values_are_routed_and_a_plain_one_is_named() {
         findings[0].expected.as_deref(),
         Some("GET /repos/{owner}/{repo}/labels/{name}")
     );
+    // Issue 50: where the spec goes on past the parameter (`.../secrets/{secret_name}/repositories`),
+    // a segment after it names an endpoint GitHub lacks: `unknown_operation`, naming the nearest.
+    let stop = driftwatch::request::RequestView::new(
+        "GET",
+        "/orgs/o/actions/secrets/S/stop",
+        &NO_HEADERS,
+        None,
+    );
+    let findings = driftwatch::audit::audit_request(&contract, &stop);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0].kind.as_str(), "unknown_operation");
+    assert!(
+        findings[0].message.contains("; nearest: "),
+        "{}",
+        findings[0].message
+    );
 }
 
 /// The GitHub MCP server's `create_repository` sends `autoInit`: the API ignores it and never
