@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::mcp::{PYTHON_SDK, python};
 use super::sidecar::{admin_get, sample, scrape};
 use super::upstream::{self, Responder, Upstream};
+use super::util::eventually;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -248,7 +249,22 @@ async fn notions_server_under_wrap_names_the_tool_of_every_finding_and_learns_it
     let events = session.events(9).await;
     let metrics = scrape(session.admin).await;
     let map = String::from_utf8(admin_get(session.admin, "/tools/map").await.body).unwrap();
-    let check: Value = admin_get(session.admin, "/tools/check").await.json();
+    // The live check runs after the map changes, off the runtime: wait until it has caught up
+    // with every tool the map learned.
+    let mapped = toml::from_str::<toml::Value>(&map).unwrap()["tools"]
+        .as_table()
+        .unwrap()
+        .len();
+    let check: Value = eventually("the live check to cover the learned map", || async {
+        let check: Value = admin_get(session.admin, "/tools/check").await.json();
+        let by_map = check["tools"]
+            .as_array()?
+            .iter()
+            .filter(|t| t["by"] == "map")
+            .count();
+        (by_map == mapped).then_some(check)
+    })
+    .await;
     let out = session.release();
 
     // Every request event names its tool, or says ambiguous listing the right one.
