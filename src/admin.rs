@@ -37,6 +37,8 @@ pub struct Admin {
     /// What `driftwatch wrap` learned of its MCP server's tools, at `/tools/map` and
     /// `/tools/check`; `None` elsewhere (404).
     pub tools: Option<Arc<dyn ToolsView>>,
+    /// What replace writes' answers taught, shown per API at `/spec`.
+    pub survival: Arc<crate::memory::survival::Survival>,
 }
 
 /// The tools of the MCP server behind the proxy, as `driftwatch wrap` sees them.
@@ -162,7 +164,8 @@ async fn answer(
                 json!({"api": name, "revision": spec.revision, "openapi": spec.openapi,
                        "operations": spec.operations, "source": spec.source, "bundled": bundled,
                        "warning_count": warnings.len(),
-                       "warnings": &warnings[..warnings.len().min(200)]})
+                       "warnings": &warnings[..warnings.len().min(200)],
+                       "learned_writes": learned_writes(&rev.contract, &s.survival, name.as_deref())})
             };
             // The first API's fields at the top, as a sidecar of one API always answered.
             let mut body = each(&all[0]);
@@ -214,6 +217,24 @@ async fn answer(
         ),
     };
     Ok(reply)
+}
+
+/// The replace writes whose answers taught something: how each is read now, and why.
+fn learned_writes(
+    contract: &crate::contract::Contract,
+    survival: &crate::memory::survival::Survival,
+    api: Option<&str>,
+) -> serde_json::Value {
+    use crate::memory::survival::{Learned, taught};
+    let each = |(op, learned): (&crate::contract::Operation, Learned)| {
+        json!({"operation": op.id, "method": op.method, "template": op.template,
+               "reads_as": learned.reading(), "reason": learned.why(),
+               "kept": learned.kept, "erased": learned.erased})
+    };
+    taught(contract, survival, api.unwrap_or_default())
+        .into_iter()
+        .map(each)
+        .collect()
 }
 
 /// `POST /spec/reload`'s answer: 200 when every API asked for reloaded, else 422. With one

@@ -18,6 +18,7 @@ use lru::LruCache;
 use crate::finding::Evidence;
 use crate::json::Node;
 
+pub mod survival;
 mod wire;
 
 /// Fields remembered per resource, at most: the bound must hold whatever a response carries.
@@ -116,19 +117,24 @@ impl Snapshot {
 /// A response body as the memory reads it: its top-level fields, parsed where the body lies
 /// (the sidecar) or already taken on another thread (`check`'s pool).
 pub trait Shown {
-    /// Whether the body shows the field `name` empty (`null`, `""`, `[]` or `{}`: what a full
-    /// replace leaves behind).
-    fn shows_empty(&self, name: &str) -> bool;
+    /// How the body shows the field `name`: `Some(true)` empty (`null`, `""`, `[]` or `{}`:
+    /// what a full replace leaves behind), `Some(false)` holding a value, `None` not at all.
+    fn shows(&self, name: &str) -> Option<bool>;
+
+    /// Whether the body shows the field `name` empty.
+    fn shows_empty(&self, name: &str) -> bool {
+        self.shows(name) == Some(true)
+    }
 
     /// `snapshot`'s fields made over from the body's; `false` unless the body is an object.
     fn fill_fields(&self, hash_key: &HashKey, snapshot: &mut Snapshot) -> bool;
 }
 
 impl Shown for Node<'_> {
-    fn shows_empty(&self, name: &str) -> bool {
+    fn shows(&self, name: &str) -> Option<bool> {
         self.as_object()
             .and_then(|o| o.get(name))
-            .is_some_and(Node::is_empty)
+            .map(Node::is_empty)
     }
 
     fn fill_fields(&self, hash_key: &HashKey, snapshot: &mut Snapshot) -> bool {
@@ -155,8 +161,8 @@ impl Shown for Node<'_> {
 }
 
 impl Shown for Snapshot {
-    fn shows_empty(&self, name: &str) -> bool {
-        self.field(name).is_some_and(|f| f.empty)
+    fn shows(&self, name: &str) -> Option<bool> {
+        self.field(name).map(|f| f.empty)
     }
 
     fn fill_fields(&self, _: &HashKey, snapshot: &mut Snapshot) -> bool {
@@ -287,6 +293,8 @@ pub struct Memory {
     pending: Mutex<LruCache<Key, Pending>>,
     ttl: Duration,
     evictions: AtomicU64,
+    /// What replace writes' answers showed of the fields they omitted, per operation.
+    pub survival: Arc<survival::Survival>,
 }
 
 impl Memory {
@@ -298,6 +306,7 @@ impl Memory {
             pending: Mutex::new(LruCache::new(cap)),
             ttl,
             evictions: AtomicU64::new(0),
+            survival: Arc::default(),
         }
     }
 
@@ -433,12 +442,12 @@ impl Memory {
 /// the sidecar parses a body.
 #[cfg(test)]
 impl Shown for serde_json::Value {
-    fn shows_empty(&self, name: &str) -> bool {
+    fn shows(&self, name: &str) -> Option<bool> {
         let text = self.to_string();
         crate::json::parse(text.as_bytes())
             .unwrap()
             .root()
-            .shows_empty(name)
+            .shows(name)
     }
 
     fn fill_fields(&self, hash_key: &HashKey, snapshot: &mut Snapshot) -> bool {

@@ -35,29 +35,47 @@ pub struct Tracker<'m> {
     pub memory: &'m Memory,
     /// Per operation id: write field name to read field name, where the models differ.
     pub field_maps: &'m HashMap<String, HashMap<String, String>>,
+    /// The API the operations are of (its label; empty for one API), for what is learned.
+    pub api: &'m str,
 }
 
 /// Fields of one write found at risk: (read name, write name, evidence).
 pub type AtRisk = Vec<(String, String, Evidence)>;
 
 impl Tracker<'_> {
-    /// Before a replace write is forwarded: upgrade its `omitted_on_replace` findings whose
-    /// field was non-empty at the last GET of the same resource (same credential scope).
+    /// Before a replace write is forwarded: drop its `omitted_on_replace` findings of fields
+    /// earlier answers showed surviving omission, and upgrade those whose field was non-empty
+    /// at the last GET of the same resource (same credential scope) to `silent_clear_risk`.
     pub fn before_write(
         &self,
         op: &Operation,
         key: &Key,
         now: SystemTime,
-        findings: &mut [Finding],
+        findings: &mut Vec<Finding>,
     ) -> AtRisk {
         let mut at_risk = Vec::new();
         if op.write != WriteSemantics::Replace {
             return at_risk;
         }
+        let map = self.field_maps.get(&op.id);
+        let read_name = |write_name: &str| -> String {
+            map.and_then(|m| m.get(write_name))
+                .map_or(write_name, String::as_str)
+                .to_string()
+        };
+        let learned = crate::memory::survival::name(self.api, op);
+        if self.memory.survival.of(&learned).is_some() {
+            findings.retain(|f| {
+                f.kind != Kind::OmittedOnReplace
+                    || !self
+                        .memory
+                        .survival
+                        .kept(&learned, &read_name(f.field.trim_start_matches('/')))
+            });
+        }
         let Some(snapshot) = self.memory.recall(key, now) else {
             return at_risk;
         };
-        let map = self.field_maps.get(&op.id);
         for f in findings
             .iter_mut()
             .filter(|f| f.kind == Kind::OmittedOnReplace)
@@ -108,9 +126,11 @@ impl Tracker<'_> {
         at_risk
     }
 
-    /// After a response: remember a GET, and confirm clears a forwarded write left pending
-    /// (from the write's own response or the next GET). What it did to the memory comes back,
-    /// for a store shared by replicas to mirror.
+    /// After a response: remember a GET, and read a write's own answer for the fields it put
+    /// at risk: one the answer shows holding a value survived (the risk is withdrawn, and the
+    /// operation learns it), one shown empty is a confirmed `silent_clear`, one not shown is
+    /// left pending for the next GET to confirm. What it did to the memory comes back, for a
+    /// store shared by replicas to mirror.
     #[allow(clippy::too_many_arguments)]
     pub fn after_response<B: Shown>(
         &self,
@@ -127,14 +147,33 @@ impl Tracker<'_> {
             return outcome;
         }
         if op.write == WriteSemantics::Replace && !at_risk.is_empty() {
-            let pending = Pending {
+            let shown = |read: &str| body.and_then(|b| b.shows(read));
+            let (mut kept, mut erased) = (Vec::new(), Vec::new());
+            let mut left = Vec::new();
+            for field in at_risk {
+                match shown(&field.0) {
+                    Some(false) => kept.push(field),
+                    Some(true) => erased.push(field),
+                    None => left.push(field),
+                }
+            }
+            fn names(fields: &AtRisk) -> Vec<&str> {
+                fields.iter().map(|(read, _, _)| read.as_str()).collect()
+            }
+            self.memory.survival.learn(
+                &crate::memory::survival::name(self.api, op),
+                &names(&kept),
+                &names(&erased),
+            );
+            outcome.survived = kept.into_iter().map(|(_, write, _)| write).collect();
+            let write = |fields| Pending {
                 operation: op.id.clone(),
                 write_request_id: request_id.to_string(),
-                fields: at_risk,
+                fields,
             };
-            let shows_empty = |read: &str| body.is_some_and(|b| b.shows_empty(read));
-            outcome.confirmed = confirm(&pending, shows_empty, op);
-            if outcome.confirmed.is_empty() {
+            outcome.confirmed = confirm(&write(erased), |_| true, op);
+            if !left.is_empty() {
+                let pending = write(left);
                 self.memory.expect_clear(key.clone(), pending.clone());
                 outcome.left = Some(pending);
             }
@@ -153,6 +192,19 @@ impl Tracker<'_> {
     }
 }
 
+/// Withdraw the `silent_clear_risk` findings of fields the write's own answer showed surviving.
+pub fn withdraw(findings: &mut Vec<Finding>, survived: &[String]) {
+    if survived.is_empty() {
+        return;
+    }
+    findings.retain(|f| {
+        f.kind != Kind::SilentClearRisk
+            || !survived
+                .iter()
+                .any(|w| f.field.trim_start_matches('/') == w)
+    });
+}
+
 /// What a response did to the memory.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -164,6 +216,9 @@ pub struct Outcome {
     pub took: Option<String>,
     /// The clear a write left pending, for the next GET to confirm.
     pub left: Option<Pending>,
+    /// Fields (by their name in the write) the write put at risk and its own answer showed
+    /// still holding a value: their `silent_clear_risk` is withdrawn.
+    pub survived: Vec<String>,
 }
 
 /// `silent_clear` for a pending clear that another replica left, seen in `snapshot`: the
@@ -258,6 +313,7 @@ mod tests {
         let tracker = Tracker {
             memory: &memory,
             field_maps: &unmapped,
+            api: "",
         };
         let mut findings = vec![omitted("graphicsElementIds"), omitted("password")];
         assert!(
@@ -277,6 +333,7 @@ mod tests {
         let tracker = Tracker {
             memory: &memory,
             field_maps: &mapped,
+            api: "",
         };
         let at_risk = tracker.before_write(put, &key, t, &mut findings);
         assert_eq!(at_risk.len(), 1);
@@ -362,5 +419,107 @@ mod tests {
         assert_eq!(key("GET", "/b/7").path, "GET /b/{id}:7");
         // A unique id names its resource as before (Redis stores of earlier releases).
         assert_eq!(key("PUT", "/c/7").path, "getC:7");
+    }
+
+    /// Issue 50: a field the resource's GET marks `readOnly` is the API's to compute, though
+    /// the write's body schema declares it plainly (as many real specs do): omitting it is
+    /// nothing. Each field the write puts at risk is then decided by the write's own answer.
+    #[test]
+    fn the_writes_own_answer_decides_each_field_and_read_only_in_the_get_is_no_omission() {
+        let doc = json!({"openapi": "3.1.0", "paths": {"/c/{id}": {
+            "get": {"operationId": "getC", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"name": {"type": "string"}, "ids": {"type": "array"},
+                "links": {"type": "object"}, "note": {"type": "string"},
+                "created": {"type": "string", "readOnly": true}}}}}}}},
+            "put": {"operationId": "putC", "x-driftwatch-write": "replace", "requestBody": {"content": {"application/json": {"schema": {
+                "type": "object", "properties": {"name": {"type": "string"}, "ids": {"type": "array"},
+                "links": {"type": "object"}, "note": {"type": "string"}, "created": {"type": "string"}}}}}},
+                "responses": {"200": {"description": "ok"}}}}}});
+        let spec = Spec::from_document(std::path::Path::new("c.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        let put = contract.operation("putC").unwrap();
+        assert_eq!(put.computed, ["created"]);
+        let memory = Memory::new(
+            10,
+            Duration::from_secs(60),
+            crate::memory::HashKey::random(),
+        );
+        let key = key_of(&contract, "PUT", "/c/1");
+        let t = SystemTime::now();
+        let held = json!({"name": "x", "ids": [1], "links": {"self": "/c/1"}, "note": "n", "created": "2026"});
+        memory.remember(&key, "g1", t, &held);
+        let maps = HashMap::new();
+        let tracker = Tracker {
+            memory: &memory,
+            field_maps: &maps,
+            api: "",
+        };
+        let write = |body: &str| {
+            let headers = vec![("content-type".to_string(), "application/json".to_string())];
+            let view =
+                crate::request::RequestView::new("PUT", "/c/1", &headers, Some(body.as_bytes()));
+            crate::audit::audit(&contract, &view).findings
+        };
+        let mut findings = write(r#"{"name": "y"}"#);
+        let fields = |f: &[Finding]| -> Vec<(Kind, String)> {
+            f.iter().map(|f| (f.kind, f.field.to_string())).collect()
+        };
+        assert!(
+            !fields(&findings).iter().any(|(_, f)| f == "/created"),
+            "{:?}",
+            fields(&findings)
+        );
+        let at_risk = tracker.before_write(put, &key, t, &mut findings);
+        assert_eq!(at_risk.len(), 3, "ids, links, note");
+        // The answer: `ids` emptied, `links` still held, `note` not shown.
+        let answer = json!({"name": "y", "ids": [], "links": {"self": "/c/1"}});
+        let outcome = tracker.after_response(put, &key, "p1", t, 200, Some(&answer), at_risk);
+        assert_eq!(outcome.survived, ["links"]);
+        assert_eq!(
+            fields(&outcome.confirmed),
+            [(Kind::SilentClear, "/ids".to_string())]
+        );
+        let left = outcome.left.expect("`note` waits for the next GET");
+        assert_eq!(
+            left.fields.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
+            ["note"]
+        );
+        crate::silent::withdraw(&mut findings, &outcome.survived);
+        assert_eq!(
+            fields(&findings),
+            [
+                (Kind::SilentClearRisk, "/ids".into()),
+                (Kind::SilentClearRisk, "/note".into())
+            ]
+        );
+        let learned = memory
+            .survival
+            .of(&crate::memory::survival::name("", put))
+            .unwrap();
+        assert_eq!(
+            (learned.kept.len(), learned.erased, learned.reading()),
+            (1, true, "replace")
+        );
+        // The next stale write: `links` is known to survive, so it is not even omitted.
+        let mut findings = write(r#"{"name": "z"}"#);
+        let at_risk = tracker.before_write(put, &key, t, &mut findings);
+        assert!(!fields(&findings).iter().any(|(_, f)| f == "/links"));
+        assert_eq!(
+            at_risk.iter().map(|f| f.1.as_str()).collect::<Vec<_>>(),
+            ["ids", "note"]
+        );
+        // An answer that is no representation (or a refusal) decides nothing.
+        let outcome = tracker.after_response(
+            put,
+            &key,
+            "p2",
+            t,
+            204,
+            None::<&serde_json::Value>,
+            at_risk.clone(),
+        );
+        assert!(outcome.survived.is_empty() && outcome.confirmed.is_empty());
+        let outcome = tracker.after_response(put, &key, "p3", t, 409, Some(&answer), at_risk);
+        assert!(outcome.survived.is_empty() && outcome.confirmed.is_empty());
     }
 }

@@ -212,7 +212,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
         for (p, _) in properties
             .iter()
             .zip(&was_sent)
-            .filter(|(p, sent)| !p.read_only && !**sent)
+            .filter(|(p, sent)| !p.read_only && !**sent && !op.computed.contains(&p.name))
         {
             out.push(omitted(op, p));
         }

@@ -100,7 +100,8 @@ fn body_of(op: &Operation, clears: bool) -> Body<'_> {
     let mut fields = Vec::new();
     match &*media.shape {
         BodyShape::Object { properties, .. } => {
-            for property in properties {
+            // What the resource's GET marks `readOnly` is the API's, as `readOnly` itself is.
+            for property in properties.iter().filter(|p| !op.computed.contains(&p.name)) {
                 fields.push(Field {
                     property,
                     clears,
@@ -123,7 +124,7 @@ fn body_of(op: &Operation, clears: bool) -> Body<'_> {
                 };
             }
             for properties in &objects {
-                for property in properties.iter() {
+                for property in properties.iter().filter(|p| !op.computed.contains(&p.name)) {
                     if fields
                         .iter()
                         .any(|f: &Field| f.property.name == property.name)

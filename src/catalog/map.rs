@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::contract::WriteSemantics;
 
 /// Tool name to what it calls. Read from TOML: `[tools] name = "operationId"`, or a table.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mapping {
     #[serde(default, deserialize_with = "tools")]

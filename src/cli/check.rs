@@ -166,6 +166,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         tracker: Tracker {
             memory: &memory,
             field_maps: &defaults.field_map,
+            api: "",
         },
         reported: ReportedOnce::default(),
         unaudited: BTreeMap::new(),
@@ -224,6 +225,14 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let failed = fail_on
         .zip(report.worst())
         .is_some_and(|(threshold, worst)| worst >= threshold);
+    if args.writes {
+        super::writes::learned(
+            &contract,
+            &memory.survival,
+            "",
+            &mut std::io::stderr().lock(),
+        )?;
+    }
     report.finish(&Ending {
         format,
         revision: &revision,

@@ -244,6 +244,7 @@ pub async fn serve_with_tools(
         revisions: sidecar.clone(),
         token: sidecar.settings.admin_token.clone(),
         ready_detail: Some(ready_detail(&sidecar)),
+        survival: sidecar.memory.survival.clone(),
     };
     // What the load left to do after ready: the whole-document checks, off the request path.
     let checking = sidecar.clone();

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use crate::contract::{Contract, WriteSemantics};
+use crate::memory::survival::{Survival, taught};
 
 /// One line of counts, then one line per write: `PUT /a/{id}  replace: why`.
 pub fn list(contract: &Contract, out: &mut dyn Write) -> std::io::Result<()> {
@@ -27,6 +28,36 @@ pub fn list(contract: &Contract, out: &mut dyn Write) -> std::io::Result<()> {
             op.template,
             op.write.as_str(),
             op.write_reason
+        )?;
+    }
+    Ok(())
+}
+
+/// What the writes' own answers taught, one line per replace write they taught anything:
+/// `PUT /a/{id}  merge: ...` where every omitted field its answers showed survived.
+pub fn learned(
+    contract: &Contract,
+    survival: &Survival,
+    api: &str,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let taught = taught(contract, survival, api);
+    if taught.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  learned   {} writes, from their answers:",
+        taught.len()
+    )?;
+    for (op, learned) in taught {
+        writeln!(
+            out,
+            "    {} {}  {}: {}",
+            op.method,
+            op.template,
+            learned.reading(),
+            learned.why()
         )?;
     }
     Ok(())

@@ -199,6 +199,7 @@ fn compile_operation(
     let body = op
         .get("requestBody")
         .map(|raw| compile_body(compiler, raw, format!("{op_ptr}/requestBody")));
+    let shown = response_fields(compiler.doc(), op);
     let (write, write_reason) = super::writes::named(
         &options.write_overrides,
         op,
@@ -228,7 +229,8 @@ fn compile_operation(
         body,
         write,
         write_reason,
-        response_fields: response_fields(compiler.doc(), op),
+        response_fields: shown.as_ref().map(|(names, _)| names.clone()),
+        computed: shown.map(|(_, read_only)| read_only).unwrap_or_default(),
         responses: compile_responses(compiler.doc(), op, &op_ptr),
         replaced_by: Vec::new(),
         pointer: op_ptr,
@@ -319,6 +321,14 @@ fn link_reads_and_replaces(operations: &mut [Operation], reads: &[Option<usize>]
                 .response_fields
                 .clone()
                 .or_else(|| Some(Vec::new()));
+            // What the resource's GET marks `readOnly` the API computes: not the write's to clear.
+            let computed = operations[read].computed.clone();
+            let write = &mut operations[i].computed;
+            for name in computed {
+                if !write.contains(&name) {
+                    write.push(name);
+                }
+            }
             let resource = name(&operations[read]);
             operations[i].resource = Some(resource.clone());
             operations[read].remembers = true;
@@ -328,8 +338,9 @@ fn link_reads_and_replaces(operations: &mut [Operation], reads: &[Option<usize>]
     }
 }
 
-/// Property names of the first 2xx JSON response's object schema (refs and `allOf` followed).
-fn response_fields(doc: &Value, op: &Value) -> Option<Vec<String>> {
+/// Property names of the first 2xx JSON response's object schema (refs and `allOf` followed),
+/// and those of them the spec marks `readOnly`: fields the API computes.
+fn response_fields(doc: &Value, op: &Value) -> Option<(Vec<String>, Vec<String>)> {
     let responses = op.get("responses")?.as_object()?;
     let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
     let response = super::resolve::deref(doc, response);
@@ -338,24 +349,27 @@ fn response_fields(doc: &Value, op: &Value) -> Option<Vec<String>> {
         .as_object()?
         .iter()
         .find(|(m, _)| is_json(m))?;
-    let mut names = Vec::new();
+    let mut names = (Vec::new(), Vec::new());
     object_names(doc, media.get("schema")?, &mut names, 0);
-    (!names.is_empty()).then_some(names)
+    (!names.0.is_empty()).then_some(names)
 }
 
-fn object_names(doc: &Value, schema: &Value, names: &mut Vec<String>, depth: usize) {
+fn object_names(doc: &Value, schema: &Value, names: &mut (Vec<String>, Vec<String>), depth: usize) {
     let schema = super::resolve::deref(doc, schema);
     if depth > 8 {
         return;
     }
-    for name in schema
+    for (name, prop) in schema
         .get("properties")
         .and_then(Value::as_object)
         .into_iter()
-        .flat_map(|p| p.keys())
+        .flatten()
     {
-        if !names.contains(name) {
-            names.push(name.clone());
+        if !names.0.contains(name) {
+            names.0.push(name.clone());
+        }
+        if super::schemas::flag(doc, prop, "readOnly") && !names.1.contains(name) {
+            names.1.push(name.clone());
         }
     }
     for key in ["allOf", "anyOf", "oneOf"] {

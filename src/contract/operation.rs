@@ -216,6 +216,10 @@ pub struct Operation {
     pub replaced_by: Vec<usize>,
     /// Top-level properties of the 2xx JSON response, where the spec declares an object.
     pub response_fields: Option<Vec<String>>,
+    /// Top-level properties the spec marks `readOnly` in its 2xx JSON response and, on a replace
+    /// write, in its GET's: fields the API computes, which a write that omits them cannot clear
+    /// (many specs mark them only in the representation, not in the write's body).
+    pub computed: Vec<String>,
     /// A GET whose resource also has a replace write: its responses are remembered.
     pub remembers: bool,
     /// A replace write: the response fields of the GET of the same resource.

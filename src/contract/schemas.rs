@@ -339,7 +339,7 @@ fn collect_object(
 
 /// Whether `readOnly`/`writeOnly` is set on a property: on its schema, on what its `$ref`
 /// points to, or on an `allOf`/`anyOf` member (the usual way to annotate a referenced model).
-fn flag(doc: &Value, schema: &Value, name: &str) -> bool {
+pub(super) fn flag(doc: &Value, schema: &Value, name: &str) -> bool {
     let direct = |s: &Value| s.get(name) == Some(&Value::Bool(true));
     if direct(schema) || direct(super::resolve::deref(doc, schema)) {
         return true;

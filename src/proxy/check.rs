@@ -27,6 +27,25 @@ pub(super) struct Pending {
     pub memory_key: Option<Key>,
     /// Fields the write omits that the last GET showed with a value.
     pub at_risk: AtRisk,
+    /// Their `silent_clear_risk` findings, once the write is forwarded: its own answer decides
+    /// them (withdrawn where it shows the field still holding a value), so they are recorded
+    /// with the response, not the request.
+    pub deferred: Vec<Finding>,
+}
+
+impl Pending {
+    /// A forwarded write's `silent_clear_risk` findings, taken out of the request's ledger to
+    /// wait for its answer.
+    pub fn defer_risks(&mut self, findings: &mut Vec<Finding>) {
+        if self.at_risk.is_empty() {
+            return;
+        }
+        let (risks, rest) = std::mem::take(findings)
+            .into_iter()
+            .partition(|f| f.kind == Kind::SilentClearRisk);
+        *findings = rest;
+        self.deferred = risks;
+    }
 }
 
 /// Header lookup for the audit over hyper's header map.
@@ -89,7 +108,7 @@ pub(super) fn check<'c>(
     ledger.findings = findings;
     Pending {
         memory_key,
-        at_risk: AtRisk::default(),
+        ..Pending::default()
     }
 }
 
@@ -116,6 +135,7 @@ pub(super) async fn compare_with_last_get(
     let tracker = Tracker {
         memory: &s.memory,
         field_maps: &s.settings.memory.field_map,
+        api: ledger.api.label.name().unwrap_or_default(),
     };
     // The memory's entries may come from another process: a panic here is a counted audit
     // error, and the write is still forwarded (observe) or decided on what is known.

@@ -87,10 +87,20 @@ async fn stages<'c>(
     if let Some(refused) = decide(ledger) {
         return Ok(refused);
     }
+    pending.defer_risks(&mut ledger.findings);
     let upstream = &ledger.api.upstreams[ledger.upstream];
-    let request = outgoing(s, upstream, parts, forward, peer)?;
-    let response = send(s, upstream, pool, request).await?;
-    Ok(stream_back(s, rev, ledger, response, pending))
+    let sent = match outgoing(s, upstream, parts, forward, peer) {
+        Ok(request) => send(s, upstream, pool, request).await,
+        Err(e) => Err(e),
+    };
+    match sent {
+        Ok(response) => Ok(stream_back(s, rev, ledger, response, pending)),
+        Err(e) => {
+            // No answer will decide them: the risks stand with the request.
+            ledger.findings.append(&mut pending.deferred);
+            Err(e)
+        }
+    }
 }
 
 /// Read the body for the audit, and what goes upstream: the same bytes, framing kept.
@@ -222,6 +232,7 @@ fn late_work(
         encoding: response.headers().get(CONTENT_ENCODING).cloned(),
         audit_body: rate >= 1.0 || (rate > 0.0 && fastrand::f64() < rate),
         remember,
+        deferred: pending.deferred,
     })
 }
 

@@ -8,7 +8,7 @@
 //! to read than to hand over, and is read in a task on the runtime.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -145,14 +145,21 @@ impl LateTasks {
                 return;
             }
         }
-        if depth < QUEUE {
-            tasks.in_flight.enqueued(len);
-            if tasks.queue.try_send((late, copy)).is_ok() {
-                return;
+        let refused = match depth < QUEUE {
+            true => {
+                tasks.in_flight.enqueued(len);
+                match tasks.queue.try_send((late, copy)) {
+                    Ok(()) => return,
+                    Err(TrySendError::Full((late, _)) | TrySendError::Disconnected((late, _))) => {
+                        tasks.in_flight.dequeued(len);
+                        late
+                    }
+                }
             }
-            tasks.in_flight.dequeued(len);
-        }
+            false => late,
+        };
         s.metrics.unaudited("response_queue_full");
+        refused.give_up();
         tasks.in_flight.done();
     }
 
@@ -246,12 +253,25 @@ pub(super) struct Late {
     /// Whether this response's body is audited (the sample drew it).
     pub audit_body: bool,
     pub remember: Option<Remember>,
+    /// The write's `silent_clear_risk` findings, for its answer to decide (see
+    /// [`crate::silent::Tracker::after_response`]).
+    pub deferred: Vec<Finding>,
 }
 
 impl Late {
     /// Whether the body must be copied for this work (otherwise only the status is audited).
     pub fn wants_body(&self) -> bool {
         self.audit_body || self.remember.is_some()
+    }
+
+    /// Its work when no worker can take it: a write's deferred risks are still recorded,
+    /// undecided, without reading the answer.
+    fn give_up(mut self) {
+        if !self.deferred.is_empty() {
+            self.audit_body = false;
+            self.remember = None;
+            self.run(Copied::NotWanted);
+        }
     }
 
     /// Its audit may compile the response's schema first (see
@@ -292,39 +312,41 @@ impl Late {
             findings = audit_response(&rev.contract, op, &view);
             self.api.reported.retain_new(&mut findings);
         }
+        let mut risks = std::mem::take(&mut self.deferred);
         if let Some(remember) = self.remember.take() {
             let body = json.as_ref().map(crate::json::Doc::root);
-            findings.extend(self.memory(op, &rev, remember, body.as_ref()));
+            let (confirmed, survived) = self.memory(op, &rev, remember, body.as_ref());
+            crate::silent::withdraw(&mut risks, &survived);
+            findings.extend(confirmed);
         }
-        if !findings.is_empty() {
-            let revision = rev.spec.revision.clone();
-            let path = s.path_text(&rev.contract, self.meta.uri.path());
-            record(
-                s,
-                (&self.api, op),
-                revision,
-                self.request_id,
-                (self.meta, path),
-                self.status,
-                findings,
-            );
+        // A write's risks that stand are an event of their own, first, as they would have been
+        // with its request; what its answer showed comes after.
+        let path = || s.path_text(&rev.contract, self.meta.uri.path());
+        for findings in [risks, findings] {
+            if !findings.is_empty() {
+                let (meta, at) = ((self.meta.clone(), path()), (&*self.api, op));
+                let (id, revision) = (self.request_id.clone(), rev.spec.revision.clone());
+                record(s, at, revision, id, meta, self.status, findings);
+            }
         }
         s.metrics.response_checked();
     }
 
     /// The memory's part: remember a GET, confirm a clear left pending, and mirror both in the
-    /// store replicas share. Returns the `silent_clear`s confirmed here.
+    /// store replicas share. Returns the `silent_clear`s confirmed here, and the at-risk fields
+    /// the write's answer showed surviving.
     fn memory(
         &self,
         op: &crate::contract::Operation,
         rev: &Arc<super::Revision>,
         remember: Remember,
         json: Option<&crate::json::Node>,
-    ) -> Vec<Finding> {
+    ) -> (Vec<Finding>, Vec<String>) {
         let s = &self.s;
         let tracker = Tracker {
             memory: &s.memory,
             field_maps: &s.settings.memory.field_map,
+            api: self.api.label.name().unwrap_or_default(),
         };
         let outcome = tracker.after_response(
             op,
@@ -340,7 +362,7 @@ impl Late {
             self.share(store, rev, remember.key, done);
         }
         s.metrics.memory(s.memory.len(), s.memory.evictions());
-        outcome.confirmed
+        (outcome.confirmed, outcome.survived)
     }
 
     /// What the response work did to the memory, mirrored in the store replicas share: the

@@ -423,3 +423,29 @@ fn the_map_says_what_the_server_does_in_code() {
         "{renamed:?}"
     );
 }
+
+/// Issue 50: a field the resource's GET marks `readOnly` (the API computes it) is no silent
+/// clear when a tool for the replace write leaves it out, though the write's own body schema
+/// declares it plainly; a field the API does not compute still is.
+#[test]
+fn a_field_the_get_marks_read_only_is_no_silent_clear_for_a_tool_that_omits_it() {
+    let doc = json!({"openapi": "3.1.0", "paths": {"/c/{id}": {
+        "get": {"operationId": "getC", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
+            "created": {"type": "string", "readOnly": true}}}}}}}},
+        "put": {"operationId": "putC", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "requestBody": {"content": {"application/json": {"schema": {
+            "type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
+            "created": {"type": "string"}}}}}}, "responses": {"200": {"description": "ok"}}}}}});
+    let spec = driftwatch::spec::Spec::from_document(std::path::Path::new("c.json"), doc).unwrap();
+    let c = Contract::compile(&spec, &Default::default()).unwrap();
+    let catalog = json!({"tools": [{"name": "putC", "inputSchema": {"type": "object",
+        "properties": {"id": {"type": "string"}, "name": {"type": "string"}}}}]});
+    let found = check(&c, &read_tools(&catalog).unwrap(), &Mapping::default())
+        .unwrap()
+        .defects
+        .into_iter()
+        .map(|d| (d.tool, d.kind, d.field))
+        .collect::<Vec<_>>();
+    assert_eq!(found, [d("putC", DefectKind::SilentClear, "tags")]);
+}

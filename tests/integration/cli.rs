@@ -221,6 +221,69 @@ fn har_traffic_is_checked_too() {
     );
 }
 
+/// Issue 50: an API whose PUT keeps what it is not sent (it computes it, or merges) answers
+/// with the omitted field still holding its value. That answer withdraws the risk, the
+/// operation learns the field survives omission (the next write omitting it is not even
+/// `omitted_on_replace`), and `--writes` says the write now reads as a merge, and why.
+#[test]
+fn a_write_whose_own_answer_shows_the_omitted_field_kept_is_no_risk_and_reads_as_merge() {
+    let spec = example("channels.openapi.yaml");
+    let read = serde_json::Value::Object(driftwatch::demo::api::seed());
+    let mut stale = read.clone();
+    for key in ["id", "uniqueId", "graphicsElementIds"] {
+        stale.as_object_mut().unwrap().shift_remove(key);
+    }
+    let exchange = |method: &str, rid: &str, at: &str| {
+        let mut line = serde_json::json!({"method": method, "url": "/api/v1/channels/7", "time": at,
+            "headers": {"authorization": "Bearer a", "content-type": "application/json", "x-request-id": rid},
+            "response": {"status": 200, "body": read}});
+        if method == "PUT" {
+            line["body"] = stale.clone();
+        }
+        line
+    };
+    let lines = [
+        exchange("GET", "g1", "2026-12-02T10:00:00Z"),
+        exchange("PUT", "p1", "2026-12-02T10:00:05Z"),
+        exchange("GET", "g2", "2026-12-02T10:00:10Z"),
+        exchange("PUT", "p2", "2026-12-02T10:00:15Z"),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let traffic = temp("kept.jsonl", &text);
+    let (code, doc) = check_json(&spec, &traffic);
+    let found = triples(&doc);
+    assert!(
+        !found
+            .iter()
+            .any(|(_, kind, _)| kind.starts_with("silent_clear")),
+        "{found:?}"
+    );
+    assert!(
+        !found
+            .iter()
+            .any(|(n, _, field)| *n == 4 && field == "/graphicsElementIds"),
+        "learned: the second write's omission is not reported: {found:?}"
+    );
+    assert_eq!(code, 0, "{found:?}");
+    let (_, _, stderr) = driftwatch(&[
+        "check",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--traffic",
+        &traffic,
+        "--writes",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        stderr.contains("learned   1 writes, from their answers:")
+            && stderr.contains(
+                "PUT /api/v1/channels/{id}  merge: its answers kept every omitted field that held a value (graphicsElementIds), and none was emptied"
+            ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_keeps_the_silent_clear_memory_across_recorded_traffic() {
     let spec = example("channels.openapi.yaml");

@@ -339,3 +339,83 @@ async fn a_gzip_response_is_remembered_while_the_client_gets_the_bytes_as_sent()
     );
     armed(dw.admin, 1.0).await;
 }
+
+/// An API whose PUT keeps what it is not sent (it merges, or computes the field) and answers
+/// with the whole resource, as Bitbucket's pull-request PUT does with `id`, `links`,
+/// `created_on`.
+async fn api_that_keeps_omitted_fields() -> SocketAddr {
+    let state = Arc::new(Mutex::new(Value::Object(driftwatch::demo::api::seed())));
+    let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
+        let mut s = state.lock().unwrap();
+        if r.method == "PUT" {
+            let sent: Value = serde_json::from_slice(&r.body).unwrap();
+            for (k, v) in sent.as_object().unwrap() {
+                s[k] = v.clone();
+            }
+        }
+        (200, s.to_string())
+    });
+    upstream::start(responder, Duration::ZERO, None).await.addr
+}
+
+/// Issue 50: the write's own answer decides its risk. Shown still holding its value, the field
+/// was not at risk: no critical finding, and the operation learns that the field survives
+/// omission, so the next stale write is not even `omitted_on_replace` for it; `/spec` says the
+/// write now reads as a merge, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_whose_own_answer_shows_the_field_kept_is_no_risk_and_is_learned() {
+    let up = api_that_keeps_omitted_fields().await;
+    let dw = start(config(&format!("http://{up}"), |_| {})).await;
+    let (_, resp) = read_then_stale_put(&dw, "Bearer alice").await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.json()["graphicsElementIds"], json!([3, 7]));
+    responses_checked(dw.admin, 2.0).await;
+    let found = kinds_of(dw.admin, "p1", None).await;
+    assert!(
+        !found
+            .iter()
+            .any(|(kind, _)| kind.starts_with("silent_clear")),
+        "{found:?}"
+    );
+    let m = scrape(dw.admin).await;
+    let critical = "driftwatch_findings_total{kind=\"silent_clear_risk\",operation=\"updateChannel\",severity=\"critical\",blame=\"client\"}";
+    assert_eq!(sample(&m, critical), 0.0);
+    let spec = admin_get(dw.admin, "/spec").await.json();
+    let learned = &spec["learned_writes"][0];
+    assert_eq!(
+        (
+            &learned["operation"],
+            &learned["reads_as"],
+            &learned["kept"]
+        ),
+        (
+            &json!("updateChannel"),
+            &json!("merge"),
+            &json!(["graphicsElementIds"])
+        ),
+        "{spec}"
+    );
+    // The next stale write: the field is known to survive, so nothing is said of it.
+    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g2"))
+        .await
+        .json();
+    armed(dw.admin, 1.0).await;
+    raw(
+        dw.addr,
+        &put(
+            "/api/v1/channels/7",
+            "Bearer alice",
+            "p2",
+            &stale_body(&read),
+        ),
+    )
+    .await;
+    responses_checked(dw.admin, 4.0).await;
+    let found = kinds_of(dw.admin, "p2", None).await;
+    assert!(
+        !found
+            .iter()
+            .any(|(_, field)| field == "/graphicsElementIds"),
+        "{found:?}"
+    );
+}

@@ -147,6 +147,7 @@ impl Replay<'_> {
                     body.as_ref(),
                     at_risk,
                 );
+                crate::silent::withdraw(&mut findings, &outcome.survived);
                 findings.extend(outcome.confirmed);
             }
         }

@@ -87,11 +87,20 @@ impl Live {
     }
 
     pub async fn check_on_change(self: Arc<Self>) {
+        let survival = &self.sidecar.memory.survival;
+        let mut lessons = survival.generation();
         loop {
             tokio::select! {
                 () = self.listed.notified() => {}
                 () = self.calls.learned_changed.notified() => {}
+                // A write's answer read after its call was mapped may change the reading.
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                    if survival.generation() == lessons {
+                        continue;
+                    }
+                }
             }
+            lessons = survival.generation();
             // A large catalog against a large spec is seconds of CPU (14,142 tools against
             // GitHub's: 8.3 s): off the runtime, which serves /healthz on this same thread.
             let live = self.clone();
@@ -109,6 +118,27 @@ impl Live {
         Ok(toml::from_str(&map_toml(&self.calls.learned()))?)
     }
 
+    /// A tool whose every operation the writes' own answers showed keeping what it omits is
+    /// read as a merge (unless its map says otherwise): what it leaves out is no silent clear.
+    fn read_as_merge(&self, contract: &crate::contract::Contract, mapping: &mut Mapping) {
+        let survival = &self.sidecar.memory.survival;
+        let api = self.sidecar.apis[0].label.name().unwrap_or_default();
+        for entry in mapping.tools.values_mut().filter(|e| e.write.is_none()) {
+            let ops: Vec<_> = entry
+                .references()
+                .filter_map(|r| crate::catalog::find_operation(contract, r))
+                .collect();
+            let merges = |op: &&crate::contract::Operation| {
+                survival
+                    .of(&crate::memory::survival::name(api, op))
+                    .is_some_and(|l| l.reads_as_merge())
+            };
+            if !ops.is_empty() && ops.iter().all(merges) {
+                entry.write = Some(crate::contract::WriteSemantics::Merge);
+            }
+        }
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         let Some(list) = self.state().list.clone() else {
             return Ok(());
@@ -116,15 +146,12 @@ impl Live {
         let tools = read_tools(&list).context("the server's tools/list")?;
         let api = &self.sidecar.apis[0];
         let revision = api.revision();
-        let learned;
-        let mapping = match &self.user_map {
-            Some(UserMap(map)) => map,
-            None => {
-                learned = self.learned_mapping()?;
-                &learned
-            }
+        let mut mapping = match &self.user_map {
+            Some(UserMap(map)) => map.clone(),
+            None => self.learned_mapping()?,
         };
-        let report = check(&revision.contract, &tools, mapping)?;
+        self.read_as_merge(&revision.contract, &mut mapping);
+        let report = check(&revision.contract, &tools, &mapping)?;
         // Learned, the map holds only the tools called so far: the others are not yet
         // mapped, which is no defect of theirs.
         let learned = self.user_map.is_none();
