@@ -3,6 +3,7 @@
 
 mod body;
 mod bounded;
+mod branches;
 pub(crate) mod coerce;
 mod members;
 mod params;

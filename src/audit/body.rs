@@ -177,6 +177,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
         Some(BodyShape::Object {
             properties,
             additional,
+            ..
         }),
         Some(sent),
     ) = (shape, value.as_object())
@@ -190,7 +191,10 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
     for (key, _) in sent.members() {
         match declared.find(key) {
             Some(p) => writable_sent += usize::from(!p.read_only),
-            None if *additional != Additional::Allowed && !out.full() => {
+            None if *additional != Additional::Allowed
+                && !out.full()
+                && !super::branches::declared_in_any(&media.shape, key, value) =>
+            {
                 let absent = |name: &str| !sent.members().any(|(k, _)| k == name);
                 out.push(undeclared(op, key, properties, *additional, absent));
             }
@@ -269,17 +273,7 @@ impl Named for crate::contract::ResponseMedia {
     }
 }
 
-/// For a `oneOf`/`anyOf` body, the shape of the branch the value validates against.
-pub(super) fn chosen_shape<'s>(shape: &'s BodyShape, value: Node) -> Option<&'s BodyShape> {
-    match shape {
-        BodyShape::Variants(branches) => branches
-            .iter()
-            .find(|(v, _)| v.get().is_none_or(|v| v.is_valid(value)))
-            .and_then(|(_, s)| chosen_shape(s, value)),
-        BodyShape::Opaque => None,
-        object => Some(object),
-    }
-}
+pub(super) use super::branches::chosen_shape;
 
 /// A finding for one JSON Schema error, or `None` where another check reports it better:
 /// top-level undeclared fields (with a did-you-mean) and readOnly properties a request need
@@ -347,12 +341,52 @@ fn schema_finding(
                     )),
             )
         }
+        kind @ (ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. }) => {
+            Some(no_branch(kind, error, body))
+        }
         _ => Some(
             Finding::new(Kind::BodySchemaViolation, Location::Body, path)
                 .expected(error.kind().keyword())
                 .message(format!("{}: {}", field("body", path), masked(error))),
         ),
     }
+}
+
+/// A value no branch of an `anyOf`/`oneOf` accepts: the finding names the fields the closest
+/// branch rejects, and what each rejects (each said as its own finding would say it).
+fn no_branch(kind: &ValidationErrorKind, error: &ValidationError, body: Node) -> Finding {
+    let path = error.instance_path().as_str();
+    let keyword = error.kind().keyword();
+    let generic = Finding::new(Kind::BodySchemaViolation, Location::Body, path)
+        .expected(keyword)
+        .message(format!("{}: {}", field("body", path), masked(error)));
+    let Some((branch, errors)) = super::branches::closest(kind) else {
+        return generic;
+    };
+    let said: Vec<Finding> = errors
+        .iter()
+        .filter_map(|e| schema_finding(e, body, &[], false))
+        .collect();
+    let Some(first) = said.first() else {
+        return generic;
+    };
+    let each: Vec<&str> = said.iter().map(|f| f.message.as_str()).take(5).collect();
+    let more = match said.len().saturating_sub(each.len()) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    Finding::new(
+        Kind::BodySchemaViolation,
+        Location::Body,
+        first.field.clone(),
+    )
+    .expected(format!("{keyword} branch {branch}"))
+    .observed(first.observed.clone().unwrap_or_default())
+    .message(format!(
+        "{} fits no branch of its `{keyword}`; the closest (branch {branch}) rejects: {}{more}",
+        field("body", path),
+        each.join("; ")
+    ))
 }
 
 /// The type of the value at `pointer` in `body`, read from the document: an error's own

@@ -198,6 +198,7 @@ fn undeclared_fields(
             Some(BodyShape::Object {
                 properties,
                 additional,
+                ..
             }),
             Some(map),
         ) => {
@@ -205,7 +206,9 @@ fn undeclared_fields(
             for (key, _) in map.members() {
                 match declared.find(key) {
                     Some(p) if p.write_only => push(undeclared(&format!("{path}/{key}"), true)),
-                    None if *additional == Additional::Absent => {
+                    None if *additional == Additional::Absent
+                        && !super::branches::declared_in_any(shape, key, value) =>
+                    {
                         push(undeclared(&format!("{path}/{key}"), false))
                     }
                     _ => {}

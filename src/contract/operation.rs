@@ -152,6 +152,9 @@ pub enum BodyShape {
     Object {
         properties: Vec<Property>,
         additional: Additional,
+        /// Names declared only in the `anyOf`/`oneOf` branches of its `allOf` members: declared
+        /// (never undeclared), yet neither required nor omitted by a body of another branch.
+        alternatives: Vec<String>,
     },
     /// `oneOf`/`anyOf`: the properties come from the branch the body validates against.
     Variants(Vec<(LazyBody, BodyShape)>),

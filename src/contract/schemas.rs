@@ -246,14 +246,14 @@ impl Schemas {
                 items => BodyShape::Array(Arc::new(items)),
             };
         }
-        let mut properties = Vec::new();
+        let (mut properties, mut alternatives) = (Vec::new(), Vec::new());
         let mut required = Vec::new();
         let mut is_object = false;
         collect_object(
             doc,
             &pointer,
             schema,
-            &mut properties,
+            (&mut properties, &mut alternatives),
             &mut required,
             &mut is_object,
             0,
@@ -272,9 +272,11 @@ impl Schemas {
             (Some(_), _) | (None, Some(_)) => Additional::Allowed,
             (None, None) => Additional::Absent,
         };
+        alternatives.retain(|name| !properties.iter().any(|p| &p.name == name));
         BodyShape::Object {
             properties,
             additional,
+            alternatives,
         }
     }
 }
@@ -284,7 +286,7 @@ fn collect_object(
     doc: &Value,
     pointer: &str,
     schema: &Value,
-    properties: &mut Vec<Property>,
+    (properties, alternatives): (&mut Vec<Property>, &mut Vec<String>),
     required: &mut Vec<String>,
     is_object: &mut bool,
     depth: usize,
@@ -328,11 +330,44 @@ fn collect_object(
                 doc,
                 &branch_ptr,
                 branch,
-                properties,
+                (properties, alternatives),
                 required,
                 is_object,
                 depth + 1,
             );
+        }
+    }
+    // Inside an `allOf` branch, the properties of its `anyOf`/`oneOf` branches are declared
+    // too (a body may carry any of them), as alternatives: none is required of every body, nor
+    // omitted by a body that carries another branch's.
+    for keyword in ["anyOf", "oneOf"] {
+        if depth == 0 {
+            break;
+        }
+        for (i, branch) in schema
+            .get(keyword)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let (branch_ptr, branch) =
+                deref_at(doc, Cow::Owned(format!("{pointer}/{keyword}/{i}")), branch);
+            let (mut theirs, mut optional) = (Vec::new(), Vec::new());
+            collect_object(
+                doc,
+                &branch_ptr,
+                branch,
+                (&mut theirs, alternatives),
+                &mut optional,
+                is_object,
+                depth + 1,
+            );
+            for p in theirs {
+                if !properties.iter().any(|q| q.name == p.name) && !alternatives.contains(&p.name) {
+                    alternatives.push(p.name);
+                }
+            }
         }
     }
 }
