@@ -67,6 +67,8 @@ pub enum DefectKind {
     Unmapped,
     /// An argument of a shape the comparison has not been taught: it is not compared.
     Untaught,
+    /// The tool offers values the spec's enum does not take.
+    EnumMismatch,
 }
 
 impl DefectKind {
@@ -80,6 +82,7 @@ impl DefectKind {
             DefectKind::TypeMismatch => "type_mismatch",
             DefectKind::Unmapped => "unmapped",
             DefectKind::Untaught => "untaught",
+            DefectKind::EnumMismatch => "enum_mismatch",
         }
     }
 }

@@ -5,6 +5,7 @@
 //! pipeline, so a call is audited, remembered and refused exactly as a request from any other
 //! client would be.
 
+pub mod bindings;
 pub mod calls;
 pub mod message;
 pub mod relay;

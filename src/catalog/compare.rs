@@ -135,6 +135,7 @@ fn compare_tool(
                 found,
                 DefectKind::MissingParam,
             );
+            report.enums(&p.name, p.enum_values.as_deref(), found);
         }
         for name in declared.keys().filter(|n| !expected.is_param(loc, n)) {
             report.unreachable(name, loc.as_str());
@@ -193,6 +194,43 @@ impl Reporter<'_, '_> {
         );
     }
 
+    /// Values the tool offers for an argument that the spec's enum does not take
+    /// (`merge-commit` where the API takes `merge_commit`): every call with one is refused or
+    /// misread. Compared as the wire carries them, as text.
+    fn enums(&mut self, name: &str, spec: Option<&[Value]>, found: Option<&Value>) {
+        let offered = found
+            .map(|schema| crate::contract::deref(self.root, schema))
+            .and_then(|schema| schema.get("enum"))
+            .and_then(Value::as_array);
+        let (Some(spec), Some(offered)) = (spec, offered) else {
+            return;
+        };
+        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), String::from);
+        let taken: Vec<String> = spec.iter().map(text).collect();
+        let refused: Vec<String> = offered
+            .iter()
+            .map(text)
+            .filter(|v| !taken.contains(v))
+            .collect();
+        if refused.is_empty() {
+            return;
+        }
+        let list = |v: &[String]| {
+            let shown: Vec<&str> = v.iter().take(10).map(String::as_str).collect();
+            let more = v.len().saturating_sub(shown.len());
+            match more {
+                0 => shown.join(", "),
+                n => format!("{}, ... ({n} more)", shown.join(", ")),
+            }
+        };
+        self.push(
+            DefectKind::EnumMismatch,
+            name,
+            Some(list(&taken)),
+            Some(list(&refused)),
+        );
+    }
+
     /// One expected field against what the tool declares for it: absent (unless the server
     /// supplies it), of a shape not taught, or of another type.
     fn one(
@@ -239,6 +277,7 @@ impl Reporter<'_, '_> {
             };
             let p = f.property;
             self.one(&p.name, (&p.summary.ty, &p.members), found, missing);
+            self.enums(&p.name, p.enum_values.as_deref(), found);
         }
         for name in declared.keys().filter(|n| !self.expected.is_field(n)) {
             self.unreachable(name, "body");

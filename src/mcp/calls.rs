@@ -66,13 +66,16 @@ impl By {
 }
 
 /// The tool a request is attributed to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Attribution {
     /// The tool's name; `None` when ambiguous.
     pub tool: Option<Arc<str>>,
     pub by: By,
     /// For an ambiguous request: the tools of the calls that fit, sorted.
     pub candidates: Vec<Arc<str>>,
+    /// The arguments of the one call it was tied to (one call in flight, or told by its
+    /// values): what the server did with them is learned from the request.
+    pub arguments: Option<Arc<[(String, Value)]>>,
 }
 
 impl Attribution {
@@ -81,6 +84,7 @@ impl Attribution {
             tool: Some(name.into()),
             by: By::Header,
             candidates: Vec::new(),
+            arguments: None,
         }
     }
 
@@ -103,6 +107,8 @@ struct Call {
     tool: Arc<str>,
     /// Its scalar argument values as text, distinct.
     values: Vec<String>,
+    /// Its arguments by name (groups' members included), bounded as `values` is.
+    arguments: Arc<[(String, Value)]>,
     began: Instant,
 }
 
@@ -112,6 +118,8 @@ struct State {
     /// calls under it, and its answer, which cannot say which, ends both.
     in_flight: HashMap<(u64, String), Vec<Call>>,
     learned: BTreeMap<String, BTreeSet<String>>,
+    /// Per tool, what its server does with each argument.
+    bindings: BTreeMap<String, crate::mcp::bindings::Learned>,
     /// Until then, a call may be in flight untracked: no request is named by what is.
     incomplete_until: Option<Instant>,
 }
@@ -173,6 +181,12 @@ impl Calls {
         if let Some(arguments) = arguments {
             scalars(arguments, &mut values);
         }
+        let arguments: Arc<[(String, Value)]> = arguments
+            .map(|a| crate::mcp::bindings::flatten(a, MAX_VALUES))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, v)| v.to_string().len() <= MAX_VALUE_BYTES)
+            .collect();
         values.sort();
         values.dedup();
         let now = Instant::now();
@@ -186,6 +200,7 @@ impl Calls {
         let call = Call {
             tool: tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)].into(),
             values,
+            arguments,
             began: now,
         };
         let key = (session, id.to_string());
@@ -212,15 +227,17 @@ impl Calls {
         let mut state = self.state();
         self.untracked.expired.inc_by(state.expire(Instant::now()));
         let calls: Vec<&Call> = state.in_flight.values().flatten().collect();
-        let named = |tool: &Arc<str>, by| Attribution {
-            tool: Some(tool.clone()),
+        let named = |call: &Call, by, arguments: bool| Attribution {
+            tool: Some(call.tool.clone()),
             by,
             candidates: Vec::new(),
+            arguments: arguments.then(|| call.arguments.clone()),
         };
         let ambiguous = |fit: BTreeSet<Arc<str>>| Attribution {
             tool: None,
             by: By::Ambiguous,
             candidates: fit.into_iter().take(MAX_CANDIDATES).collect(),
+            arguments: None,
         };
         if state.incomplete_until.is_some() {
             // A call past the bound may be the cause: what is tracked cannot name it.
@@ -228,11 +245,12 @@ impl Calls {
         }
         match calls.as_slice() {
             [] => return None,
-            [only] => return Some(named(&only.tool, By::OnlyCall)),
+            [only] => return Some(named(only, By::OnlyCall, true)),
             _ => {}
         }
         if calls.iter().all(|c| c.tool == calls[0].tool) {
-            return Some(named(&calls[0].tool, By::OnlyTool));
+            // Which of the tool's calls it was is not known: nothing is learned of arguments.
+            return Some(named(calls[0], By::OnlyTool, false));
         }
         let values = values();
         let matched: Vec<Vec<&String>> = calls
@@ -249,8 +267,9 @@ impl Calls {
         };
         let told: Vec<usize> = (0..calls.len()).filter(|i| telling(*i)).collect();
         let told_tools: BTreeSet<&Arc<str>> = told.iter().map(|i| &calls[*i].tool).collect();
-        if let [tool] = told_tools.into_iter().collect::<Vec<_>>().as_slice() {
-            return Some(named(tool, By::Arguments));
+        if told_tools.len() == 1 {
+            // The call itself is known only when one call was told apart.
+            return Some(named(calls[told[0]], By::Arguments, told.len() == 1));
         }
         let best = matched.iter().map(Vec::len).max().unwrap_or(0);
         let fit = (0..calls.len())
@@ -281,6 +300,38 @@ impl Calls {
         self.state().learned.clone()
     }
 
+    /// What the tool's server did with the arguments of a call tied to a request; `true` when
+    /// the tool's bindings grew (the live catalog check runs again).
+    pub fn learn_bindings(
+        &self,
+        tool: &str,
+        found: Vec<(String, crate::mcp::bindings::Bound)>,
+    ) -> bool {
+        if found.is_empty() {
+            return false;
+        }
+        let tool = &tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)];
+        let mut state = self.state();
+        if !state.learned.contains_key(tool) {
+            return false;
+        }
+        let grew = state
+            .bindings
+            .entry(tool.to_string())
+            .or_default()
+            .take(found);
+        drop(state);
+        if grew {
+            self.learned_changed.notify_one();
+        }
+        grew
+    }
+
+    /// Each tool's learned bindings.
+    pub fn bindings(&self) -> BTreeMap<String, crate::mcp::bindings::Learned> {
+        self.state().bindings.clone()
+    }
+
     pub fn untracked(&self) -> u64 {
         self.untracked.bound.get()
     }
@@ -292,17 +343,48 @@ impl Calls {
 }
 
 /// The learned map as a `tools --map` file: a tool that reached one operation maps to it, one
-/// that reached several is composite (`operations`).
-pub fn map_toml(learned: &BTreeMap<String, BTreeSet<String>>) -> String {
+/// that reached several is composite (`operations`); what its server was seen doing with its
+/// arguments is its `bind`, `rename`, `nests` and `joins`.
+pub fn map_toml(
+    learned: &BTreeMap<String, BTreeSet<String>>,
+    bindings: &BTreeMap<String, crate::mcp::bindings::Learned>,
+) -> String {
     let mut out = String::from(
-        "# Learned by driftwatch from the server's own traffic: the operations each tool called.\n[tools]\n",
+        "# Learned by driftwatch from the server's own traffic: the operations each tool called,\n# and what its server does with each argument.\n[tools]\n",
     );
     let quote = |s: &str| Value::String(s.to_string()).to_string();
+    let table = |map: &BTreeMap<String, String>| {
+        let pairs: Vec<String> = map
+            .iter()
+            .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
+            .collect();
+        format!("{{ {} }}", pairs.join(", "))
+    };
     for (tool, operations) in learned {
         let ops: Vec<String> = operations.iter().map(|o| quote(o)).collect();
-        let entry = match ops.as_slice() {
-            [one] => one.clone(),
-            _ => format!("{{ operations = [{}] }}", ops.join(", ")),
+        let mut parts = vec![match ops.as_slice() {
+            [one] => format!("operation = {one}"),
+            _ => format!("operations = [{}]", ops.join(", ")),
+        }];
+        let bound = bindings.get(tool).filter(|b| !b.is_empty());
+        if let Some(b) = bound {
+            for (key, map) in [
+                ("bind", &b.bind),
+                ("rename", &b.rename),
+                ("nests", &b.nests),
+            ] {
+                if !map.is_empty() {
+                    parts.push(format!("{key} = {}", table(map)));
+                }
+            }
+            if !b.joins.is_empty() {
+                let joins: Vec<String> = b.joins.iter().map(|j| quote(j)).collect();
+                parts.push(format!("joins = [{}]", joins.join(", ")));
+            }
+        }
+        let entry = match (ops.as_slice(), bound) {
+            ([one], None) => one.clone(),
+            _ => format!("{{ {} }}", parts.join(", ")),
         };
         out.push_str(&format!("{} = {entry}\n", quote(tool)));
     }
@@ -479,12 +561,50 @@ mod tests {
             "create_or_update_file",
             "repos/create-or-update-file-contents",
         );
-        let text = map_toml(&calls.learned());
+        let text = map_toml(&calls.learned(), &calls.bindings());
         let map: crate::catalog::Mapping = toml::from_str(&text).unwrap();
         assert_eq!(map.tools["get-user"].operation.as_deref(), Some("get-user"));
         assert_eq!(
             map.tools["create_or_update_file"].operations,
             ["repos/create-or-update-file-contents", "repos/get-content"]
+        );
+    }
+
+    /// Issue 50: a request tied to one call teaches where its arguments went; the learned map
+    /// says it in the `tools --map` vocabulary. A request only the tool is known for (two of
+    /// its calls in flight) teaches nothing of arguments.
+    #[test]
+    fn a_call_tied_to_its_request_teaches_the_maps_bindings() {
+        use crate::mcp::bindings::{Seen, learn};
+        let calls = Calls::default();
+        let args = json!({"repo": "widgets", "strategy": "squash", "title": "Fix login"});
+        calls.begin(1, &json!(1), "merge_pull", Some(&args));
+        let seen = || {
+            Seen::of(
+                "/repositories/{repo_slug}/merge",
+                "/repositories/widgets/merge",
+                Some(br#"{"merge_strategy": "squash", "title": "Fix login"}"#),
+            )
+        };
+        let attribution = calls.attribute(|| values("/", None)).unwrap();
+        let arguments = attribution.arguments.expect("one call in flight");
+        calls.learn("merge_pull", "merge");
+        assert!(calls.learn_bindings("merge_pull", learn(&arguments, &seen())));
+        let text = map_toml(&calls.learned(), &calls.bindings());
+        let map: crate::catalog::Mapping = toml::from_str(&text).unwrap();
+        let entry = &map.tools["merge_pull"];
+        assert_eq!(entry.operation.as_deref(), Some("merge"));
+        assert_eq!(entry.bind["repo"], "repo_slug");
+        assert_eq!(entry.rename["strategy"], "merge_strategy");
+        assert!(
+            !entry.rename.contains_key("title"),
+            "sent under its own name: {text}"
+        );
+        // Two calls of the tool: which one made the request is not known.
+        calls.begin(1, &json!(2), "merge_pull", Some(&json!({"repo": "other"})));
+        assert_eq!(
+            calls.attribute(|| values("/", None)).unwrap().arguments,
+            None
         );
     }
 

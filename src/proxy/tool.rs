@@ -9,6 +9,7 @@ use http::request::Parts;
 use super::Sidecar;
 use super::forward::BodyRead;
 use super::record::Ledger;
+use crate::mcp::bindings::{Seen, learn};
 use crate::mcp::calls::RequestValues;
 
 pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mut Ledger<'_>) {
@@ -34,7 +35,21 @@ pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mu
     s.tool_metrics.request(tool);
     // The live catalog check reads the first API's spec: only its operations are learned.
     let first = ledger.api.index == 0;
-    if let (Some(name), Some(op), true) = (tool.and_then(|t| t.known()), ledger.operation, first) {
-        calls.learn(name, &op.id);
+    let (Some(attribution), Some(op), true) = (tool, ledger.operation, first) else {
+        return;
+    };
+    let Some(name) = attribution.known() else {
+        return;
+    };
+    calls.learn(name, &op.id);
+    // Tied to one call: where its argument values went says what the server does with them.
+    if let Some(arguments) = &attribution.arguments {
+        let body = match read {
+            BodyRead::Whole(bytes) => Some(&bytes[..]),
+            _ => None,
+        };
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let seen = Seen::of(&op.template, target, body);
+        calls.learn_bindings(name, learn(arguments, &seen));
     }
 }

@@ -449,3 +449,60 @@ fn a_field_the_get_marks_read_only_is_no_silent_clear_for_a_tool_that_omits_it()
         .collect::<Vec<_>>();
     assert_eq!(found, [d("putC", DefectKind::SilentClear, "tags")]);
 }
+
+/// Issue 50: what the server does with an argument (learned by `wrap`, or written by hand) is
+/// the map's vocabulary; with it, the rename is no defect, and a value the tool offers that the
+/// spec's enum does not take (`merge-commit` where the API takes `merge_commit`) is one.
+#[test]
+fn a_renamed_argument_is_compared_with_its_field_and_enum_drift_is_a_defect() {
+    let doc = json!({"openapi": "3.1.0", "paths": {"/pulls/{pull_id}/merge": {"post": {
+        "operationId": "merge", "parameters": [{"name": "pull_id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+        "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {
+            "merge_strategy": {"type": "string", "enum": ["merge_commit", "squash", "fast_forward"]},
+            "message": {"type": "string"}}}}}},
+        "responses": {"200": {"description": "ok"}}}}}});
+    let spec = driftwatch::spec::Spec::from_document(std::path::Path::new("m.json"), doc).unwrap();
+    let c = Contract::compile(&spec, &Default::default()).unwrap();
+    let catalog = json!({"tools": [{"name": "merge_pull", "inputSchema": {"type": "object",
+        "properties": {"pull": {"type": "integer"}, "message": {"type": "string"},
+            "strategy": {"type": "string", "enum": ["merge-commit", "squash", "fast-forward"]}}}}]});
+    let found = |map: &str| -> Vec<(String, DefectKind, String)> {
+        let map: Mapping = toml::from_str(map).unwrap();
+        check(&c, &read_tools(&catalog).unwrap(), &map)
+            .unwrap()
+            .defects
+            .into_iter()
+            .map(|d| (d.tool, d.kind, d.field))
+            .collect()
+    };
+    // Only the operation known: the rename reads as two defects.
+    assert_eq!(
+        found("[tools]\nmerge_pull = \"merge\"\n"),
+        [
+            d("merge_pull", DefectKind::UnreachableArgument, "strategy"),
+            d("merge_pull", DefectKind::MissingField, "merge_strategy"),
+        ]
+    );
+    // As `wrap` learns it from the server's request: the real drift is left.
+    let learned = "[tools]\nmerge_pull = { operation = \"merge\", bind = { \"pull\" = \"pull_id\" }, rename = { \"strategy\" = \"merge_strategy\" } }\n";
+    let report = check(
+        &c,
+        &read_tools(&catalog).unwrap(),
+        &toml::from_str(learned).unwrap(),
+    )
+    .unwrap();
+    let drift = &report.defects;
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(
+        (
+            drift[0].kind,
+            drift[0].field.as_str(),
+            drift[0].declared.as_deref()
+        ),
+        (
+            DefectKind::EnumMismatch,
+            "merge_strategy",
+            Some("merge-commit, fast-forward")
+        )
+    );
+}

@@ -115,7 +115,10 @@ impl Live {
     /// The learned map, read back from the text `/tools/map` serves: what is checked is
     /// what is shown.
     fn learned_mapping(&self) -> anyhow::Result<Mapping> {
-        Ok(toml::from_str(&map_toml(&self.calls.learned()))?)
+        Ok(toml::from_str(&map_toml(
+            &self.calls.learned(),
+            &self.calls.bindings(),
+        ))?)
     }
 
     /// A tool whose every operation the writes' own answers showed keeping what it omits is
@@ -216,7 +219,7 @@ fn event(api: &crate::proxy::Api, revision: &str, tool: String, defects: Vec<Def
 
 impl crate::admin::ToolsView for Live {
     fn map(&self) -> String {
-        map_toml(&self.calls.learned())
+        map_toml(&self.calls.learned(), &self.calls.bindings())
     }
 
     fn check(&self) -> Result<String, String> {
