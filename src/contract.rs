@@ -12,6 +12,7 @@ mod router;
 mod sanitize;
 mod schemas;
 mod security;
+mod shape;
 mod types;
 mod warning;
 mod writes;
@@ -110,9 +111,8 @@ pub struct Contract {
     router: router::Router,
     /// Prefixes stripped from request paths before routing, longest first.
     base_paths: Vec<String>,
-    /// Every segment that is literal in some template or base path (`api`, `channels`): what
-    /// [`Contract::path_shape`] keeps of a path.
-    literals: std::collections::HashSet<String>,
+    /// The templates segment by segment: what [`Contract::path_shape`] keeps of a path.
+    shapes: shape::Shapes,
     /// The document and what is compiled from it on first use: validators, response schemas.
     compiler: std::sync::Arc<compiler::Compiler>,
     /// Pointers of the document as the file spells them, for warnings.
@@ -406,59 +406,12 @@ impl Contract {
             .collect()
     }
 
-    /// `path` with every segment that is not literal somewhere in the spec written as `*`
-    /// (`/api/v1/channels/tok_9f2/x` is `/api/v1/channels/*/*`): where a request went, without
-    /// the values a path carries (an id, a token), for findings, events and logs. The query is
-    /// left out.
+    /// `path` with every segment that may be a value written `*` (`/api/v1/channels/tok_9f2/x`
+    /// is `/api/v1/channels/*/*`): where a request went, without the values a path carries (an
+    /// id, a token), for findings, events and logs. The query is left out. The rule is `contract::shape`'s.
     pub fn path_shape(&self, path: &str) -> String {
-        let path = path.split(['?', '#']).next().unwrap_or("");
-        let mut shape = String::with_capacity(path.len().min(256));
-        for (i, segment) in path.split('/').enumerate() {
-            if i > 0 {
-                shape.push('/');
-            }
-            if segment.is_empty() || self.literals.contains(segment) || is_version(segment) {
-                shape.push_str(segment);
-            } else {
-                shape.push('*');
-            }
-        }
-        shape
+        self.shapes.of(path)
     }
-}
-
-/// An API version segment (`v4`, `v2.1`, `v1beta2`): no value, and the likeliest reason a
-/// whole API's traffic routes nowhere (GitLab's v4 traffic against its v3 spec), so a path's
-/// shape keeps it.
-fn is_version(segment: &str) -> bool {
-    let Some(rest) = segment.strip_prefix(['v', 'V']) else {
-        return false;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let tail = &rest[digits..];
-    digits > 0
-        && digits <= 3
-        && (tail.is_empty()
-            || tail.strip_prefix('.').is_some_and(|t| {
-                !t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit())
-            })
-            || ["alpha", "beta"].iter().any(|w| {
-                tail.strip_prefix(w)
-                    .is_some_and(|t| t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit()))
-            }))
-}
-
-/// The literal segments of `templates` and `base_paths`.
-pub(crate) fn literal_segments<'a>(
-    templates: impl Iterator<Item = &'a str>,
-    base_paths: &'a [String],
-) -> std::collections::HashSet<String> {
-    templates
-        .chain(base_paths.iter().map(String::as_str))
-        .flat_map(|t| t.split('/'))
-        .filter(|s| !s.is_empty() && !s.contains(['{', '}']))
-        .map(String::from)
-        .collect()
 }
 
 /// Whether a branch validator of `shape` (all compiled now) cannot be compiled.

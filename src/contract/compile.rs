@@ -105,12 +105,12 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         op.index = i;
         by_id.entry(op.id.clone()).or_insert(i);
     }
-    let literals = super::literal_segments(
+    let shapes = super::shape::Shapes::new(
         operations.iter().map(|op| op.template.as_str()),
         &base_paths,
     );
     let contract = Contract {
-        literals,
+        shapes,
         openapi: spec.openapi.clone(),
         max_findings: options.max_findings.max(1),
         secrets: super::security::Secrets::of(doc),
