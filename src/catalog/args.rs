@@ -81,9 +81,40 @@ pub(super) fn layout_of(root: &Value) -> Layout {
     }
 }
 
+/// The schema whose properties are the tool's arguments: its input schema, or the one object
+/// argument that wraps them all (Speakeasy's generated servers take `{"request": {...}}`),
+/// where that argument is no parameter or field of the operation itself.
+pub(super) fn arguments_of<'t>(root: &'t Value, expected: &Expected) -> &'t Value {
+    let mut top = properties(root);
+    let (Some((name, schema)), None) = (top.next(), top.next()) else {
+        return root;
+    };
+    let inner = deref(root, schema);
+    let named = GROUPS.contains(&name.as_str())
+        || name == "requestBody"
+        || expected.is_field(name)
+        || [Location::Path, Location::Query, Location::Header]
+            .iter()
+            .any(|loc| expected.is_param(*loc, name));
+    match !named && inner.get("properties").is_some() {
+        true => inner,
+        false => root,
+    }
+}
+
+/// Whether an object argument holds the body's fields (Speakeasy names it after the body's
+/// schema, `PatchWithComment`): at least half of its properties, and at least one, are fields.
+fn holds_the_body(root: &Value, schema: &Value, expected: &Expected) -> bool {
+    let names: Vec<&String> = properties(deref(root, schema)).map(|(k, _)| k).collect();
+    let fields = names.iter().filter(|n| expected.is_field(n)).count();
+    fields > 0 && fields * 2 >= names.len()
+}
+
 /// Sort the tool's arguments by where they go: by group (grouped layout) or by name.
+/// `arguments` is the schema whose properties they are ([`arguments_of`]); `root` resolves refs.
 pub(super) fn sort_args<'t>(
     root: &'t Value,
+    arguments: &'t Value,
     layout: Layout,
     expected: &Expected,
     entry: &MappedTool,
@@ -91,7 +122,7 @@ pub(super) fn sort_args<'t>(
     let mut args = Args::default();
     let wire = |name: &String| entry.rename.get(name).unwrap_or(name).clone();
     if layout == Layout::Grouped {
-        let group = |g: &str| root.get("properties").and_then(|p| p.get(g));
+        let group = |g: &str| arguments.get("properties").and_then(|p| p.get(g));
         if let Some(schema) = group("pathParameters") {
             args.loose
                 .extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
@@ -107,7 +138,7 @@ pub(super) fn sort_args<'t>(
         args.body_schema = group("body");
         return args;
     }
-    for (name, schema) in properties(root) {
+    for (name, schema) in properties(arguments) {
         if entry.local.contains(name) || entry.nests.contains_key(name) {
             continue;
         }
@@ -131,6 +162,11 @@ pub(super) fn sort_args<'t>(
             args.header.insert(w, schema);
         } else if expected.is_field(&w) {
             args.body.insert(w, schema);
+        } else if args.body_schema.is_none()
+            && matches!(expected.body, super::expected::Body::Fields(_))
+            && holds_the_body(root, schema, expected)
+        {
+            args.body_schema = Some(schema);
         } else {
             args.loose.push((name.clone(), schema));
         }

@@ -97,9 +97,10 @@ fn compare_tool(
     out: &mut Vec<Defect>,
 ) -> (Layout, Vec<Binding>) {
     let root = &tool.input_schema;
-    let layout = layout_of(root);
-    let mut args = sort_args(root, layout, expected, entry);
-    let bindings = bind_path(root, &mut args, expected, entry);
+    let arguments = super::args::arguments_of(root, expected);
+    let layout = layout_of(arguments);
+    let mut args = sort_args(root, arguments, layout, expected, entry);
+    let bindings = bind_path(arguments, &mut args, expected, entry);
     if matches!(expected.body, Body::Whole { .. }) {
         // What fits nowhere else was meant for the body, which is no object of fields.
         args.body.extend(args.loose.drain(..));

@@ -91,6 +91,15 @@ pub fn flatten(arguments: &Value, max: usize) -> Vec<(String, Value)> {
         "requestBody",
     ];
     let mut out = Vec::new();
+    // One object argument wrapping them all (Speakeasy's `request`): its members are the
+    // arguments, as the catalog check reads them.
+    if let Some(top) = arguments.as_object()
+        && let [(name, inner)] = top.iter().collect::<Vec<_>>().as_slice()
+        && inner.is_object()
+        && !GROUPS.contains(&name.as_str())
+    {
+        return flatten(inner, max);
+    }
     for (name, value) in arguments.as_object().into_iter().flatten() {
         match value.as_object() {
             Some(group) if GROUPS.contains(&name.as_str()) => {
@@ -305,6 +314,17 @@ mod tests {
         assert_eq!(
             learn(&grouped, &seen),
             [("term".to_string(), Bound::Renamed("search".into()))]
+        );
+        // One object wrapping every argument (Speakeasy's `request`) is read through.
+        let wrapped = args(json!({"request": {"projectKey": "acme-web", "flag": "dark-mode"}}));
+        let seen = Seen::of(
+            "/flags/{projectKey}/{featureFlagKey}",
+            "/flags/acme-web/dark-mode",
+            None,
+        );
+        assert_eq!(
+            learn(&wrapped, &seen),
+            [("flag".to_string(), Bound::Path("featureFlagKey".into()))]
         );
     }
 }

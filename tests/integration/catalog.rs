@@ -506,3 +506,49 @@ fn a_renamed_argument_is_compared_with_its_field_and_enum_drift_is_a_defect() {
         )
     );
 }
+
+/// Issue 50: Speakeasy's generated servers (LaunchDarkly's) take every argument inside one
+/// object, `request`, and the body as an object named after its schema (`PatchWithComment`):
+/// the arguments are that object's members, and the body is the member that holds its fields.
+#[test]
+fn arguments_wrapped_in_one_object_and_a_body_named_after_its_schema_are_read_as_such() {
+    let doc = json!({"openapi": "3.1.0", "paths": {"/flags/{projectKey}/{featureFlagKey}": {"patch": {
+        "operationId": "patchFeatureFlag",
+        "parameters": [{"name": "projectKey", "in": "path", "required": true, "schema": {"type": "string"}},
+                       {"name": "featureFlagKey", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
+            "required": ["patch"], "properties": {"patch": {"type": "array"}, "comment": {"type": "string"}}}}}},
+        "responses": {"200": {"description": "ok"}}}}}});
+    let spec = driftwatch::spec::Spec::from_document(std::path::Path::new("ld.json"), doc).unwrap();
+    let c = Contract::compile(&spec, &Default::default()).unwrap();
+    let tool = |extra: Value| {
+        let mut request = json!({"type": "object", "properties": {
+            "projectKey": {"type": "string"}, "featureFlagKey": {"type": "string"},
+            "PatchWithComment": {"type": "object", "properties": {"patch": {"type": "array"}, "comment": {"type": "string"}}}}});
+        for (k, v) in extra.as_object().unwrap() {
+            request["properties"][k] = v.clone();
+        }
+        json!({"tools": [{"name": "update-feature-flag", "inputSchema": {"type": "object",
+            "properties": {"request": request}, "required": ["request"]}}]})
+    };
+    let found = |catalog: &Value| -> Vec<(String, DefectKind, String)> {
+        let map: Mapping =
+            toml::from_str("[tools]\n\"update-feature-flag\" = \"patchFeatureFlag\"\n").unwrap();
+        check(&c, &read_tools(catalog).unwrap(), &map)
+            .unwrap()
+            .defects
+            .into_iter()
+            .map(|d| (d.tool, d.kind, d.field))
+            .collect()
+    };
+    assert_eq!(found(&tool(json!({}))), []);
+    // What the wrapper holds is compared as any tool's arguments are.
+    assert_eq!(
+        found(&tool(json!({"dryRun": {"type": "boolean"}}))),
+        [d(
+            "update-feature-flag",
+            DefectKind::UnreachableArgument,
+            "dryRun"
+        )]
+    );
+}
