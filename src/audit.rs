@@ -103,7 +103,7 @@ fn unrouted(contract: &Contract, request: &RequestView) -> Finding {
     let method = request.method.to_ascii_uppercase();
     let path = contract.path_shape(request.path);
     match contract.fits_with_slash(&method, request.path) {
-        Some((op, param)) => {
+        Some((op, param, _)) => {
             let mut finding = Finding::new(Kind::SlashInPathValue, Location::Path, param)
                 .expected(format!("{method} {}", op.template))
                 .observed(format!("{method} {path}"))
@@ -115,18 +115,51 @@ fn unrouted(contract: &Contract, request: &RequestView) -> Finding {
             finding.operation = Some(op.id.as_str().into());
             finding
         }
-        None => {
-            // The nearest templates, as the unrouted warning names them: what was meant.
-            let nearest = contract.nearest_templates(request.path, 3);
-            let hint = match nearest.is_empty() {
-                true => String::new(),
-                false => format!("; nearest: {}", nearest.join(", ")),
-            };
-            Finding::new(Kind::UnknownOperation, Location::Path, &path)
-                .observed(format!("{method} {path}"))
-                .message(format!(
-                    "no operation in the spec matches {method} {path}{hint}"
-                ))
+        None => unknown_operation(contract, &method, request.path),
+    }
+}
+
+/// `unknown_operation` for `path`, naming the templates it comes nearest to (as the unrouted
+/// warning does), so the endpoint meant can be told without the path's values.
+pub fn unknown_operation(contract: &Contract, method: &str, path: &str) -> Finding {
+    let shape = contract.path_shape(path);
+    let nearest = contract.nearest_templates(path, 3);
+    let hint = match nearest.is_empty() {
+        true => String::new(),
+        false => format!("; nearest: {}", nearest.join(", ")),
+    };
+    Finding::new(Kind::UnknownOperation, Location::Path, &shape)
+        .observed(format!("{method} {shape}"))
+        .message(format!(
+            "no operation in the spec matches {method} {shape}{hint}"
+        ))
+}
+
+/// Under `driftwatch wrap`, with the arguments of the call that made the request: a
+/// `slash_in_path_value` stands only where one of them holds the value, slash kept (a branch
+/// `feature/login`). Where none does, the path names an endpoint the spec lacks
+/// (`.../attachments/{id}/download/{name}`), and telling the agent to escape a `/` would be
+/// wrong advice: it is `unknown_operation`.
+pub fn confirm_slashes(
+    contract: &Contract,
+    method: &str,
+    path: &str,
+    arguments: &[(String, serde_json::Value)],
+    findings: &mut [Finding],
+) {
+    for f in findings
+        .iter_mut()
+        .filter(|f| f.kind == Kind::SlashInPathValue)
+    {
+        let Some((_, _, value)) = contract.fits_with_slash(method, path) else {
+            continue;
+        };
+        let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+        let held = arguments
+            .iter()
+            .any(|(_, v)| v.as_str() == Some(value.as_ref()));
+        if !held {
+            *f = unknown_operation(contract, &method.to_ascii_uppercase(), path);
         }
     }
 }
@@ -215,4 +248,45 @@ fn weight(findings: &[Finding]) -> (Option<crate::finding::Severity>, usize) {
 /// The findings of [`audit`] alone.
 pub fn audit_request(contract: &Contract, request: &RequestView) -> Vec<Finding> {
     audit(contract, request).findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ContractOptions;
+    use crate::spec::Spec;
+    use serde_json::json;
+
+    /// Issue 50: under wrap, a `/` in the path is a value's only where the call's own argument
+    /// holds it; else the path names an endpoint the spec lacks.
+    #[test]
+    fn a_slash_is_a_values_only_where_the_calls_argument_holds_it() {
+        let doc = json!({"openapi": "3.1.0", "paths": {
+            "/cards/{idCard}/attachments/{idAttachment}": {"get": {"operationId": "getAttachment",
+                "responses": {"200": {"description": "ok"}}}}}});
+        let spec = Spec::from_document(std::path::Path::new("t.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        let path = "/cards/c1/attachments/a7/download/report.pdf";
+        let findings = |arguments: serde_json::Value| {
+            let headers: Vec<(String, String)> = Vec::new();
+            let view = RequestView::new("GET", path, &headers, None);
+            let mut found = audit(&contract, &view).findings;
+            assert_eq!(found[0].kind, Kind::SlashInPathValue, "{found:?}");
+            let arguments: Vec<(String, serde_json::Value)> = arguments
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            confirm_slashes(&contract, "GET", path, &arguments, &mut found);
+            found
+        };
+        let unknown =
+            findings(json!({"cardId": "c1", "attachmentId": "a7", "fileName": "report.pdf"}));
+        assert_eq!(unknown[0].kind, Kind::UnknownOperation);
+        // The endpoint's word is kept, the values are not.
+        assert_eq!(unknown[0].field, "/cards/*/attachments/*/download/*");
+        let held = findings(json!({"cardId": "c1", "attachment": "a7/download/report.pdf"}));
+        assert_eq!(held[0].kind, Kind::SlashInPathValue);
+    }
 }

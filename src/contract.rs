@@ -351,7 +351,12 @@ impl Contract {
     /// For a request no template fits: the operation it would fit if a path value could hold
     /// `/`, and the name of that parameter (which the spec does not let span segments). Only a
     /// value its schema accepts can: `7/settings` is no integer, but an endpoint the spec lacks.
-    pub fn fits_with_slash(&self, method: &str, path: &str) -> Option<(&Operation, &str)> {
+    /// The operation, the parameter's name, and the value (as sent, slash kept).
+    pub fn fits_with_slash<'p>(
+        &self,
+        method: &str,
+        path: &'p str,
+    ) -> Option<(&Operation, &str, &'p str)> {
         let method = method.to_ascii_uppercase();
         let stripped = self.without_base_path(path);
         stripped
@@ -368,7 +373,7 @@ impl Contract {
                     .and_then(|p| p.validator.get())
                     .is_none_or(|v| v.is_valid(&text));
                 (valid && matches!(ty, None | Some(FieldType::String | FieldType::Any)))
-                    .then_some((op, name))
+                    .then_some((op, name, value))
             })
     }
 

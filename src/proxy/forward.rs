@@ -82,7 +82,7 @@ async fn stages<'c>(
     vet(&parts)?;
     let (read, forward) = read(s, &parts, body).await?;
     let mut pending = check(s, rev, &parts, &read, ledger);
-    super::tool::attribute(s, &parts, &read, ledger);
+    super::tool::attribute(s, &rev.contract, &parts, &read, ledger);
     compare_with_last_get(s, ledger, &mut pending).await;
     if let Some(refused) = decide(ledger) {
         return Ok(refused);

@@ -12,7 +12,13 @@ use super::record::Ledger;
 use crate::mcp::bindings::{Seen, learn};
 use crate::mcp::calls::RequestValues;
 
-pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mut Ledger<'_>) {
+pub(super) fn attribute(
+    s: &Sidecar,
+    contract: &crate::contract::Contract,
+    parts: &Parts,
+    read: &BodyRead,
+    ledger: &mut Ledger<'_>,
+) {
     let Some(calls) = &s.calls else {
         // No MCP side seen: only a request that names its tool is counted by tool.
         if let Some(tool) = ledger.tool.as_deref() {
@@ -31,8 +37,15 @@ pub(super) fn attribute(s: &Sidecar, parts: &Parts, read: &BodyRead, ledger: &mu
             .attribute(|| RequestValues::of(target, template, body))
             .map(Arc::new);
     }
-    let tool = ledger.tool.as_deref();
+    let tool = ledger.tool.clone();
+    let tool = tool.as_deref();
     s.tool_metrics.request(tool);
+    // The call's own values say whether a `/` in the path was one of them.
+    if let Some(arguments) = tool.and_then(|t| t.arguments.as_deref()) {
+        let path = parts.uri.path();
+        let method = parts.method.as_str();
+        crate::audit::confirm_slashes(contract, method, path, arguments, &mut ledger.findings);
+    }
     // The live catalog check reads the first API's spec: only its operations are learned.
     let first = ledger.api.index == 0;
     let (Some(attribution), Some(op), true) = (tool, ledger.operation, first) else {
