@@ -2,12 +2,14 @@
 routed by the spec's templates (a parameter marked x-multi-segment takes several segments) and
 answered with the first 2xx response's example when the spec has one, else an empty object
 (or no body for a 204). It never judges the request: driftwatch, in front of it, does.
+SPEC_MOCK_EXTRA (JSON, {"GET /about.json": BODY}) adds answers the spec lacks that a server needs.
 Usage: python spec-mock.py SPEC PORT_FILE [CERT KEY]  (binds 127.0.0.1:0 and writes its port to
 PORT_FILE; with a PEM certificate and key it serves TLS, as the API itself does)
 """
 
 import gzip
 import json
+import os
 import re
 import ssl
 import sys
@@ -90,6 +92,9 @@ def routes(doc):
 
 def serve(spec, port_file, cert=None, key=None):
     table = routes(load(spec))
+    # Answers the spec lacks but a server needs to start (Discourse's `GET /about.json`), from
+    # SPEC_MOCK_EXTRA: {"GET /about.json": BODY, ...}. Still requests driftwatch judges.
+    extra = json.loads(os.environ.get("SPEC_MOCK_EXTRA") or "{}")
     count = {"requests": 0}
     lock = threading.Lock()
 
@@ -106,6 +111,8 @@ def serve(spec, port_file, cert=None, key=None):
                     count["requests"] += 1
             if path == "/__count":
                 status, body = 200, count
+            elif f"{self.command} {path}" in extra:
+                status, body = 200, extra[f"{self.command} {path}"]
             else:
                 status, body = 404, {"message": "Not Found"}
                 for method, pattern, _, s, b in table:

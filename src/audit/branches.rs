@@ -69,9 +69,7 @@ pub(super) fn declared_in_any(shape: &BodyShape, key: &str, value: Node) -> bool
 /// and its place among the branches. The branch the body's discriminator points to comes
 /// first (a branch rejecting a `const` or one-value `enum` is one the body was not meant for),
 /// then the one with the fewest errors, undeclared keys counted one each.
-pub(super) fn closest<'e>(
-    kind: &'e ValidationErrorKind,
-) -> Option<(usize, &'e [ValidationError<'static>])> {
+pub(super) fn closest(kind: &ValidationErrorKind) -> Option<(usize, &[ValidationError<'static>])> {
     let context = match kind {
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
             context
