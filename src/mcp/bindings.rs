@@ -23,6 +23,9 @@ pub enum Bound {
     Nested(String),
     /// A list joined into one string under this name.
     Joined(String),
+    /// A query parameter or top-level body field the server fills itself: no argument is named
+    /// after it, and its value is none of the call's.
+    Supplied(String),
 }
 
 /// One tool's learned bindings, in the `tools --map` vocabulary.
@@ -32,6 +35,7 @@ pub struct Learned {
     pub rename: BTreeMap<String, String>,
     pub nests: BTreeMap<String, String>,
     pub joins: BTreeSet<String>,
+    pub supplied: BTreeSet<String>,
 }
 
 /// Arguments a tool's bindings hold at most.
@@ -44,7 +48,14 @@ impl Learned {
     pub fn take(&mut self, found: Vec<(String, Bound)>) -> bool {
         let mut grew = false;
         for (argument, bound) in found {
-            if self.knows(&argument) || self.len() >= MAX_ARGUMENTS {
+            if self.len() >= MAX_ARGUMENTS {
+                break;
+            }
+            if let Bound::Supplied(field) = bound {
+                grew |= self.supplied.insert(field);
+                continue;
+            }
+            if self.knows(&argument) {
                 continue;
             }
             grew = true;
@@ -59,6 +70,7 @@ impl Learned {
                     self.joins.insert(argument);
                     None
                 }
+                Bound::Supplied(_) => None,
             };
         }
         grew
@@ -72,7 +84,11 @@ impl Learned {
     }
 
     fn len(&self) -> usize {
-        self.bind.len() + self.rename.len() + self.nests.len() + self.joins.len()
+        self.bind.len()
+            + self.rename.len()
+            + self.nests.len()
+            + self.joins.len()
+            + self.supplied.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -205,7 +221,45 @@ pub fn learn(arguments: &[(String, Value)], seen: &Seen) -> Vec<(String, Bound)>
             None => {}
         }
     }
+    // What the request carries that no argument accounts for, by name or by value.
+    let accounts = |key: &str, value: &str| {
+        arguments.iter().any(|(name, v)| {
+            name == key || scalar_text(v).as_deref() == Some(value) || out.iter().any(|(_, b)| matches!(b, Bound::Renamed(r) | Bound::Nested(r) | Bound::Joined(r) if r == key))
+        })
+    };
+    let body = seen.body.as_ref().and_then(Value::as_object);
+    let carried = seen
+        .query
+        .iter()
+        .map(|(k, v)| (k.as_str(), Some(v.clone())))
+        .chain(
+            body.into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), scalar_text(v))),
+        );
+    let mut supplied = Vec::new();
+    for (key, value) in carried {
+        let Some(value) = value else { continue };
+        if !accounts(key, &value)
+            && !supplied
+                .iter()
+                .any(|(_, b)| b == &Bound::Supplied(key.to_string()))
+        {
+            supplied.push((String::new(), Bound::Supplied(key.to_string())));
+        }
+    }
+    out.extend(supplied);
     out
+}
+
+/// A scalar's text as the wire carries it (`true`, `7`, `abc`); `None` for an object or list.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
 }
 
 /// Where a value is found: a path value, a query value, a top-level body field, deeper in the
@@ -306,7 +360,14 @@ mod tests {
             &args(json!({"item": "abc", "max": 10, "flag": true, "a": "same", "b": "same"})),
             &seen,
         );
-        assert_eq!(found, [("item".to_string(), Bound::Path("id".into()))]);
+        // `x=yes` is no argument's, by name or value: the server fills it itself.
+        assert_eq!(
+            found,
+            [
+                ("item".to_string(), Bound::Path("id".into())),
+                (String::new(), Bound::Supplied("x".into()))
+            ]
+        );
         // Grouped arguments are named by their members.
         let grouped =
             args(json!({"queryParameters": {"term": "hello"}, "pathParameters": {"id": "abc"}}));

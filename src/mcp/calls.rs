@@ -377,9 +377,11 @@ pub fn map_toml(
                     parts.push(format!("{key} = {}", table(map)));
                 }
             }
-            if !b.joins.is_empty() {
-                let joins: Vec<String> = b.joins.iter().map(|j| quote(j)).collect();
-                parts.push(format!("joins = [{}]", joins.join(", ")));
+            for (key, list) in [("joins", &b.joins), ("supplied", &b.supplied)] {
+                if !list.is_empty() {
+                    let items: Vec<String> = list.iter().map(|j| quote(j)).collect();
+                    parts.push(format!("{key} = [{}]", items.join(", ")));
+                }
             }
         }
         let entry = match (ops.as_slice(), bound) {
