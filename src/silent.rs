@@ -160,11 +160,20 @@ impl Tracker<'_> {
             fn names(fields: &AtRisk) -> Vec<&str> {
                 fields.iter().map(|(read, _, _)| read.as_str()).collect()
             }
-            self.memory.survival.learn(
-                &crate::memory::survival::name(self.api, op),
-                &names(&kept),
-                &names(&erased),
-            );
+            let operation = crate::memory::survival::name(self.api, op);
+            let (kept_names, erased_names) = (names(&kept), names(&erased));
+            if self
+                .memory
+                .survival
+                .learn(&operation, &kept_names, &erased_names)
+            {
+                let owned = |v: Vec<&str>| v.into_iter().map(String::from).collect();
+                outcome.lesson = Some(crate::memory::survival::Lesson {
+                    operation,
+                    kept: owned(kept_names),
+                    erased: owned(erased_names),
+                });
+            }
             outcome.survived = kept.into_iter().map(|(_, write, _)| write).collect();
             let write = |fields| Pending {
                 operation: op.id.clone(),
@@ -219,6 +228,8 @@ pub struct Outcome {
     /// Fields (by their name in the write) the write put at risk and its own answer showed
     /// still holding a value: their `silent_clear_risk` is withdrawn.
     pub survived: Vec<String>,
+    /// What the answer taught of the operation that was new here, for a shared store.
+    pub lesson: Option<crate::memory::survival::Lesson>,
 }
 
 /// `silent_clear` for a pending clear that another replica left, seen in `snapshot`: the

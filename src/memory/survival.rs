@@ -58,6 +58,15 @@ impl Learned {
     }
 }
 
+/// What one write's answer taught of its operation (named as [`name`] names it): fields it
+/// showed kept, fields it showed emptied. What a store shared by replicas is given, and gives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lesson {
+    pub operation: String,
+    pub kept: Vec<String>,
+    pub erased: Vec<String>,
+}
+
 /// Per operation (named by its API and label, `"PUT /pulls/{id}"`), what its answers showed.
 #[derive(Default)]
 pub struct Survival {
@@ -105,6 +114,18 @@ impl Survival {
     /// How many lessons changed something so far.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Take a lesson another replica learned (from a shared store).
+    pub fn take(&self, lesson: &Lesson) -> bool {
+        fn strs(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        self.learn(
+            &lesson.operation,
+            &strs(&lesson.kept),
+            &strs(&lesson.erased),
+        )
     }
 
     /// What `op`'s answers showed, if any were read.

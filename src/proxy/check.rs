@@ -127,15 +127,23 @@ pub(super) async fn compare_with_last_get(
     if op.write != WriteSemantics::Replace || !ledger.findings.iter().any(omits) {
         return;
     }
-    if let Some(store) = &s.store
-        && let Some(snapshot) = store.recall(key).await
-    {
-        s.memory.offer(key.clone(), snapshot);
+    let api = ledger.api.label.name().unwrap_or_default();
+    if let Some(store) = &s.store {
+        // The resource's last GET and what the operation's answers taught, both through any
+        // replica: asked together, each within the deadline.
+        let operation = crate::memory::survival::name(api, op);
+        let (snapshot, lesson) = tokio::join!(store.recall(key), store.lessons(&operation));
+        if let Some(snapshot) = snapshot {
+            s.memory.offer(key.clone(), snapshot);
+        }
+        if let Some(lesson) = lesson {
+            s.memory.survival.take(&lesson);
+        }
     }
     let tracker = Tracker {
         memory: &s.memory,
         field_maps: &s.settings.memory.field_map,
-        api: ledger.api.label.name().unwrap_or_default(),
+        api,
     };
     // The memory's entries may come from another process: a panic here is a counted audit
     // error, and the write is still forwarded (observe) or decided on what is known.

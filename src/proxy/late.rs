@@ -358,6 +358,9 @@ impl Late {
             remember.at_risk,
         );
         if let Some(store) = &s.store {
+            if let Some(lesson) = outcome.lesson {
+                store.learn(lesson);
+            }
             let done = (outcome.remembered, outcome.took, outcome.left);
             self.share(store, rev, remember.key, done);
         }

@@ -27,6 +27,7 @@ use prometheus_client::registry::Registry;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
+use crate::memory::survival::Lesson;
 use crate::memory::{HashKey, Key, Pending, Snapshot};
 use crate::settings::{MemorySettings, SharedStore};
 
@@ -76,6 +77,8 @@ enum Job {
         pending: Pending,
         then: Box<dyn FnOnce() + Send>,
     },
+    /// What a write's answer taught of its operation (see [`crate::memory::survival`]).
+    Learn { id: u128, lesson: Lesson },
 }
 
 impl Job {
@@ -84,9 +87,15 @@ impl Job {
         match self {
             Job::Remember { .. } => "remember",
             Job::Leave { .. } => "leave",
+            Job::Learn { .. } => "learn",
         }
     }
 }
+
+/// How long an operation's lessons are kept in the store, renewed by each new one: they are the
+/// API's behaviour, not a resource's state, and bounded by the spec (declared fields of replace
+/// writes), not by `memory.max_entries`.
+const LESSONS_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Op {
@@ -225,6 +234,21 @@ impl Names {
     fn pending(&self, id: u128) -> String {
         format!("{}p:{id:032x}", self.prefix)
     }
+    /// The fields an operation's answers kept, and those they emptied (sets of field names).
+    fn kept(&self, id: u128) -> String {
+        format!("{}k:{id:032x}", self.prefix)
+    }
+    fn erased(&self, id: u128) -> String {
+        format!("{}e:{id:032x}", self.prefix)
+    }
+    /// An operation's id in the store: a keyed hash of its name, as a resource's is.
+    fn operation(&self, name: &str) -> u128 {
+        let key = Key {
+            path: name.to_string(),
+            scope: 0,
+        };
+        self.hash_key.store_id(&key)
+    }
     fn index(&self) -> String {
         format!("{}index", self.prefix)
     }
@@ -358,6 +382,46 @@ impl Store {
         );
     }
 
+    /// What the replicas have learned of `operation` (its answers' lessons), waited for until
+    /// the deadline at most: `None` when the store has none, or is down or late (counted).
+    pub async fn lessons(&self, operation: &str) -> Option<Lesson> {
+        if !self.health.is_up() {
+            self.fallbacks.count("lessons");
+            return None;
+        }
+        let id = self.names.operation(operation);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SMEMBERS").arg(self.names.kept(id));
+        pipe.cmd("SMEMBERS").arg(self.names.erased(id));
+        let mut conn = self.conn.clone();
+        let read = pipe.query_async::<(Vec<String>, Vec<String>)>(&mut conn);
+        match tokio::time::timeout(self.deadline, read).await {
+            Ok(Ok((kept, erased))) if kept.is_empty() && erased.is_empty() => None,
+            Ok(Ok((kept, erased))) => Some(Lesson {
+                operation: operation.to_string(),
+                // Bounded as the local memory is, whatever the store holds.
+                kept: kept.into_iter().take(crate::memory::MAX_FIELDS).collect(),
+                erased: erased.into_iter().take(crate::memory::MAX_FIELDS).collect(),
+            }),
+            Ok(Err(e)) => {
+                self.health.failed(&e);
+                self.fallbacks.count("lessons");
+                None
+            }
+            Err(_) => {
+                self.fallbacks.count("lessons");
+                None
+            }
+        }
+    }
+
+    /// Queue a lesson for the store, so every replica's writes of the operation are judged by
+    /// it (enforce mode on one replica by what observe mode on another saw).
+    pub fn learn(&self, lesson: Lesson) {
+        let id = self.names.operation(&lesson.operation);
+        self.queue("learn", Job::Learn { id, lesson });
+    }
+
     /// Queue a write's pending clear for the store, so the next GET on any replica confirms
     /// it; `then` runs once it is stored.
     pub fn leave(&self, key: &Key, pending: Pending, then: Box<dyn FnOnce() + Send>) {
@@ -452,6 +516,7 @@ fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
                 last.remove(&id);
                 out.push(job);
             }
+            Job::Learn { .. } => out.push(job),
         }
     }
     out
@@ -483,10 +548,10 @@ impl Metrics {
         );
         r.register(
             "memory_store_fallbacks",
-            "Memory reads and writes done without the shared store (down, slow or full queue), by op: recall (a write's read), remember (a GET's snapshot), leave (a write's pending clear)",
+            "Memory reads and writes done without the shared store (down, slow or full queue), by op: recall (a write's read), remember (a GET's snapshot), leave (a write's pending clear), lessons (a write's read of its operation's lessons), learn (a lesson)",
             m.fallbacks.0.clone(),
         );
-        for op in ["recall", "remember", "leave"] {
+        for op in ["recall", "remember", "leave", "lessons", "learn"] {
             let _ = m.fallbacks.0.get_or_create(&Op { op });
         }
         r.register(
@@ -646,6 +711,10 @@ impl Writer {
             let (key, bytes) = match job {
                 Job::Remember { id, snapshot, .. } => (self.names.snapshot(*id), snapshot.encode()),
                 Job::Leave { id, pending, .. } => (self.names.pending(*id), pending.encode()),
+                Job::Learn { id, lesson } => {
+                    self.lesson(&mut pipe, *id, lesson);
+                    continue;
+                }
             };
             pipe.cmd("SET")
                 .arg(&key)
@@ -664,6 +733,25 @@ impl Writer {
             .arg(&index)
             .arg(self.capacity);
         pipe
+    }
+
+    /// A lesson's commands, none answered: kept fields added to the operation's set and taken
+    /// out of its erased set, emptied ones the other way round, both sets' lives renewed.
+    fn lesson(&self, pipe: &mut redis::Pipeline, id: u128, lesson: &Lesson) {
+        let (kept, erased) = (self.names.kept(id), self.names.erased(id));
+        for (add, remove, fields) in [
+            (&kept, &erased, &lesson.kept),
+            (&erased, &kept, &lesson.erased),
+        ] {
+            if fields.is_empty() {
+                continue;
+            }
+            pipe.cmd("SADD").arg(add).arg(fields).ignore();
+            pipe.cmd("SREM").arg(remove).arg(fields).ignore();
+        }
+        for key in [&kept, &erased] {
+            pipe.cmd("PEXPIRE").arg(key).arg(LESSONS_TTL_MS).ignore();
+        }
     }
 
     /// Each job's answer to its own: a pending clear another replica left goes to the GET that
@@ -696,6 +784,7 @@ impl Writer {
                     }
                 }
                 Job::Leave { then, .. } => then(),
+                Job::Learn { .. } => {}
             }
         }
         if let Some(redis::Value::Int(entries)) = answers.next() {
@@ -779,6 +868,7 @@ mod tests {
                     (id, snapshot.request_id.clone(), took)
                 }
                 Job::Leave { id, .. } => (id, "leave".into(), Vec::new()),
+                Job::Learn { id, .. } => (id, "learn".into(), Vec::new()),
             })
             .collect();
         let w0 = vec!["w0".to_string()];

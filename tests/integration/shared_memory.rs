@@ -623,3 +623,45 @@ async fn an_entry_read_back_with_a_time_past_year_9999_is_refused_and_counted() 
     );
     assert_eq!(metric(&a, "driftwatch_memory_store_up").await, 1.0);
 }
+
+/// Issue 50: what one replica's answers taught (observe mode: the PUT's answer showed the
+/// omitted field kept) is in the store, and a replica in enforce mode judges the next write by
+/// it before sending: the write it refused before the lesson, it forwards after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lesson_one_replica_learned_lets_enforce_on_another_forward_the_write() {
+    let api = super::silent_clears::api_that_keeps_omitted_fields().await;
+    let (redis, a, b) = two_replicas(api, "lessons", Mode::Enforce).await;
+    let conn = redis.client().await;
+    let (_, status) = get_here_put_there(&a, &b, ("g1", "p1")).await;
+    assert_eq!(status, 409, "nothing learned yet: the write is refused");
+    // Through A, observing: the PUT's own answer shows `graphicsElementIds` still held.
+    let read = raw(a.addr, &get("/api/v1/channels/7", "Bearer alice", "g2"))
+        .await
+        .json();
+    stored(&a, 1.0).await;
+    assert_eq!(stale_put(&a, "Bearer alice", "p2", &read).await, 200);
+    let kept: Vec<String> = eventually("the lesson in the store", || {
+        let mut conn = conn.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("driftwatch:k:*")
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            let key = keys.first()?;
+            let kept: Vec<String> = redis::cmd("SMEMBERS")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            (!kept.is_empty()).then_some(kept)
+        }
+    })
+    .await;
+    assert_eq!(kept, ["graphicsElementIds"]);
+    let (_, status) = get_here_put_there(&a, &b, ("g3", "p3")).await;
+    assert_eq!(
+        status, 200,
+        "B read A's lesson: the field survives omission"
+    );
+}

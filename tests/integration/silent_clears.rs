@@ -343,7 +343,7 @@ async fn a_gzip_response_is_remembered_while_the_client_gets_the_bytes_as_sent()
 /// An API whose PUT keeps what it is not sent (it merges, or computes the field) and answers
 /// with the whole resource, as Bitbucket's pull-request PUT does with `id`, `links`,
 /// `created_on`.
-async fn api_that_keeps_omitted_fields() -> SocketAddr {
+pub async fn api_that_keeps_omitted_fields() -> SocketAddr {
     let state = Arc::new(Mutex::new(Value::Object(driftwatch::demo::api::seed())));
     let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
         let mut s = state.lock().unwrap();
