@@ -23,6 +23,8 @@ pub enum Bound {
     Nested(String),
     /// A list joined into one string under this name.
     Joined(String),
+    /// It goes out as this request header (`author_username` as `Api-Username`).
+    Header(String),
     /// A query parameter or top-level body field the server fills itself: no argument is named
     /// after it, and its value is none of the call's.
     Supplied(String),
@@ -36,6 +38,8 @@ pub struct Learned {
     pub nests: BTreeMap<String, String>,
     pub joins: BTreeSet<String>,
     pub supplied: BTreeSet<String>,
+    /// Arguments sent as request headers.
+    pub headers: BTreeSet<String>,
 }
 
 /// Arguments a tool's bindings hold at most.
@@ -71,6 +75,10 @@ impl Learned {
                     None
                 }
                 Bound::Supplied(_) => None,
+                Bound::Header(_) => {
+                    self.headers.insert(argument);
+                    None
+                }
             };
         }
         grew
@@ -81,6 +89,7 @@ impl Learned {
             || self.rename.contains_key(argument)
             || self.nests.contains_key(argument)
             || self.joins.contains(argument)
+            || self.headers.contains(argument)
     }
 
     fn len(&self) -> usize {
@@ -136,6 +145,7 @@ pub fn flatten(arguments: &Value, max: usize) -> Vec<(String, Value)> {
 pub struct Seen {
     path: Vec<(String, String)>,
     query: Vec<(String, String)>,
+    headers: Vec<(String, String)>,
     body: Option<Value>,
 }
 
@@ -180,7 +190,21 @@ impl Seen {
         let body = body
             .filter(|b| b.len() <= MAX_BODY)
             .and_then(|b| serde_json::from_slice(b).ok());
-        Seen { path, query, body }
+        Seen {
+            path,
+            query,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// The request's headers too (only their values are compared; only names are kept).
+    pub fn with_headers<'h>(mut self, headers: impl Iterator<Item = (&'h str, &'h str)>) -> Seen {
+        self.headers = headers
+            .take(64)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self
     }
 }
 
@@ -270,6 +294,9 @@ fn find(text: &str, seen: &Seen) -> Option<Bound> {
     }
     if let Some((k, _)) = seen.query.iter().find(|(_, v)| v == text) {
         return Some(Bound::Renamed(k.clone()));
+    }
+    if let Some((k, _)) = seen.headers.iter().find(|(_, v)| v == text) {
+        return Some(Bound::Header(k.clone()));
     }
     let body = seen.body.as_ref()?.as_object()?;
     for (k, v) in body {
@@ -376,6 +403,23 @@ mod tests {
             learn(&grouped, &seen),
             [("term".to_string(), Bound::Renamed("search".into()))]
         );
+        // A value sent as a header: the argument is the server's header.
+        let seen = Seen::of("/posts", "/posts", Some(br#"{"raw": "hello there"}"#))
+            .with_headers([("api-username", "ada-lovelace")].into_iter());
+        let found = learn(
+            &args(json!({"author_username": "ada-lovelace", "raw": "hello there"})),
+            &seen,
+        );
+        assert_eq!(
+            found,
+            [(
+                "author_username".to_string(),
+                Bound::Header("api-username".into())
+            )]
+        );
+        let mut learned = Learned::default();
+        learned.take(found);
+        assert!(learned.headers.contains("author_username"));
         // One object wrapping every argument (Speakeasy's `request`) is read through.
         let wrapped = args(json!({"request": {"projectKey": "acme-web", "flag": "dark-mode"}}));
         let seen = Seen::of(

@@ -377,7 +377,11 @@ pub fn map_toml(
                     parts.push(format!("{key} = {}", table(map)));
                 }
             }
-            for (key, list) in [("joins", &b.joins), ("supplied", &b.supplied)] {
+            for (key, list) in [
+                ("joins", &b.joins),
+                ("supplied", &b.supplied),
+                ("headers", &b.headers),
+            ] {
                 if !list.is_empty() {
                     let items: Vec<String> = list.iter().map(|j| quote(j)).collect();
                     parts.push(format!("{key} = [{}]", items.join(", ")));

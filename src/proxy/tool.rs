@@ -62,7 +62,11 @@ pub(super) fn attribute(
             _ => None,
         };
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let seen = Seen::of(&op.template, target, body);
+        let headers = parts
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)));
+        let seen = Seen::of(&op.template, target, body).with_headers(headers);
         calls.learn_bindings(name, learn(arguments, &seen));
     }
 }
