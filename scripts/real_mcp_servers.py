@@ -193,6 +193,20 @@ def mock_pki(out_dir):
     return ca, cert, key
 
 
+def start_mock(name, spec, port_file, pki=None, extra=None):
+    """scripts/spec-mock.py for `spec` (serving TLS with the certificate `pki` holds), once it
+    listens: the process and its port. `extra` is what it answers that the spec lacks."""
+    tls = list(pki[1:]) if pki else []
+    env = dict(os.environ, SPEC_MOCK_EXTRA=json.dumps(extra or {}))
+    mock = subprocess.Popen([sys.executable, os.path.join(HERE, "spec-mock.py"), spec, port_file, *tls], env=env)
+    deadline = time.time() + 30
+    while not os.path.exists(port_file) or not open(port_file).read():
+        if time.time() > deadline or mock.poll() is not None:
+            raise SystemExit(f"{name}: the mock did not start")
+        time.sleep(0.05)
+    return mock, int(open(port_file).read())
+
+
 def events_since(path, offset):
     with open(path) as f:
         f.seek(offset)
@@ -314,14 +328,7 @@ def run(server, mode, driftwatch, out_dir):
     if os.path.exists(port_file):
         os.remove(port_file)
     pki = mock_pki(out_dir) if mode == "forward" else None
-    tls = list(pki[1:]) if pki else []
-    mock = subprocess.Popen([sys.executable, os.path.join(HERE, "spec-mock.py"), server["spec"], port_file, *tls])
-    deadline = time.time() + 30
-    while not os.path.exists(port_file) or not open(port_file).read():
-        if time.time() > deadline or mock.poll() is not None:
-            raise SystemExit(f"{name}: the mock did not start")
-        time.sleep(0.05)
-    mock_port = int(open(port_file).read())
+    mock, mock_port = start_mock(name, server["spec"], port_file, pki)
     listen, admin = free_port(), free_port()
     events = os.path.join(out_dir, f"{name}.events.jsonl")
     open(events, "w").close()

@@ -17,7 +17,6 @@ import asyncio
 import csv
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -127,16 +126,7 @@ def run(server, driftwatch, out_dir):
     if os.path.exists(port_file):
         os.remove(port_file)
     pki = rms.mock_pki(out_dir) if "forward" in server else None
-    tls = list(pki[1:]) if pki else []
-    mock_env = dict(os.environ, SPEC_MOCK_EXTRA=json.dumps(server.get("mock_extra", {})))
-    mock = subprocess.Popen([sys.executable, os.path.join(HERE, "spec-mock.py"), server["spec"], port_file, *tls],
-                            env=mock_env)
-    deadline = time.time() + 30
-    while not os.path.exists(port_file) or not open(port_file).read():
-        if time.time() > deadline or mock.poll() is not None:
-            raise SystemExit(f"{name}: the mock did not start")
-        time.sleep(0.05)
-    mock_port = int(open(port_file).read())
+    mock, mock_port = rms.start_mock(name, server["spec"], port_file, pki, server.get("mock_extra"))
     admin = rms.free_port()
     events = os.path.join(out_dir, f"{name}.events.jsonl")
     open(events, "w").close()
