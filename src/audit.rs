@@ -284,8 +284,8 @@ mod tests {
         let unknown =
             findings(json!({"cardId": "c1", "attachmentId": "a7", "fileName": "report.pdf"}));
         assert_eq!(unknown[0].kind, Kind::UnknownOperation);
-        // The endpoint's word is kept, the values are not.
-        assert_eq!(unknown[0].field, "/cards/*/attachments/*/download/*");
+        // Past the template's end nothing is known of a segment: all masked.
+        assert_eq!(unknown[0].field, "/cards/*/attachments/*/*/*");
         let held = findings(json!({"cardId": "c1", "attachment": "a7/download/report.pdf"}));
         assert_eq!(held[0].kind, Kind::SlashInPathValue);
     }

@@ -4,7 +4,8 @@
 //! against `/api/3/`). Any other segment is masked as `*`, unless the spec's templates, followed
 //! from the start of the path, show that place holds words only: there a word (`ai-configs`,
 //! `stop`) names the endpoint the client meant, which an operator needs to see, and no template
-//! puts a value there. A place some template gives a parameter is a value's, and is masked.
+//! puts a value there. A place some template gives a parameter is a value's, and is masked, and
+//! so is a place past the end of every template (a branch name after `git/refs/{ref}`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -83,7 +84,11 @@ impl Shapes {
             if segment.is_empty() {
                 continue;
             }
-            let words_only = !at.is_empty() && at.iter().all(|n| self.nodes[*n].param.is_none());
+            // Words only: some template has a word here, and none a parameter. Past the end of
+            // every template (`git/refs/{ref}` then `heads/main`) nothing is known, and a
+            // branch name is a value.
+            let words_only = at.iter().all(|n| self.nodes[*n].param.is_none())
+                && at.iter().any(|n| !self.nodes[*n].literal.is_empty());
             let kept = self.literals.contains(segment)
                 || is_version(segment)
                 || (segment.len() <= 3
@@ -184,5 +189,11 @@ mod tests {
         assert_eq!(shapes.of("/7/alice"), "/*/*");
         assert_eq!(shapes.of("/v4/channels/tok_9f2"), "/v4/channels/*");
         assert_eq!(shapes.of("/projects/7/8"), "/projects/*/*");
+        // Past the end of every template nothing is known: a branch name is a value.
+        let refs = Shapes::new(["/repos/{owner}/{repo}/git/refs/{ref}"].into_iter(), &[]);
+        assert_eq!(
+            refs.of("/repos/o/r/git/refs/heads/main"),
+            "/repos/*/*/git/refs/*/*"
+        );
     }
 }
