@@ -166,8 +166,9 @@ def found(calls, check):
         for e in c["events"]:
             for f in e.get("findings", []):
                 if f["severity"] in ("error", "critical"):
-                    # The tool the event names (attribution is wrap's), else the call's.
-                    rows.add((e.get("tool") or c["tool"], f["kind"], f["field"], f["severity"]))
+                    # The tool the event names (attribution is wrap's): a request the server
+                    # made with no call in flight (at start) names none.
+                    rows.add((e.get("tool") or "(no call)", f["kind"], f["field"], f["severity"]))
     for d in check.get("defects", []):
         if d["kind"] == "unmapped":
             continue
