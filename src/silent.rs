@@ -58,19 +58,15 @@ impl Tracker<'_> {
             return at_risk;
         }
         let map = self.field_maps.get(&op.id);
-        let read_name = |write_name: &str| -> String {
-            map.and_then(|m| m.get(write_name))
-                .map_or(write_name, String::as_str)
-                .to_string()
-        };
-        let learned = crate::memory::survival::name(self.api, op);
-        if self.memory.survival.of(&learned).is_some() {
+        let learned = self
+            .memory
+            .survival
+            .of(&crate::memory::survival::name(self.api, op));
+        if let Some(learned) = learned {
             findings.retain(|f| {
+                let write_name = f.field.trim_start_matches('/');
                 f.kind != Kind::OmittedOnReplace
-                    || !self
-                        .memory
-                        .survival
-                        .kept(&learned, &read_name(f.field.trim_start_matches('/')))
+                    || !learned.kept.contains(read_name(map, write_name))
             });
         }
         let Some(snapshot) = self.memory.recall(key, now) else {
@@ -83,9 +79,7 @@ impl Tracker<'_> {
             // Borrowed names, and the snapshot asked first: most omitted fields held no value
             // at the last GET, and a stale write omits dozens.
             let write_name = f.field.trim_start_matches('/');
-            let read_name = map
-                .and_then(|m| m.get(write_name))
-                .map_or(write_name, String::as_str);
+            let read_name = read_name(map, write_name);
             let Some(state) = snapshot.field(read_name) else {
                 continue;
             };
@@ -157,22 +151,14 @@ impl Tracker<'_> {
                     None => left.push(field),
                 }
             }
-            fn names(fields: &AtRisk) -> Vec<&str> {
-                fields.iter().map(|(read, _, _)| read.as_str()).collect()
-            }
-            let operation = crate::memory::survival::name(self.api, op);
-            let (kept_names, erased_names) = (names(&kept), names(&erased));
-            if self
-                .memory
-                .survival
-                .learn(&operation, &kept_names, &erased_names)
-            {
-                let owned = |v: Vec<&str>| v.into_iter().map(String::from).collect();
-                outcome.lesson = Some(crate::memory::survival::Lesson {
-                    operation,
-                    kept: owned(kept_names),
-                    erased: owned(erased_names),
-                });
+            let names = |fields: &AtRisk| fields.iter().map(|(read, _, _)| read.clone()).collect();
+            let lesson = crate::memory::survival::Lesson {
+                operation: crate::memory::survival::name(self.api, op),
+                kept: names(&kept),
+                erased: names(&erased),
+            };
+            if self.memory.survival.learn(&lesson) {
+                outcome.lesson = Some(lesson);
             }
             outcome.survived = kept.into_iter().map(|(_, write, _)| write).collect();
             let write = |fields| Pending {
@@ -199,6 +185,12 @@ impl Tracker<'_> {
         }
         outcome
     }
+}
+
+/// A write field's name in the read model: mapped in `[memory.field_map]`, else the same.
+fn read_name<'a>(map: Option<&'a HashMap<String, String>>, write_name: &'a str) -> &'a str {
+    map.and_then(|m| m.get(write_name))
+        .map_or(write_name, String::as_str)
 }
 
 /// Withdraw the `silent_clear_risk` findings of fields the write's own answer showed surviving.

@@ -77,31 +77,26 @@ pub struct Survival {
 }
 
 impl Survival {
-    /// Whether an answer showed `field` surviving its omission by `op`.
-    pub fn kept(&self, op: &str, field: &str) -> bool {
-        let ops = self.ops.lock().unwrap_or_else(|e| e.into_inner());
-        ops.get(op).is_some_and(|l| l.kept.contains(field))
-    }
-
-    /// Learn from one answer: `kept` fields it showed holding a value, `erased` ones emptied
-    /// (an erased field is never again counted as kept). Whether anything new was learned.
-    pub fn learn(&self, op: &str, kept: &[&str], erased: &[&str]) -> bool {
-        if kept.is_empty() && erased.is_empty() {
+    /// Learn from one answer (this replica's, or another's from a shared store): fields it
+    /// showed holding a value, fields it showed emptied (an erased field is never again
+    /// counted as kept). Whether anything new was learned.
+    pub fn learn(&self, lesson: &Lesson) -> bool {
+        if lesson.kept.is_empty() && lesson.erased.is_empty() {
             return false;
         }
         let mut ops = self.ops.lock().unwrap_or_else(|e| e.into_inner());
-        if !ops.contains_key(op) && ops.len() >= MAX_OPERATIONS {
+        if !ops.contains_key(&lesson.operation) && ops.len() >= MAX_OPERATIONS {
             return false;
         }
-        let learned = ops.entry(op.to_string()).or_default();
+        let learned = ops.entry(lesson.operation.clone()).or_default();
         let before = learned.clone();
-        for field in erased {
-            learned.kept.remove(*field);
+        for field in &lesson.erased {
+            learned.kept.remove(field);
             learned.erased = true;
         }
-        for field in kept.iter().filter(|f| !erased.contains(f)) {
+        for field in lesson.kept.iter().filter(|f| !lesson.erased.contains(f)) {
             if learned.kept.len() < MAX_FIELDS {
-                learned.kept.insert((*field).to_string());
+                learned.kept.insert(field.clone());
             }
         }
         let changed = *learned != before;
@@ -114,18 +109,6 @@ impl Survival {
     /// How many lessons changed something so far.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
-    }
-
-    /// Take a lesson another replica learned (from a shared store).
-    pub fn take(&self, lesson: &Lesson) -> bool {
-        fn strs(v: &[String]) -> Vec<&str> {
-            v.iter().map(String::as_str).collect()
-        }
-        self.learn(
-            &lesson.operation,
-            &strs(&lesson.kept),
-            &strs(&lesson.erased),
-        )
     }
 
     /// What `op`'s answers showed, if any were read.
@@ -160,17 +143,34 @@ pub fn taught<'c>(
 mod tests {
     use super::*;
 
+    fn lesson(operation: &str, kept: &[&str], erased: &[&str]) -> Lesson {
+        let owned = |v: &[&str]| v.iter().map(|f| f.to_string()).collect();
+        Lesson {
+            operation: operation.to_string(),
+            kept: owned(kept),
+            erased: owned(erased),
+        }
+    }
+
+    /// Whether an answer showed `field` surviving its omission by `op`.
+    fn kept(s: &Survival, op: &str, field: &str) -> bool {
+        s.of(op).is_some_and(|l| l.kept.contains(field))
+    }
+
     #[test]
     fn a_field_kept_until_an_answer_shows_it_erased_and_the_merge_reading_follows() {
         let s = Survival::default();
-        assert!(!s.kept("put", "id"));
-        assert!(s.learn("put", &["id", "links"], &[]));
-        assert!(!s.learn("put", &["id"], &[]), "nothing new");
-        assert!(s.kept("put", "id") && s.kept("put", "links"));
+        assert!(!kept(&s, "put", "id"));
+        assert!(s.learn(&lesson("put", &["id", "links"], &[])));
+        assert!(!s.learn(&lesson("put", &["id"], &[])), "nothing new");
+        assert!(kept(&s, "put", "id") && kept(&s, "put", "links"));
         assert!(s.of("put").unwrap().reads_as_merge());
-        assert!(s.learn("put", &[], &["links"]));
-        assert!(!s.kept("put", "links"), "an erased field is at risk again");
-        assert!(s.kept("put", "id"));
+        assert!(s.learn(&lesson("put", &[], &["links"])));
+        assert!(
+            !kept(&s, "put", "links"),
+            "an erased field is at risk again"
+        );
+        assert!(kept(&s, "put", "id"));
         assert!(!s.of("put").unwrap().reads_as_merge());
         assert_eq!(s.of("other"), None);
     }
@@ -179,12 +179,12 @@ mod tests {
     fn the_bounds_hold_whatever_is_taught() {
         let s = Survival::default();
         for i in 0..MAX_OPERATIONS + 10 {
-            s.learn(&format!("op{i}"), &["a"], &[]);
+            s.learn(&lesson(&format!("op{i}"), &["a"], &[]));
         }
         assert_eq!(s.ops.lock().unwrap().len(), MAX_OPERATIONS);
         let names: Vec<String> = (0..MAX_FIELDS + 10).map(|i| format!("f{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        s.learn("op0", &names, &[]);
+        s.learn(&lesson("op0", &names, &[]));
         assert_eq!(s.of("op0").unwrap().kept.len(), MAX_FIELDS);
     }
 }

@@ -137,7 +137,7 @@ pub(super) async fn compare_with_last_get(
             s.memory.offer(key.clone(), snapshot);
         }
         if let Some(lesson) = lesson {
-            s.memory.survival.take(&lesson);
+            s.memory.survival.learn(&lesson);
         }
     }
     let tracker = Tracker {
