@@ -208,14 +208,10 @@ impl Seen {
     }
 }
 
-/// The text a value is compared by; `None` for one that tells nothing.
+/// The text a value is compared by; `None` for one that tells nothing (a boolean, a list or
+/// object, a text under three characters).
 fn telling(value: &Value) -> Option<String> {
-    let text = match value {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    (text.chars().count() >= 3).then_some(text)
+    scalar_text(value).filter(|text| !value.is_boolean() && text.chars().count() >= 3)
 }
 
 /// Where `seen` shows each argument whose value tells, and what the server called it there.
@@ -246,10 +242,18 @@ pub fn learn(arguments: &[(String, Value)], seen: &Seen) -> Vec<(String, Bound)>
         }
     }
     // What the request carries that no argument accounts for, by name or by value.
-    let accounts = |key: &str, value: &str| {
-        arguments.iter().any(|(name, v)| {
-            name == key || scalar_text(v).as_deref() == Some(value) || out.iter().any(|(_, b)| matches!(b, Bound::Renamed(r) | Bound::Nested(r) | Bound::Joined(r) if r == key))
+    let bound: BTreeSet<&str> = out
+        .iter()
+        .filter_map(|(_, b)| match b {
+            Bound::Renamed(r) | Bound::Nested(r) | Bound::Joined(r) => Some(r.as_str()),
+            _ => None,
         })
+        .collect();
+    let accounts = |key: &str, value: &str| {
+        bound.contains(key)
+            || arguments
+                .iter()
+                .any(|(name, v)| name == key || scalar_text(v).as_deref() == Some(value))
     };
     let body = seen.body.as_ref().and_then(Value::as_object);
     let carried = seen
@@ -261,17 +265,16 @@ pub fn learn(arguments: &[(String, Value)], seen: &Seen) -> Vec<(String, Bound)>
                 .flatten()
                 .map(|(k, v)| (k.as_str(), scalar_text(v))),
         );
-    let mut supplied = Vec::new();
+    let mut supplied = BTreeSet::new();
     for (key, value) in carried {
-        let Some(value) = value else { continue };
-        if !accounts(key, &value)
-            && !supplied
-                .iter()
-                .any(|(_, b)| b == &Bound::Supplied(key.to_string()))
-        {
-            supplied.push((String::new(), Bound::Supplied(key.to_string())));
+        if value.is_some_and(|value| !accounts(key, &value)) {
+            supplied.insert(key);
         }
     }
+    let supplied: Vec<(String, Bound)> = supplied
+        .into_iter()
+        .map(|key| (String::new(), Bound::Supplied(key.to_string())))
+        .collect();
     out.extend(supplied);
     out
 }
