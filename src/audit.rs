@@ -101,9 +101,9 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
 /// value could hold the `/` it sends, else `unknown_operation`.
 fn unrouted(contract: &Contract, request: &RequestView) -> Finding {
     let method = request.method.to_ascii_uppercase();
-    let path = contract.path_shape(request.path);
     match contract.fits_with_slash(&method, request.path) {
         Some((op, param, _)) => {
+            let path = contract.path_shape(request.path);
             let mut finding = Finding::new(Kind::SlashInPathValue, Location::Path, param)
                 .expected(format!("{method} {}", op.template))
                 .observed(format!("{method} {path}"))

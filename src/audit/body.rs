@@ -149,7 +149,7 @@ fn beyond_the_parser(e: &serde_json::Error) -> Option<&'static str> {
 
 /// Audit a parsed JSON body against one declared media type.
 pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &mut Findings) {
-    let shape = chosen_shape(&media.shape, value);
+    let shape = super::branches::chosen_shape(&media.shape, value);
     let top_level = match shape {
         Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
         _ => &[],
@@ -272,8 +272,6 @@ impl Named for crate::contract::ResponseMedia {
         &self.media_type
     }
 }
-
-pub(super) use super::branches::chosen_shape;
 
 /// A finding for one JSON Schema error, or `None` where another check reports it better:
 /// top-level undeclared fields (with a did-you-mean) and readOnly properties a request need

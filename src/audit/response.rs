@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 
-use super::body::{chosen_shape, field, masked, match_media, not_json_at, type_at, type_names};
+use super::body::{field, masked, match_media, not_json_at, type_at, type_names};
+use super::branches::chosen_shape;
 use crate::contract::{Additional, BodyShape, Contract, Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::json::Node;
