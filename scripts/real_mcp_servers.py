@@ -207,6 +207,23 @@ def start_mock(name, spec, port_file, pki=None, extra=None):
     return mock, int(open(port_file).read())
 
 
+def forward_config(path, api, spec, hosts, cas, mock_port, listen=None):
+    """Write a config for driftwatch as a forward proxy ending the CONNECTs to `hosts` (the API
+    `api` of `spec`) with the CA it keeps in `cas[0]`, upstream the TLS mock on `mock_port`
+    trusted by `cas[1]`; on `listen`, else wherever its runner puts it. Returns `path`."""
+    ca_dir, upstream_ca = cas
+    with open(path, "w") as f:
+        f.write(
+            '[proxy]\nkind = "forward"\n'
+            + (f'listen = "127.0.0.1:{listen}"\n' if listen else "")
+            + f'[forward]\nca_dir = {json.dumps(ca_dir)}\nupstream_ca_file = {json.dumps(upstream_ca)}\n'
+            f'[[api]]\nname = "{api}"\nspec = {json.dumps(spec)}\n'
+            f'hosts = {json.dumps(hosts)}\n'
+            f'upstream = "https://127.0.0.1:{mock_port}"\n'
+        )
+    return path
+
+
 def events_since(path, offset):
     with open(path) as f:
         f.seek(offset)
@@ -336,15 +353,8 @@ def run(server, mode, driftwatch, out_dir):
     common = ["--admin-listen", f"127.0.0.1:{admin}", "--log-format", "text"]
     if mode == "forward":
         ca_dir = os.path.join(out_dir, f"{name}-ca")
-        config = os.path.join(out_dir, f"{name}.toml")
-        with open(config, "w") as f:
-            f.write(
-                f'[proxy]\nkind = "forward"\nlisten = "127.0.0.1:{listen}"\n'
-                f'[forward]\nca_dir = {json.dumps(ca_dir)}\nupstream_ca_file = {json.dumps(pki[0])}\n'
-                f'[[api]]\nname = "{server["name"]}"\nspec = {json.dumps(server["spec"])}\n'
-                f'hosts = {json.dumps(server["forward"]["hosts"])}\n'
-                f'upstream = "https://127.0.0.1:{mock_port}"\n'
-            )
+        config = forward_config(os.path.join(out_dir, f"{name}.toml"), server["name"], server["spec"],
+                                server["forward"]["hosts"], (ca_dir, pki[0]), mock_port, listen)
         argv = [driftwatch, "serve", "--config", config, *common]
         server_env = server["forward"]["env"](proxy, os.path.join(ca_dir, "ca.pem"))
     else:

@@ -132,16 +132,9 @@ def run(server, driftwatch, out_dir):
     open(events, "w").close()
     wrap = [driftwatch, "wrap", "--admin-listen", f"127.0.0.1:{admin}"]
     if "forward" in server:
-        config = os.path.join(out_dir, f"{name}.toml")
-        with open(config, "w") as f:
-            f.write(
-                f'[proxy]\nkind = "forward"\n'
-                f'[forward]\nca_dir = {json.dumps(os.path.join(out_dir, name + "-ca"))}\n'
-                f'upstream_ca_file = {json.dumps(pki[0])}\n'
-                f'[[api]]\nname = "{name}"\nspec = {json.dumps(server["spec"])}\n'
-                f'hosts = {json.dumps(server["forward"])}\n'
-                f'upstream = "https://127.0.0.1:{mock_port}"\n'
-            )
+        cas = (os.path.join(out_dir, name + "-ca"), pki[0])
+        config = rms.forward_config(os.path.join(out_dir, f"{name}.toml"), name, server["spec"],
+                                    server["forward"], cas, mock_port)
         wrap += ["--config", config]
     else:
         wrap += ["--spec", server["spec"], "--upstream", f"http://127.0.0.1:{mock_port}"]
