@@ -43,8 +43,9 @@ pub struct Admin {
 
 /// The tools of the MCP server behind the proxy, as `driftwatch wrap` sees them.
 pub trait ToolsView: Send + Sync {
-    /// The learned map, in the `tools --map` format (TOML).
-    fn map(&self) -> String;
+    /// API `api`'s learned map (the first API's when `None`), in the `tools --map` format
+    /// (TOML); or why there is none (no API of that name).
+    fn map(&self, api: Option<&str>) -> Result<String, String>;
     /// The live catalog check's report, as `tools --format json` writes it; or why there is
     /// none (no `tools/list` answer yet, or one past the message bound).
     fn check(&self) -> Result<String, String>;
@@ -94,10 +95,15 @@ const GUARDED: [&str; 6] = [
     "/tools/check",
 ];
 
-/// `/tools/map` (TOML) or `/tools/check` (JSON; 404 until the server has listed its tools).
-fn tools(view: &dyn ToolsView, path: &str) -> Response<Full<Bytes>> {
+/// `/tools/map[?api=NAME]` (TOML) or `/tools/check` (JSON; 404 until the server has listed
+/// its tools).
+fn tools(view: &dyn ToolsView, path: &str, query: &str) -> Response<Full<Bytes>> {
     if path == "/tools/map" {
-        return respond(StatusCode::OK, "application/toml", view.map());
+        let api = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "api");
+        return match view.map(api.as_ref().map(|(_, v)| v.as_ref())) {
+            Ok(map) => respond(StatusCode::OK, "application/toml", map),
+            Err(why) => respond(StatusCode::NOT_FOUND, "text/plain", format!("{why}\n")),
+        };
     }
     match view.check() {
         Ok(report) => respond(StatusCode::OK, "application/json", report),
@@ -209,7 +215,7 @@ async fn answer(
             }
             Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
         },
-        "/tools/map" | "/tools/check" if let Some(view) = &s.tools => tools(view.as_ref(), path),
+        "/tools/map" | "/tools/check" if let Some(view) = &s.tools => tools(view.as_ref(), path, query),
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",

@@ -54,4 +54,7 @@ pub mod settings;
 pub mod silent;
 pub mod sink;
 pub mod spec;
+pub mod start;
 pub mod traffic;
+pub mod trust;
+pub mod wrap;

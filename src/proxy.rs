@@ -43,6 +43,7 @@ pub use source::{Source, fetch};
 pub use store::Health as StoreHealth;
 pub use upstream::{client, read_certs, read_key};
 
+use crate::mcp::calls::Calls;
 use crate::revision::Revision;
 use crate::settings::{HostPort, Settings};
 use crate::sink::{Event, EventLog, Metrics, Recent};
@@ -79,8 +80,17 @@ pub struct Sidecar {
     tunnels: crate::sink::Tunnels,
     /// The MCP server's calls in flight (`driftwatch wrap`): each request's tool is asked of
     /// them. `None` elsewhere: the tool comes from `events.tool_header` only.
-    pub calls: Option<Arc<crate::mcp::calls::Calls>>,
+    calls: Option<Arc<Calls>>,
     pub tool_metrics: Arc<crate::sink::ToolMetrics>,
+}
+
+/// Where a request's tool comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolSource {
+    /// The request names it in `events.tool_header`, or nothing does.
+    Header,
+    /// Also the MCP server's calls in flight, which `driftwatch wrap` follows.
+    Calls,
 }
 
 /// Each API with its revision in force, its metrics' series made.
@@ -144,6 +154,7 @@ impl Sidecar {
         settings: Settings,
         revisions: Vec<(Revision, Option<String>)>,
         mut registry: Registry,
+        tools: ToolSource,
     ) -> Result<Sidecar, StartError> {
         let client = upstream::client(&settings)?;
         let metrics = Metrics::new(&mut registry, settings.audit.unknown_param_labels);
@@ -162,6 +173,8 @@ impl Sidecar {
         let ca = forward_ca(&settings)?;
         let tunnels = crate::sink::Tunnels::new(&mut registry, settings.forward.host_labels);
         let tool_metrics = Arc::new(crate::sink::ToolMetrics::new(&mut registry));
+        let calls = (tools == ToolSource::Calls)
+            .then(|| Arc::new(Calls::counted(tool_metrics.untracked())));
         let events =
             EventLog::open(&settings.events.output).map_err(|source| StartError::Events {
                 output: settings.events.output.clone(),
@@ -189,9 +202,14 @@ impl Sidecar {
             ready: Arc::new(AtomicBool::new(false)),
             ca,
             tunnels,
-            calls: None,
+            calls,
             tool_metrics,
         })
+    }
+
+    /// The MCP server's calls in flight, under `driftwatch wrap`.
+    pub fn calls(&self) -> Option<&Arc<Calls>> {
+        self.calls.as_ref()
     }
 
     /// The shared memory store's health, for `/readyz`; `None` with the local backend.

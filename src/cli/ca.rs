@@ -41,25 +41,9 @@ pub fn run(args: &CaArgs) -> anyhow::Result<ExitCode> {
         .lock()
         .write_all(ca.cert_pem().as_bytes())?;
     let proxy = format!("http://{}", settings.proxy.listen);
-    eprint!("{}", guide(&ca.cert_path().display().to_string(), &proxy));
+    eprint!(
+        "{}",
+        crate::trust::guide(&ca.cert_path().display().to_string(), &proxy)
+    );
     Ok(ExitCode::SUCCESS)
-}
-
-/// The environment each runtime reads, for a certificate saved at `cert` and a proxy at `proxy`.
-fn guide(cert: &str, proxy: &str) -> String {
-    format!(
-        "\
-# The certificate above is driftwatch's forward proxy CA ({cert}). In the MCP server's
-# container, with it saved as /etc/driftwatch/ca.pem:
-#   every runtime  HTTPS_PROXY={proxy}
-#   Node           NODE_EXTRA_CA_CERTS=/etc/driftwatch/ca.pem (added to Node's roots)
-#                  Node's own fetch honours HTTPS_PROXY from Node 24 with NODE_USE_ENV_PROXY=1;
-#                  axios reads HTTPS_PROXY itself
-#   Python         SSL_CERT_FILE=/etc/driftwatch/bundle.pem (httpx), REQUESTS_CA_BUNDLE=same (requests)
-#   Go             SSL_CERT_FILE=/etc/driftwatch/bundle.pem
-# SSL_CERT_FILE and REQUESTS_CA_BUNDLE replace the roots, so give them a bundle of the
-# system's roots and this CA (tunneled hosts keep their own certificates):
-#   cat /etc/ssl/certs/ca-certificates.crt /etc/driftwatch/ca.pem > /etc/driftwatch/bundle.pem
-"
-    )
 }

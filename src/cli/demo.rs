@@ -90,12 +90,13 @@ async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
     config.events.output = "none".into();
     let settings = Settings::from_config(&config)?;
     let embedded = Some((Path::new(SPEC_NAME), spec.as_bytes()));
-    let sidecar = Arc::new(super::serve::build(settings, embedded).await?);
+    let sidecar =
+        Arc::new(crate::start::build(settings, embedded, crate::proxy::ToolSource::Header).await?);
     let proxy_listener = TcpListener::bind("127.0.0.1:0").await?;
     let admin_listener = TcpListener::bind("127.0.0.1:0").await?;
     let (proxy, admin) = (proxy_listener.local_addr()?, admin_listener.local_addr()?);
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(super::serve::serve(
+    tokio::spawn(crate::start::serve(
         proxy_listener,
         admin_listener,
         sidecar.clone(),

@@ -37,9 +37,10 @@ use crate::listener::Listener;
 
 mod stdio;
 
-use super::serve::{ModeArg, ServeArgs, build, serve, shutdown_signal};
+use super::serve::{ModeArg, ServeArgs};
 use crate::proxy::Sidecar;
 use crate::settings::Settings;
+use crate::start::{build, serve, shutdown_signal};
 
 #[derive(Args, Debug)]
 pub struct McpArgs {
@@ -224,13 +225,13 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let enabled = args.enabled()?;
-    super::serve::init_logging(super::serve::LogFormat::Auto);
+    crate::start::init_logging(crate::start::LogFormat::Auto);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let admin_listen = settings.admin.listen;
-        let sidecar = Arc::new(build(settings, None).await?);
+        let sidecar = Arc::new(build(settings, None, crate::proxy::ToolSource::Header).await?);
         let bind = |addr| async move {
             TcpListener::bind(addr)
                 .await

@@ -9,10 +9,6 @@
 //! the spec in force, on the map learned from its own traffic unless `--map` gives one.
 //! Logs and events never go to stdout: it is the client's stream.
 
-mod front;
-mod live;
-mod relay;
-
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
@@ -22,12 +18,14 @@ use anyhow::Context;
 use clap::Args;
 use tokio::net::TcpListener;
 
-use super::serve::{ModeArg, ServeArgs, build, serve_with_tools};
+use super::serve::{ModeArg, ServeArgs};
 use crate::config::ProxyKind;
 use crate::listener::Listener;
 use crate::mcp::calls::Calls;
-use crate::proxy::Sidecar;
+use crate::proxy::{Sidecar, ToolSource};
 use crate::settings::Settings;
+use crate::start::{build, serve_with_tools};
+use crate::trust::Trust;
 
 /// The admin port `wrap` takes unless told otherwise.
 const DEFAULT_ADMIN: std::net::SocketAddr =
@@ -114,19 +112,17 @@ impl WrapArgs {
 pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
     let user_map = match &args.map {
-        Some(path) => Some(live::UserMap::read(path)?),
+        Some(path) => Some(crate::wrap::live::UserMap::read(path)?),
         None => None,
     };
-    super::serve::init_logging(super::serve::LogFormat::Auto);
+    crate::start::init_logging(crate::start::LogFormat::Auto);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let code = runtime.block_on(async move {
         let admin_listen = settings.admin.listen;
-        let mut sidecar = build(settings, None).await?;
-        let calls = Arc::new(Calls::counted(sidecar.tool_metrics.untracked()));
-        sidecar.calls = Some(calls.clone());
-        let sidecar = Arc::new(sidecar);
+        let sidecar = Arc::new(build(settings, None, ToolSource::Calls).await?);
+        let calls = sidecar.calls().context("wrap's sidecar follows calls")?.clone();
         let bind = |addr| async move {
             TcpListener::bind(addr)
                 .await
@@ -146,13 +142,13 @@ pub fn run(args: &WrapArgs) -> anyhow::Result<ExitCode> {
         let url = format!("http://{}", proxy.local_addr()?);
         let mut env = args.variables(&url)?;
         let trust = match sidecar.settings.proxy.kind {
-            ProxyKind::Forward => Some(Trust::write(&sidecar.settings)?),
+            ProxyKind::Forward => Some(Trust::write(&sidecar.settings.forward.ca_dir)?),
             ProxyKind::Reverse => None,
         };
         if let Some(trust) = &trust {
-            env.extend(forward_variables(trust, &url));
+            env.extend(trust.environment(&url));
         }
-        let live = Arc::new(live::Live::new(sidecar.clone(), calls.clone(), user_map));
+        let live = Arc::new(crate::wrap::live::Live::new(sidecar.clone(), calls.clone(), user_map));
         tokio::spawn(live.clone().check_on_change());
         let mut child = match args.command.is_empty() {
             true => None,
@@ -186,20 +182,22 @@ async fn mcp_side(
     sidecar: &Sidecar,
     child: Option<&mut Child>,
     calls: Arc<Calls>,
-    live: Arc<live::Live>,
-) -> anyhow::Result<Option<relay::Relayed>> {
+    live: Arc<crate::wrap::live::Live>,
+) -> anyhow::Result<Option<crate::wrap::relay::Relayed>> {
     let limits = sidecar.settings.mcp.messages;
     let Some(upstream) = &args.mcp_upstream else {
         let child = child.context("a COMMAND to relay")?;
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         tracing::info!(command = %args.command[0], "relaying the MCP server's stdio");
-        return Ok(Some(relay::both(stdin, stdout, calls, live, limits)?));
+        return Ok(Some(crate::wrap::relay::both(
+            stdin, stdout, calls, live, limits,
+        )?));
     };
     let stall = (
         sidecar.settings.proxy.body_stall_timeout,
         sidecar.body_stalls(),
     );
-    let front = front::Front::new(upstream, calls, live, limits, stall)?;
+    let front = crate::wrap::front::Front::new(upstream, calls, live, limits, stall)?;
     let socket = TcpListener::bind(args.mcp_listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.mcp_listen))?;
@@ -211,11 +209,14 @@ async fn mcp_side(
 }
 
 /// Until the server exits (its status is wrap's), or, with no server of wrap's own, a signal.
-async fn until_done(child: Option<Child>, relayed: Option<relay::Relayed>) -> Option<ExitStatus> {
+async fn until_done(
+    child: Option<Child>,
+    relayed: Option<crate::wrap::relay::Relayed>,
+) -> Option<ExitStatus> {
     match child {
-        Some(child) => relay::until_exit(child, relayed).await,
+        Some(child) => crate::wrap::relay::until_exit(child, relayed).await,
         None => {
-            super::serve::shutdown_signal().await;
+            crate::start::shutdown_signal().await;
             None
         }
     }
@@ -232,7 +233,7 @@ fn spawn(command: &[String], env: &[(String, String)], relayed: bool) -> anyhow:
             Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
         ),
     };
-    // A process group of its own, which `relay::until_exit` stops whole: `npx` and `sh -c`
+    // A process group of its own, which `crate::wrap::relay::until_exit` stops whole: `npx` and `sh -c`
     // start the server as a grandchild.
     std::os::unix::process::CommandExt::process_group(
         Command::new(program)
@@ -245,70 +246,4 @@ fn spawn(command: &[String], env: &[(String, String)], relayed: bool) -> anyhow:
     )
     .spawn()
     .with_context(|| format!("cannot start `{program}`"))
-}
-
-/// What the server is told to trust: the CA, and a bundle of it with the system's roots,
-/// written to a directory of this process's own (0700) under the temp dir and removed when
-/// wrap ends. Never into `ca_dir`, which is often a read-only Secret mount.
-struct Trust {
-    ca: PathBuf,
-    dir: PathBuf,
-    bundle: PathBuf,
-}
-
-impl Trust {
-    fn write(settings: &Settings) -> anyhow::Result<Trust> {
-        let ca = settings.forward.ca_dir.join("ca.pem");
-        let mut bundle = std::fs::read(&ca).with_context(|| format!("{}", ca.display()))?;
-        const SYSTEM_ROOTS: [&str; 3] = [
-            "/etc/ssl/certs/ca-certificates.crt",
-            "/etc/pki/tls/certs/ca-bundle.crt",
-            "/etc/ssl/cert.pem",
-        ];
-        if let Some(roots) = SYSTEM_ROOTS.iter().find_map(|p| std::fs::read(p).ok()) {
-            bundle.push(b'\n');
-            bundle.extend(roots);
-        }
-        let dir = std::env::temp_dir().join(format!("driftwatch-wrap-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
-            .create(&dir)
-            .with_context(|| format!("{}", dir.display()))?;
-        let path = dir.join("bundle.pem");
-        std::fs::write(&path, bundle).with_context(|| format!("{}", path.display()))?;
-        Ok(Trust {
-            ca,
-            dir,
-            bundle: path,
-        })
-    }
-}
-
-impl Drop for Trust {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// What each runtime reads to send its requests through the forward proxy and trust its CA:
-/// Node (axios; fetch from Node 24 with `NODE_USE_ENV_PROXY`), Python (httpx, requests) and Go.
-/// `SSL_CERT_FILE` replaces the system roots for Python and Go, so it names a bundle of the
-/// CA and the system's roots: hosts driftwatch tunnels still verify.
-fn forward_variables(trust: &Trust, url: &str) -> Vec<(String, String)> {
-    let (ca, bundle) = (
-        trust.ca.display().to_string(),
-        trust.bundle.display().to_string(),
-    );
-    let mut vars: Vec<(String, String)> =
-        ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"]
-            .iter()
-            .map(|name| (name.to_string(), url.to_string()))
-            .collect();
-    vars.extend([
-        ("NODE_USE_ENV_PROXY".into(), "1".into()),
-        ("NODE_EXTRA_CA_CERTS".into(), ca),
-        ("SSL_CERT_FILE".into(), bundle.clone()),
-        ("REQUESTS_CA_BUNDLE".into(), bundle),
-    ]);
-    vars
 }

@@ -117,7 +117,8 @@ struct State {
     /// By (session, JSON-RPC id as JSON text): a client that reuses an id in flight has two
     /// calls under it, and its answer, which cannot say which, ends both.
     in_flight: HashMap<(u64, String), Vec<Call>>,
-    learned: BTreeMap<String, BTreeSet<String>>,
+    /// Per tool, the operations it reached: (the sidecar's API, its index; operationId).
+    learned: BTreeMap<String, BTreeSet<(usize, String)>>,
     /// Per tool, what its server does with each argument.
     bindings: BTreeMap<String, crate::mcp::bindings::Learned>,
     /// Until then, a call may be in flight untracked: no request is named by what is.
@@ -279,15 +280,16 @@ impl Calls {
         Some(ambiguous(fit))
     }
 
-    /// The tool reached the operation; `true` when the map did not know it yet.
-    pub fn learn(&self, tool: &str, operation: &str) -> bool {
+    /// The tool reached `operation` of the sidecar's API `api` (its index); `true` when the
+    /// map did not know it yet.
+    pub fn learn(&self, api: usize, tool: &str, operation: &str) -> bool {
         let tool = &tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)];
         let mut state = self.state();
         if !state.learned.contains_key(tool) && state.learned.len() >= MAX_TOOLS {
             return false;
         }
         let reached = state.learned.entry(tool.to_string()).or_default();
-        let new = reached.len() < MAX_OPERATIONS && reached.insert(operation.to_string());
+        let new = reached.len() < MAX_OPERATIONS && reached.insert((api, operation.to_string()));
         drop(state);
         if new {
             self.learned_changed.notify_one();
@@ -295,9 +297,19 @@ impl Calls {
         new
     }
 
-    /// Each tool called so far, with the operations it reached.
-    pub fn learned(&self) -> BTreeMap<String, BTreeSet<String>> {
-        self.state().learned.clone()
+    /// Each tool that reached an operation of API `api` so far, with those operations.
+    pub fn learned(&self, api: usize) -> BTreeMap<String, BTreeSet<String>> {
+        let state = self.state();
+        let of_api = |ops: &BTreeSet<(usize, String)>| -> BTreeSet<String> {
+            ops.iter()
+                .filter(|(a, _)| *a == api)
+                .map(|(_, op)| op.clone())
+                .collect()
+        };
+        (state.learned.iter())
+            .map(|(tool, ops)| (tool.clone(), of_api(ops)))
+            .filter(|(_, ops)| !ops.is_empty())
+            .collect()
     }
 
     /// What the tool's server did with the arguments of a call tied to a request; `true` when
@@ -558,16 +570,42 @@ mod tests {
     }
 
     #[test]
+    fn each_api_has_its_own_learned_map() {
+        let calls = Calls::default();
+        assert!(calls.learn(0, "list_issues", "issues/list"));
+        assert!(calls.learn(1, "list_issues", "listIssues"));
+        assert!(calls.learn(1, "get_board", "getBoard"));
+        let names = |api| -> Vec<(String, Vec<String>)> {
+            (calls.learned(api).into_iter())
+                .map(|(tool, ops)| (tool, ops.into_iter().collect()))
+                .collect()
+        };
+        assert_eq!(
+            names(0),
+            [("list_issues".into(), vec!["issues/list".into()])]
+        );
+        assert_eq!(
+            names(1),
+            [
+                ("get_board".into(), vec!["getBoard".into()]),
+                ("list_issues".into(), vec!["listIssues".into()])
+            ]
+        );
+        assert!(calls.learned(2).is_empty());
+    }
+
+    #[test]
     fn the_learned_map_is_a_tools_map_and_composite_tools_list_every_operation() {
         let calls = Calls::default();
-        assert!(calls.learn("get-user", "get-user"));
-        assert!(!calls.learn("get-user", "get-user"));
-        calls.learn("create_or_update_file", "repos/get-content");
+        assert!(calls.learn(0, "get-user", "get-user"));
+        assert!(!calls.learn(0, "get-user", "get-user"));
+        calls.learn(0, "create_or_update_file", "repos/get-content");
         calls.learn(
+            0,
             "create_or_update_file",
             "repos/create-or-update-file-contents",
         );
-        let text = map_toml(&calls.learned(), &calls.bindings());
+        let text = map_toml(&calls.learned(0), &calls.bindings());
         let map: crate::catalog::Mapping = toml::from_str(&text).unwrap();
         assert_eq!(map.tools["get-user"].operation.as_deref(), Some("get-user"));
         assert_eq!(
@@ -594,9 +632,9 @@ mod tests {
         };
         let attribution = calls.attribute(|| values("/", None)).unwrap();
         let arguments = attribution.arguments.expect("one call in flight");
-        calls.learn("merge_pull", "merge");
+        calls.learn(0, "merge_pull", "merge");
         assert!(calls.learn_bindings("merge_pull", learn(&arguments, &seen())));
-        let text = map_toml(&calls.learned(), &calls.bindings());
+        let text = map_toml(&calls.learned(0), &calls.bindings());
         let map: crate::catalog::Mapping = toml::from_str(&text).unwrap();
         let entry = &map.tools["merge_pull"];
         assert_eq!(entry.operation.as_deref(), Some("merge"));

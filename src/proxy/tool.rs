@@ -19,7 +19,7 @@ pub(super) fn attribute(
     read: &BodyRead,
     ledger: &mut Ledger<'_>,
 ) {
-    let Some(calls) = &s.calls else {
+    let Some(calls) = s.calls() else {
         // No MCP side seen: only a request that names its tool is counted by tool.
         if let Some(tool) = ledger.tool.as_deref() {
             s.tool_metrics.request(Some(tool));
@@ -46,15 +46,13 @@ pub(super) fn attribute(
         let method = parts.method.as_str();
         crate::audit::confirm_slashes(contract, method, path, arguments, &mut ledger.findings);
     }
-    // The live catalog check reads the first API's spec: only its operations are learned.
-    let first = ledger.api.index == 0;
-    let (Some(attribution), Some(op), true) = (tool, ledger.operation, first) else {
+    let (Some(attribution), Some(op)) = (tool, ledger.operation) else {
         return;
     };
     let Some(name) = attribution.known() else {
         return;
     };
-    calls.learn(name, &op.id);
+    calls.learn(ledger.api.index, name, &op.id);
     // Tied to one call: where its argument values went says what the server does with them.
     if let Some(arguments) = &attribution.arguments {
         let body = match read {

@@ -178,7 +178,7 @@ async fn a_spec_fetched_from_a_url_reads_no_file() {
     config.proxy.upstream = Some(format!("http://{}", api.addr));
     config.events.output = "none".into();
     let settings = Settings::from_config(&config).unwrap();
-    let e = driftwatch::cli::serve::build(settings, None)
+    let e = driftwatch::start::build(settings, None, driftwatch::proxy::ToolSource::Header)
         .await
         .err()
         .expect("refused")

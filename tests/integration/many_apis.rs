@@ -452,3 +452,111 @@ async fn overlapping_hosts_and_prefixes_each_reach_their_own_api() {
     assert_eq!(got, [["/x/a"], ["/x/b"], ["/x/c"], ["/x/d"]]);
     dw.stop().await;
 }
+
+/// Issue 51: under `wrap`, each API's traffic teaches its own map and each API's tools are
+/// checked against its own spec. Before, only the first API's operations were learned, and the
+/// catalog was checked against the first API's spec alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrap_learns_and_live_checks_every_api() {
+    use driftwatch::admin::ToolsView;
+    use driftwatch::proxy::ToolSource;
+    use serde_json::{Value, json};
+    let (channels_up, billing_up) = (
+        upstream::start(ok(), Duration::ZERO, None).await,
+        upstream::start(ok(), Duration::ZERO, None).await,
+    );
+    let config = two(
+        vec![
+            api("channels", "channels.openapi.yaml", &channels_up, |a| {
+                a.prefix = Some("/channels/".into())
+            }),
+            api("billing", "billing.openapi.yaml", &billing_up, |a| {
+                a.hosts = vec!["billing.test".into()]
+            }),
+        ],
+        |_| {},
+    );
+    let (dw, sidecar) = super::sidecar::start_with(config, ToolSource::Calls).await;
+    let calls = sidecar.calls().unwrap().clone();
+    let live = std::sync::Arc::new(driftwatch::wrap::live::Live::new(
+        sidecar.clone(),
+        calls.clone(),
+        None,
+    ));
+    tokio::spawn(live.clone().check_on_change());
+    // One call in flight at a time: each request is its call's.
+    let sent = [
+        (
+            "list_playouts",
+            json!({"pageSize": 5}),
+            "/channels/api/v1/playouts?pageSize=5",
+            "x",
+        ),
+        (
+            "list_invoices",
+            json!({"customer_id": "cus_1"}),
+            "/v2/invoices?customerId=cus_1",
+            "billing.test",
+        ),
+    ];
+    for (i, (tool, arguments, target, host)) in sent.iter().enumerate() {
+        let id = json!(i);
+        calls.begin(1, &id, tool, Some(arguments));
+        let request = format!("GET {target} HTTP/1.1\r\nhost: {host}\r\n\r\n");
+        assert_eq!(raw(dw.addr, request.as_bytes()).await.status, 200);
+        calls.end(1, &id);
+    }
+    let string = json!({"type": "string"});
+    let tool = |name: &str, properties: Value| json!({"name": name, "inputSchema": {"type": "object", "properties": properties}});
+    live.listed(json!({"tools": [
+        tool("list_playouts", json!({"pageSize": {"type": "integer"}})),
+        // Named as the agent calls it: the server sends it as `customerId`.
+        tool("list_invoices", json!({"customer_id": string})),
+    ]}));
+    let report: Value = super::util::eventually("the live check of both APIs", || async {
+        let report: Value = serde_json::from_str(&live.check().ok()?).ok()?;
+        let billing = report["apis"]["billing"]["tools"].as_array()?;
+        (!billing.is_empty()).then_some(report)
+    })
+    .await;
+    let placed = |api: &str| -> Vec<(String, String)> {
+        let tools = report["apis"][api]["tools"].as_array().unwrap();
+        let text = |v: &Value| v.as_str().unwrap().to_string();
+        tools
+            .iter()
+            .map(|t| (text(&t["tool"]), text(&t["operation"])))
+            .collect()
+    };
+    assert_eq!(
+        placed("channels"),
+        [("list_playouts".into(), "listPlayouts".into())],
+        "{report:#}"
+    );
+    assert_eq!(
+        placed("billing"),
+        [("list_invoices".into(), "listInvoices".into())],
+        "{report:#}"
+    );
+    // The rename the billing call showed is learned, so neither name is a defect (the
+    // optional parameters the tool lacks are).
+    let billing = report["apis"]["billing"]["defects"].as_array().unwrap();
+    let fields: Vec<&str> = billing.iter().filter_map(|d| d["field"].as_str()).collect();
+    assert!(fields.contains(&"status"), "{report:#}");
+    assert!(
+        !fields.iter().any(|f| f.starts_with("customer")),
+        "{report:#}"
+    );
+    let billing_map = live.map(Some("billing")).unwrap();
+    assert!(billing_map.contains("list_invoices"), "{billing_map}");
+    assert!(
+        billing_map.contains(r#"rename = { "customer_id" = "customerId" }"#),
+        "{billing_map}"
+    );
+    let channels_map = live.map(None).unwrap();
+    assert!(
+        channels_map.contains("list_playouts") && !channels_map.contains("list_invoices"),
+        "{channels_map}"
+    );
+    assert!(live.map(Some("nowhere")).is_err());
+    dw.stop().await;
+}

@@ -358,7 +358,9 @@ async fn a_change_made_before_the_watcher_first_looks_is_still_reloaded() {
             c.spec.watch_interval_ms = 20;
         }))
         .unwrap();
-    let sidecar = driftwatch::cli::serve::build(settings, None).await.unwrap();
+    let sidecar = driftwatch::start::build(settings, None, driftwatch::proxy::ToolSource::Header)
+        .await
+        .unwrap();
     let first = serde_json::json!(sidecar.revision().spec.revision);
     // Longer, so the stamp differs even within the file system's time granularity.
     renamed(&spec);
@@ -366,7 +368,7 @@ async fn a_change_made_before_the_watcher_first_looks_is_still_reloaded() {
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin_addr = admin.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(driftwatch::cli::serve::serve(
+    let served = tokio::spawn(driftwatch::start::serve(
         proxy,
         admin,
         std::sync::Arc::new(sidecar),

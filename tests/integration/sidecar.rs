@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use driftwatch::config::Config;
+use driftwatch::proxy::{Sidecar, ToolSource};
 use driftwatch::settings::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -54,16 +55,25 @@ pub fn config(upstream: &str, edit: impl FnOnce(&mut Config)) -> Config {
 /// sets ready after its serving threads start, and under load a test that asked at once
 /// found 503 (seen twice in CI on `operations::admin_endpoints`).
 pub async fn start(config: Config) -> Running {
+    start_with(config, ToolSource::Header).await.0
+}
+
+/// [`start`], the sidecar following MCP calls as `wrap`'s does (`ToolSource::Calls`); the
+/// sidecar itself, for what runs beside it.
+pub async fn start_with(config: Config, tools: ToolSource) -> (Running, Arc<Sidecar>) {
     let settings = Settings::from_config(&config).unwrap_or_else(|e| panic!("{e}"));
-    let sidecar = driftwatch::cli::serve::build(settings, None).await.unwrap();
+    let sidecar = driftwatch::start::build(settings, None, tools)
+        .await
+        .unwrap();
+    let sidecar = Arc::new(sidecar);
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (addr, admin_addr) = (proxy.local_addr().unwrap(), admin.local_addr().unwrap());
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(driftwatch::cli::serve::serve(
+    let task = tokio::spawn(driftwatch::start::serve(
         proxy,
         admin,
-        Arc::new(sidecar),
+        sidecar.clone(),
         async move {
             let _ = rx.await;
         },
@@ -78,7 +88,7 @@ pub async fn start(config: Config) -> Running {
         (admin_get(admin_addr, "/readyz").await.status == 200).then_some(())
     })
     .await;
-    running
+    (running, sidecar)
 }
 
 #[derive(Debug)]

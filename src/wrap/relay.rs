@@ -89,7 +89,7 @@ pub async fn until_exit(child: Child, relayed: Option<Relayed>) -> Option<ExitSt
     };
     let status = tokio::select! {
         status = exited => Some(status),
-        () = super::super::serve::shutdown_signal() => {
+        () = crate::start::shutdown_signal() => {
             stop_group(&child).await;
             tracing::info!("asked to stop: the MCP server is stopped, draining");
             None

@@ -13,9 +13,14 @@ use std::time::SystemTime;
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::catalog::{Defect, DefectKind, Mapping, check, read_tools};
+use crate::catalog::{
+    Defect, DefectKind, Mapping, Report, Tool, check, find_operation, read_tools,
+};
+use crate::contract::Contract;
 use crate::mcp::calls::{Calls, map_toml};
+use crate::proxy::Api;
 use crate::proxy::Sidecar;
+use crate::revision::Revision;
 use crate::sink::{Event, ToolFields};
 
 /// The user's map, read and parsed once at start (a broken one stops the start).
@@ -35,8 +40,8 @@ struct State {
     list: Option<Value>,
     /// The last report, as `tools --format json` writes it.
     report: Option<String>,
-    /// Defects already sent as events: (tool, kind, field).
-    reported: HashSet<(String, &'static str, String)>,
+    /// Defects already sent as events: (API, tool, kind, field).
+    reported: HashSet<(usize, String, &'static str, String)>,
     /// Why the last catalog could not be read (an answer past `mcp.max_message_bytes`).
     unreadable: Option<String>,
 }
@@ -112,20 +117,20 @@ impl Live {
         }
     }
 
-    /// The learned map, read back from the text `/tools/map` serves: what is checked is
-    /// what is shown.
-    fn learned_mapping(&self) -> anyhow::Result<Mapping> {
+    /// API `api`'s learned map, read back from the text `/tools/map` serves: what is checked
+    /// is what is shown.
+    fn learned_mapping(&self, api: usize) -> anyhow::Result<Mapping> {
         Ok(toml::from_str(&map_toml(
-            &self.calls.learned(),
+            &self.calls.learned(api),
             &self.calls.bindings(),
         ))?)
     }
 
     /// A tool whose every operation the writes' own answers showed keeping what it omits is
     /// read as a merge (unless its map says otherwise): what it leaves out is no silent clear.
-    fn read_as_merge(&self, contract: &crate::contract::Contract, mapping: &mut Mapping) {
+    fn read_as_merge(&self, api: &Api, contract: &Contract, mapping: &mut Mapping) {
         let survival = &self.sidecar.memory.survival;
-        let api = self.sidecar.apis[0].label.name().unwrap_or_default();
+        let name = api.label.name().unwrap_or_default();
         for entry in mapping.tools.values_mut().filter(|e| e.write.is_none()) {
             let ops: Vec<_> = entry
                 .references()
@@ -133,7 +138,7 @@ impl Live {
                 .collect();
             let merges = |op: &&crate::contract::Operation| {
                 survival
-                    .of(&crate::memory::survival::name(api, op))
+                    .of(&crate::memory::survival::name(name, op))
                     .is_some_and(|l| l.reads_as_merge())
             };
             if !ops.is_empty() && ops.iter().all(merges) {
@@ -142,52 +147,106 @@ impl Live {
         }
     }
 
+    /// Each API's map: the user's (the same for all) or the one learned from its traffic.
+    fn mappings(&self) -> anyhow::Result<Vec<Mapping>> {
+        (0..self.sidecar.apis.len())
+            .map(|api| match &self.user_map {
+                Some(UserMap(map)) => Ok(map.clone()),
+                None => self.learned_mapping(api),
+            })
+            .collect()
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         let Some(list) = self.state().list.clone() else {
             return Ok(());
         };
         let tools = read_tools(&list).context("the server's tools/list")?;
-        let api = &self.sidecar.apis[0];
-        let revision = api.revision();
-        let mut mapping = match &self.user_map {
-            Some(UserMap(map)) => map.clone(),
-            None => self.learned_mapping()?,
-        };
-        self.read_as_merge(&revision.contract, &mut mapping);
-        let report = check(&revision.contract, &tools, &mapping)?;
-        // Learned, the map holds only the tools called so far: the others are not yet
-        // mapped, which is no defect of theirs.
+        let apis = &self.sidecar.apis;
+        let revisions: Vec<_> = apis.iter().map(|api| api.revision()).collect();
+        let mut mappings = self.mappings()?;
+        let shares = share(&tools, &mappings, &revisions);
+        // Learned, a map holds only the tools called so far: the others are not yet mapped,
+        // which is no defect of theirs.
         let learned = self.user_map.is_none();
-        let counted = |d: &&Defect| !(learned && d.kind == DefectKind::Unmapped);
-        let defects: Vec<&Defect> = report.defects.iter().filter(counted).collect();
+        let counted = |d: &Defect| !(learned && d.kind == DefectKind::Unmapped);
+        let mut reports = Vec::new();
+        let mut all = Vec::new();
+        for (i, api) in apis.iter().enumerate() {
+            let contract = &revisions[i].contract;
+            self.read_as_merge(api, contract, &mut mappings[i]);
+            let report = check(contract, &shares[i], &mappings[i])?;
+            let defects: Vec<Defect> = report
+                .defects
+                .iter()
+                .filter(|d| counted(d))
+                .cloned()
+                .collect();
+            for (tool, defects) in self.new_defects(i, &defects) {
+                let event = event(api, &revisions[i].spec.revision, tool, defects);
+                self.sidecar.publish(event);
+            }
+            all.extend(defects);
+            reports.push((api.name(), report));
+        }
         self.sidecar
             .tool_metrics
-            .defects(defects.iter().map(|d| (d.tool.as_str(), d.kind.as_str())));
-        let new = self.new_defects(&defects);
-        for (tool, defects) in new {
-            self.sidecar
-                .publish(event(api, &revision.spec.revision, tool, defects));
-        }
-        self.state().report = Some(serde_json::to_string_pretty(&report)?);
+            .defects(all.iter().map(|d| (d.tool.as_str(), d.kind.as_str())));
+        self.state().report = Some(report_json(&reports)?);
         Ok(())
     }
 
     /// Defects not reported before, by tool.
-    fn new_defects(&self, defects: &[&Defect]) -> Vec<(String, Vec<Defect>)> {
+    fn new_defects(&self, api: usize, defects: &[Defect]) -> Vec<(String, Vec<Defect>)> {
         let mut state = self.state();
         let mut by_tool: Vec<(String, Vec<Defect>)> = Vec::new();
         for d in defects {
-            let key = (d.tool.clone(), d.kind.as_str(), d.field.clone());
+            let key = (api, d.tool.clone(), d.kind.as_str(), d.field.clone());
             if !state.reported.insert(key) {
                 continue;
             }
             match by_tool.last_mut() {
-                Some((tool, list)) if *tool == d.tool => list.push((*d).clone()),
-                _ => by_tool.push((d.tool.clone(), vec![(*d).clone()])),
+                Some((tool, list)) if *tool == d.tool => list.push(d.clone()),
+                _ => by_tool.push((d.tool.clone(), vec![d.clone()])),
             }
         }
         by_tool
     }
+}
+
+/// The tools each API checks: a tool goes to the first API whose map places it (the learned
+/// map holds it, or every operation the user's map names for it is that API's); a tool no map
+/// places goes to the first API, which reports it unmapped (or infers it) as with one API.
+fn share(tools: &[Tool], mappings: &[Mapping], revisions: &[Arc<Revision>]) -> Vec<Vec<Tool>> {
+    let mut shares = vec![Vec::new(); revisions.len()];
+    for tool in tools {
+        let placed = |(mapping, revision): (&Mapping, &Arc<Revision>)| {
+            let entry = mapping.tools.get(&tool.name)?;
+            let mut refs = entry.references().peekable();
+            refs.peek()?;
+            refs.all(|r| find_operation(&revision.contract, r).is_some())
+                .then_some(())
+        };
+        let home = (mappings.iter().zip(revisions))
+            .position(|pair| placed(pair).is_some())
+            .unwrap_or(0);
+        shares[home].push(tool.clone());
+    }
+    shares
+}
+
+/// What `/tools/check` serves: the report as `tools --format json` writes it, or, with
+/// several APIs, `{"apis": {NAME: report, ...}}`.
+fn report_json(reports: &[(&str, Report)]) -> anyhow::Result<String> {
+    Ok(match reports {
+        [(_, report)] => serde_json::to_string_pretty(report)?,
+        _ => {
+            let apis: serde_json::Map<String, Value> = (reports.iter())
+                .map(|(name, r)| Ok((name.to_string(), serde_json::to_value(r)?)))
+                .collect::<anyhow::Result<_>>()?;
+            serde_json::to_string_pretty(&serde_json::json!({ "apis": apis }))?
+        }
+    })
 }
 
 /// One event for a tool's new catalog defects (`action = "catalog"`).
@@ -218,8 +277,22 @@ fn event(api: &crate::proxy::Api, revision: &str, tool: String, defects: Vec<Def
 }
 
 impl crate::admin::ToolsView for Live {
-    fn map(&self) -> String {
-        map_toml(&self.calls.learned(), &self.calls.bindings())
+    fn map(&self, api: Option<&str>) -> Result<String, String> {
+        let apis = &self.sidecar.apis;
+        let index = match api {
+            None => 0,
+            Some(name) => (apis.iter().position(|a| a.name() == name))
+                .ok_or_else(|| format!("no API is named {name:?}"))?,
+        };
+        let mut text = map_toml(&self.calls.learned(index), &self.calls.bindings());
+        if apis.len() > 1 {
+            let note = format!(
+                "# The map of API {:?}; each API has its own: /tools/map?api=NAME.\n",
+                apis[index].name()
+            );
+            text.insert_str(0, &note);
+        }
+        Ok(text)
     }
 
     fn check(&self) -> Result<String, String> {
