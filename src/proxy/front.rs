@@ -174,8 +174,10 @@ impl Front {
                 Some(deadline) => tokio::time::timeout(deadline, opened).await,
                 None => Ok(opened.await),
             };
-            let stream = match opened {
-                Ok(Ok(Some(stream))) => stream,
+            let (stream, inner) = match opened {
+                Ok(Ok(Some((stream, true)))) => (stream, inner),
+                // Plain HTTP tunneled: its requests' `X-Forwarded-Proto` is `http`.
+                Ok(Ok(Some((stream, false)))) => (stream, inner.plain()),
                 Ok(Ok(None)) => return,
                 Ok(Err(e)) => {
                     tracing::debug!(%host, "TLS handshake inside CONNECT failed: {e}");
@@ -217,20 +219,20 @@ impl Front {
     }
 }
 
-/// The stream inside an intercepted tunnel, as the client opened it: TLS ended with the host's
-/// leaf, or plain HTTP (`sniff`); `None` when it closed before a byte.
+/// The stream inside an intercepted tunnel, as the client opened it, and whether it is TLS:
+/// TLS ended with the host's leaf, or plain HTTP (`sniff`); `None` when it closed before a byte.
 async fn opened(
     io: TokioIo<hyper::upgrade::Upgraded>,
     config: Arc<rustls::ServerConfig>,
-) -> std::io::Result<Option<Stream>> {
+) -> std::io::Result<Option<(Stream, bool)>> {
     let Some(sniffed) = super::sniff::Sniffed::read(io).await? else {
         return Ok(None);
     };
     if !sniffed.is_tls() {
-        return Ok(Some(Box::new(sniffed)));
+        return Ok(Some((Box::new(sniffed), false)));
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    Ok(Some(Box::new(acceptor.accept(sniffed).await?)))
+    Ok(Some((Box::new(acceptor.accept(sniffed).await?), true)))
 }
 
 /// Under `forward.unknown_hosts = "refuse"`, the 403 for a host no API serves, counted.

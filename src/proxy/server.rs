@@ -255,6 +255,12 @@ impl Requests {
         }
     }
 
+    /// The same service for a connection that is not TLS (plain HTTP inside a `CONNECT`).
+    pub fn plain(mut self) -> Requests {
+        self.from.tls = false;
+        self
+    }
+
     /// The same service with every request for `api`, sent to its upstream `upstream`.
     pub fn for_api(mut self, api: Arc<Api>, upstream: usize) -> Requests {
         self.fixed = Some((api, upstream));

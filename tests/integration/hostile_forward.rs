@@ -439,6 +439,12 @@ async fn plain_http_inside_an_intercepted_connect_is_audited() {
         answer.contains("unknown_query_param:customer_id"),
         "{answer}"
     );
-    assert_eq!(api.up.recorded().len(), 1, "sent on to the API");
+    let got = api.up.recorded();
+    assert_eq!(got.len(), 1, "sent on to the API");
+    assert_eq!(
+        got[0].header("x-forwarded-proto"),
+        Some("http"),
+        "the client spoke plain HTTP"
+    );
     forward.stop().await;
 }
