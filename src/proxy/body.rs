@@ -9,10 +9,25 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
+use http::header::CONTENT_LENGTH;
+use http::request::Parts;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 
+use super::Sidecar;
+use super::error::ProxyError;
 use super::stall::{BodyError, Stalling};
+
+/// A request body as the check stage sees it.
+pub(super) enum BodyRead {
+    /// Read whole, within `audit.max_body`.
+    Whole(Bytes),
+    /// Larger than `audit.max_body`: streamed on unaudited.
+    TooLarge,
+    /// `audit.enabled = false`: nothing is read or audited.
+    Off,
+}
 
 /// The body forwarded upstream.
 pub enum UpstreamBody {
@@ -127,5 +142,39 @@ impl Body for UpstreamBody {
                 }
             }
         }
+    }
+}
+
+/// Read the body for the audit, and what goes upstream: the same bytes, framing kept.
+pub(super) async fn read(
+    s: &Sidecar,
+    parts: &Parts,
+    body: Incoming,
+) -> Result<(BodyRead, UpstreamBody), ProxyError> {
+    let body = Stalling::new(
+        body,
+        s.settings.proxy.body_stall_timeout,
+        s.metrics.body_stalls(),
+    );
+    if !s.settings.audit.enabled {
+        s.metrics.unaudited("audit_off");
+        let forward = UpstreamBody::Replay {
+            prefix: Default::default(),
+            rest: body,
+        };
+        return Ok((BodyRead::Off, forward));
+    }
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match capture(body, s.settings.audit.max_body, declared).await {
+        Ok(Captured::Complete(bytes, forward)) => Ok((BodyRead::Whole(bytes), forward)),
+        Ok(Captured::TooLarge(forward)) => {
+            s.metrics.unaudited("body_too_large");
+            Ok((BodyRead::TooLarge, forward))
+        }
+        Err(e) => Err(e.into()),
     }
 }

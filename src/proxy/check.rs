@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 use http::request::Parts;
 use serde_json::json;
 
-use super::forward::BodyRead;
+use super::body::BodyRead;
 use super::record::Ledger;
 use super::{Api, Sidecar};
 use crate::audit::audit;

@@ -40,7 +40,7 @@ pub enum ProxyError {
     #[error("the request target cannot be forwarded: {0}")]
     BadTarget(http::Error),
     #[error("{}", .0.detail())]
-    Unforwardable(super::vet::Unforwardable),
+    Unforwardable(Unforwardable),
     /// `cause` is the `driftwatch_upstream_errors_total` label: connect, tls or other.
     #[error("driftwatch could not reach the upstream {authority}: {cause} error: {reason}")]
     Unreachable {
@@ -143,4 +143,37 @@ pub enum StartError {
     /// The forward proxy's CA cannot be read or made: fix `forward.ca_dir` or what is in it.
     #[error("forward.ca_dir: {0}")]
     Ca(#[from] super::ca::CaError),
+}
+
+/// Why a request is not forwarded as it stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unforwardable {
+    TransferEncoding,
+    Connect,
+    Host,
+}
+
+impl Unforwardable {
+    /// The `reason` label of `driftwatch_client_errors_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unforwardable::TransferEncoding => "transfer_encoding",
+            Unforwardable::Connect => "connect",
+            Unforwardable::Host => "host",
+        }
+    }
+
+    pub fn detail(self) -> &'static str {
+        match self {
+            Unforwardable::TransferEncoding => {
+                "Transfer-Encoding other than a single `chunked` is not forwarded: send the body with Content-Length or chunked, and a Content-Encoding for gzip"
+            }
+            Unforwardable::Connect => {
+                "CONNECT is not forwarded: driftwatch proxies the API's resources, not tunnels"
+            }
+            Unforwardable::Host => {
+                "an HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2)"
+            }
+        }
+    }
 }

@@ -22,9 +22,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 
-use super::forward::{ResponseBody, own};
 use super::problem;
 use super::server::{Requests, Stream};
+use super::tee::{ResponseBody, own};
 use super::tunnel::NotOpened;
 use super::{Api, Sidecar};
 use crate::config::UnknownHosts;

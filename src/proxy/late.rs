@@ -16,7 +16,6 @@ use tokio::sync::Notify;
 
 use super::Sidecar;
 use super::headers::{RequestId, value_text};
-pub(super) use super::tee::Copied;
 use crate::audit::audit_response;
 use crate::encoding::{Undecoded, decode};
 use crate::finding::Finding;
@@ -24,6 +23,21 @@ use crate::memory::{Key, Pending, Snapshot};
 use crate::response::ResponseView;
 use crate::silent::{AtRisk, Tracker};
 use crate::sink::{Event, EventFinding};
+
+/// How a response body ended, with the copy when there is one to read.
+#[derive(Debug)]
+pub enum Copied {
+    /// Every byte, within the limit.
+    Whole(Vec<u8>),
+    /// Complete, but larger than the limit: not kept.
+    TooLarge,
+    /// The upstream's body failed before its end.
+    UpstreamFailed,
+    /// The client went away before the last byte.
+    ClientGone,
+    /// No copy was asked for (only the status and media type are checked).
+    NotWanted,
+}
 
 /// Copies waiting for a worker at most; past it, response work is dropped and counted.
 const QUEUE: usize = 1024;

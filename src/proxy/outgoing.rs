@@ -15,7 +15,7 @@ use super::body::UpstreamBody;
 use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::pool::Pool;
-use super::upstream::{cause, client_body_failed, root_cause};
+use super::pool::{cause, client_body_failed, root_cause};
 use crate::settings::Upstream;
 
 /// Who sent the request, for `X-Forwarded-For` and `-Proto`: made once per connection, so a

@@ -32,7 +32,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tower_service::Service;
 
 use super::body::UpstreamBody;
-use super::error::StartError;
+use super::error::{ProxyError, StartError};
+use super::stall::BodyError;
 use crate::settings::{Settings, Upstream};
 
 /// An idle connection is closed after this, as hyper-util's pool did.
@@ -105,6 +106,65 @@ pub enum PoolError {
     /// The connection failed while the request was sent or its response's head read.
     #[error("{0}")]
     Request(#[source] hyper::Error),
+}
+
+/// The client's part in a failed upstream request: its body, streamed on, failed or stalled.
+pub fn client_body_failed(error: &PoolError) -> Option<ProxyError> {
+    chain(error).into_iter().find_map(|e| {
+        Some(match e.downcast_ref::<BodyError>()? {
+            BodyError::Stalled(after) => ProxyError::BodyStalled(*after),
+            BodyError::Peer(e) => ProxyError::BodyUnreadable(e.to_string()),
+        })
+    })
+}
+
+/// Why an upstream request failed, as the `cause` label: `connect`, `tls`, `timeout`, `other`.
+pub fn cause(error: &PoolError) -> &'static str {
+    let chain = chain(error);
+    if chain
+        .iter()
+        .any(|e| e.downcast_ref::<rustls::Error>().is_some())
+    {
+        "tls"
+    } else if chain.iter().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+    }) {
+        "timeout"
+    } else if matches!(error, PoolError::Connect(_)) {
+        "connect"
+    } else {
+        "other"
+    }
+}
+
+/// The innermost error's message (`invalid peer certificate: UnknownIssuer`, `Connection
+/// refused`): the part an operator can act on.
+pub fn root_cause(error: &PoolError) -> String {
+    chain(error)
+        .last()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| error.to_string())
+}
+
+/// The error and its sources, looking inside `io::Error`s (whose `source()` skips the error
+/// they wrap).
+fn chain<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> Vec<&'e (dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        out.push(e);
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    out
 }
 
 impl Pool {

@@ -13,10 +13,10 @@ use http::{Method, Response, Uri};
 use std::sync::Arc;
 
 use super::error::{Fault, ProxyError};
-use super::forward::ResponseBody;
 use super::headers::{RequestId, value_text};
 use super::late::LateMeta;
 use super::problem;
+use super::tee::ResponseBody;
 use super::{Api, Sidecar};
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind};
@@ -173,7 +173,7 @@ impl<'c> Ledger<'c> {
             self.request_id.as_str(),
             None,
         );
-        super::forward::own(response)
+        super::tee::own(response)
     }
 
     fn event(

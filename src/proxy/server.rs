@@ -21,11 +21,12 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
 
 use super::error::StartError;
-use super::forward::{ResponseBody, handle};
 use super::front::{After, Door, Front};
 use super::lanes::{Handed, Lanes};
 use super::outgoing::Peer;
 use super::pool::Pools;
+use super::stages::handle;
+use super::tee::ResponseBody;
 use super::upstream::{read_certs, read_key};
 use super::{Api, Sidecar};
 use crate::config::ProxyKind;

@@ -9,24 +9,20 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::Response;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::{Either, Full};
 
-use super::late::{Late, LateTasks};
+use super::late::{Copied, Late, LateTasks};
 use super::stall::{BodyError, Stalling};
 
-/// How a response body ended, with the copy when there is one to read.
-#[derive(Debug)]
-pub enum Copied {
-    /// Every byte, within the limit.
-    Whole(Vec<u8>),
-    /// Complete, but larger than the limit: not kept.
-    TooLarge,
-    /// The upstream's body failed before its end.
-    UpstreamFailed,
-    /// The client went away before the last byte.
-    ClientGone,
-    /// No copy was asked for (only the status and media type are checked).
-    NotWanted,
+/// A response body on its way to the client: the upstream's, streamed (and copied on the
+/// side when wanted), or driftwatch's own answer.
+pub type ResponseBody = Either<Tee, Full<Bytes>>;
+
+/// An answer of driftwatch's own (a refusal, a problem), as the client's response.
+pub(super) fn own(response: Response<Bytes>) -> Response<ResponseBody> {
+    response.map(|b| Either::Right(Full::new(b)))
 }
 
 pub struct Tee {

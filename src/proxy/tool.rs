@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::request::Parts;
 
 use super::Sidecar;
-use super::forward::BodyRead;
+use super::body::BodyRead;
 use super::record::Ledger;
 use crate::mcp::bindings::{Seen, learn};
 use crate::mcp::calls::RequestValues;

@@ -8,40 +8,7 @@ use http::header::{HOST, TRANSFER_ENCODING};
 use http::request::Parts;
 use http::{Method, Version};
 
-use super::error::ProxyError;
-
-/// Why a request is not forwarded as it stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unforwardable {
-    TransferEncoding,
-    Connect,
-    Host,
-}
-
-impl Unforwardable {
-    /// The `reason` label of `driftwatch_client_errors_total`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unforwardable::TransferEncoding => "transfer_encoding",
-            Unforwardable::Connect => "connect",
-            Unforwardable::Host => "host",
-        }
-    }
-
-    pub fn detail(self) -> &'static str {
-        match self {
-            Unforwardable::TransferEncoding => {
-                "Transfer-Encoding other than a single `chunked` is not forwarded: send the body with Content-Length or chunked, and a Content-Encoding for gzip"
-            }
-            Unforwardable::Connect => {
-                "CONNECT is not forwarded: driftwatch proxies the API's resources, not tunnels"
-            }
-            Unforwardable::Host => {
-                "an HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2)"
-            }
-        }
-    }
-}
+use super::error::{ProxyError, Unforwardable};
 
 pub(super) fn vet(parts: &Parts) -> Result<(), ProxyError> {
     let refuse = |why| Err(ProxyError::Unforwardable(why));

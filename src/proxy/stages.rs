@@ -9,14 +9,13 @@ use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue};
+use http::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use http_body_util::{Either, Full};
+use http_body_util::Either;
 use hyper::body::Incoming;
 
-use super::body::{Captured, UpstreamBody, capture};
+use super::body::read;
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
 use super::headers::{reframe_response, strip_hop_by_hop};
@@ -26,28 +25,11 @@ use super::pool::Pool;
 use super::problem;
 use super::record::{Ledger, Reply};
 use super::stall::Stalling;
-use super::tee::Tee;
+use super::tee::{ResponseBody, Tee, own};
 use super::vet::vet;
 use super::{Api, Sidecar};
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
-
-pub type ResponseBody = Either<Tee, Full<Bytes>>;
-
-/// An answer of driftwatch's own (a refusal, a problem), as the client's response.
-pub(super) fn own(response: Response<Bytes>) -> Response<ResponseBody> {
-    response.map(|b| Either::Right(Full::new(b)))
-}
-
-/// A request body as the check stage sees it.
-pub(super) enum BodyRead {
-    /// Read whole, within `audit.max_body`.
-    Whole(Bytes),
-    /// Larger than `audit.max_body`: streamed on unaudited.
-    TooLarge,
-    /// `audit.enabled = false`: nothing is read or audited.
-    Off,
-}
 
 /// One request through its stages, sent upstream on `pool`: the connections of the serving
 /// thread that accepted the connection, so that the request never waits on another thread.
@@ -100,40 +82,6 @@ async fn stages<'c>(
             ledger.findings.append(&mut pending.deferred);
             Err(e)
         }
-    }
-}
-
-/// Read the body for the audit, and what goes upstream: the same bytes, framing kept.
-async fn read(
-    s: &Sidecar,
-    parts: &Parts,
-    body: Incoming,
-) -> Result<(BodyRead, UpstreamBody), ProxyError> {
-    let body = Stalling::new(
-        body,
-        s.settings.proxy.body_stall_timeout,
-        s.metrics.body_stalls(),
-    );
-    if !s.settings.audit.enabled {
-        s.metrics.unaudited("audit_off");
-        let forward = UpstreamBody::Replay {
-            prefix: Default::default(),
-            rest: body,
-        };
-        return Ok((BodyRead::Off, forward));
-    }
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match capture(body, s.settings.audit.max_body, declared).await {
-        Ok(Captured::Complete(bytes, forward)) => Ok((BodyRead::Whole(bytes), forward)),
-        Ok(Captured::TooLarge(forward)) => {
-            s.metrics.unaudited("body_too_large");
-            Ok((BodyRead::TooLarge, forward))
-        }
-        Err(e) => Err(e.into()),
     }
 }
 
