@@ -4,6 +4,7 @@
 
 mod compile;
 mod compiler;
+mod lazy;
 mod operation;
 mod ref_depth;
 mod resolve;
@@ -19,7 +20,7 @@ mod writes;
 
 use std::collections::HashMap;
 
-pub use compiler::{Lazy, LazyBody};
+pub use lazy::{Lazy, LazyBody};
 pub use operation::{
     Additional, BodyShape, MediaBody, Operation, Param, Property, RequestBody, Style,
     WriteSemantics,
@@ -148,7 +149,7 @@ impl Contract {
             .compiled
             .get_or_init(|| {
                 let pointer = media.schema.as_deref()?;
-                let validator = LazyBody::new(Some(pointer.to_string()), &self.compiler);
+                let validator = LazyBody::new(Some(pointer.to_string()), self.compiler.clone());
                 validator.get()?;
                 Some(CompiledSchema {
                     validator,

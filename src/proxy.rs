@@ -3,10 +3,12 @@
 //! (enforce). Plumbing only: every decision about drift is the core's. A request goes through
 //! the stages of `forward` and is recorded once, at `record`.
 
+mod accept;
 mod api;
 mod body;
 pub mod ca;
 mod check;
+mod connection;
 mod error;
 mod front;
 mod headers;
@@ -17,11 +19,13 @@ mod pool;
 mod problem;
 mod record;
 mod reload;
-mod server;
+mod requests;
+mod route;
 mod sniff;
 mod source;
 mod stages;
 mod stall;
+mod stream;
 mod tunnel;
 pub use stall::{BodyError, Stalling};
 mod store;
@@ -36,16 +40,16 @@ use std::sync::atomic::AtomicBool;
 
 use prometheus_client::registry::Registry;
 
+pub use accept::run;
 pub use api::Api;
 pub use error::{Fault, ProxyError, StartError};
-pub use server::run;
 pub use source::{Source, fetch};
 pub use store::Health as StoreHealth;
 pub use upstream::{client, read_certs, read_key};
 
 use crate::mcp::calls::Calls;
 use crate::revision::Revision;
-use crate::settings::{HostPort, Settings};
+use crate::settings::Settings;
 use crate::sink::{Event, EventLog, Metrics, Recent};
 
 /// Everything a request needs, shared by all connections. Built once from validated settings;
@@ -215,12 +219,6 @@ impl Sidecar {
     /// The shared memory store's health, for `/readyz`; `None` with the local backend.
     pub fn store_health(&self) -> Option<Arc<StoreHealth>> {
         self.store.as_ref().map(|s| s.health.clone())
-    }
-
-    /// The API whose host the forward proxy ends TLS for, if any: driftwatch never
-    /// intercepts a host it has no spec for.
-    fn intercepts(&self, host: &HostPort) -> Option<&Arc<Api>> {
-        self.apis.iter().find(|api| api.serves(host))
     }
 
     /// The first API's spec in force: the one API of the commands that serve one (`mcp`,

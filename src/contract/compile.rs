@@ -7,7 +7,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::compiler::{Compiler, Lazy, LazyBody};
+use super::compiler::Compiler;
+use super::lazy::{Lazy, LazyBody};
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
@@ -446,7 +447,7 @@ fn compile_param(
         (FieldType::Object, Some(s)) => object_keys(doc, s),
         _ => (Vec::new(), false),
     };
-    let validator = Lazy::new(schema_ptr, compiler);
+    let validator = Lazy::new(schema_ptr, compiler.clone());
     Ok(Some(Param {
         name: if location == Location::Header {
             name.to_ascii_lowercase()
@@ -599,7 +600,7 @@ fn compile_media(compiler: &Arc<Compiler>, body: &Value, pointer: &str) -> Vec<M
         media.push(MediaBody {
             media_type: media_type.to_ascii_lowercase(),
             json,
-            validator: LazyBody::new(schema_ptr.filter(|_| json), compiler),
+            validator: LazyBody::new(schema_ptr.filter(|_| json), compiler.clone()),
             shape,
             summary: summarize(compiler.doc(), m.get("schema").unwrap_or(&Value::Null)),
         });

@@ -13,13 +13,13 @@
 //! refuses is not one they read).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jsonschema::Validator;
 use jsonschema::json::SerdeJson;
 use serde_json::Value;
 
+use super::lazy::Validators;
 use super::operation::BodyShape;
 use super::schemas::{Reads, Schemas, Wanted};
 use super::warning::{LoadWarning, Skipped};
@@ -132,7 +132,8 @@ impl Compiler {
     /// The shape of the body schema at `pointer`, with its `oneOf` branches' validators left
     /// to their first use.
     pub fn shape(self: &Arc<Self>, pointer: &str) -> Arc<BodyShape> {
-        lock(&self.shapes).shape(pointer, self)
+        let validators: Arc<dyn Validators> = self.clone();
+        lock(&self.shapes).shape(pointer, &validators)
     }
 
     fn fail(&self, pointer: &str, reason: String) {
@@ -152,115 +153,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A parameter's validator, compiled on first use and kept (parameter schemas are small, so
-/// no bound applies). `None` where the spec gives no schema, or its schema cannot be compiled.
-pub struct Lazy {
-    pointer: Option<Box<str>>,
-    compiler: Arc<Compiler>,
-    slot: OnceLock<Option<Arc<Validator<SerdeJson>>>>,
-}
-
-/// A body's validator (a request body's, a `oneOf` branch's, a response's), which reads
-/// bodies as parsed. These reach a document's large schemas (a Graph entity and every entity
-/// it refers to: about 0.5 MB compiled), so the compiler keeps at most
-/// `spec.max_compiled_schemas` of them, the oldest let go first; the slot holds a weak
-/// reference, and compiles again when next asked after its validator was let go.
-pub struct LazyBody {
-    pointer: Option<Box<str>>,
-    compiler: Arc<Compiler>,
-    slot: RwLock<Weak<Validator<Tape>>>,
-    failed: AtomicBool,
-}
-
-impl LazyBody {
-    pub(super) fn new(pointer: Option<String>, compiler: &Arc<Compiler>) -> LazyBody {
-        LazyBody {
-            pointer: pointer.map(String::into_boxed_str),
-            compiler: compiler.clone(),
-            slot: RwLock::new(Weak::new()),
-            failed: AtomicBool::new(false),
-        }
+/// The compiler, as the handles of `lazy` ask it.
+impl Validators for Compiler {
+    fn for_values(&self, pointer: &str) -> Option<Arc<Validator<SerdeJson>>> {
+        self.validator::<SerdeJson>(pointer)
     }
 
-    /// The validator, compiled now if it is not kept.
-    pub fn get(&self) -> Option<Arc<Validator<Tape>>> {
-        let pointer = self.pointer.as_deref()?;
-        if self.failed.load(Ordering::Relaxed) {
-            return None;
-        }
-        let kept = self
-            .slot
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .upgrade();
-        if kept.is_some() {
-            return kept;
-        }
-        let Some(compiled) = self.compiler.validator::<Tape>(pointer) else {
-            self.failed.store(true, Ordering::Relaxed);
-            return None;
-        };
-        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&compiled);
-        Some(compiled)
-    }
-
-    /// The spec gives a schema here that cannot be compiled (compiled now if not yet).
-    pub fn failed(&self) -> bool {
-        self.pointer.is_some() && self.get().is_none()
-    }
-
-    /// [`LazyBody::get`] would answer without compiling.
-    pub fn ready(&self) -> bool {
-        self.pointer.is_none()
-            || self.failed.load(Ordering::Relaxed)
-            || self.slot.read().is_ok_and(|kept| kept.strong_count() > 0)
-    }
-}
-
-impl std::fmt::Debug for LazyBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kept = self
-            .slot
-            .read()
-            .map(|w| w.strong_count() > 0)
-            .unwrap_or(false);
-        f.debug_struct("LazyBody")
-            .field("pointer", &self.pointer)
-            .field("kept", &kept)
-            .finish()
-    }
-}
-
-impl Lazy {
-    pub(super) fn new(pointer: Option<String>, compiler: &Arc<Compiler>) -> Lazy {
-        Lazy {
-            pointer: pointer.map(String::into_boxed_str),
-            compiler: compiler.clone(),
-            slot: OnceLock::new(),
-        }
-    }
-
-    /// The validator, compiled now if this is its first use.
-    pub fn get(&self) -> Option<&Arc<Validator<SerdeJson>>> {
-        self.slot
-            .get_or_init(|| {
-                self.compiler
-                    .validator::<SerdeJson>(self.pointer.as_deref()?)
-            })
-            .as_ref()
-    }
-
-    /// The spec gives a schema here that cannot be compiled (compiled now if not yet).
-    pub fn failed(&self) -> bool {
-        self.pointer.is_some() && self.get().is_none()
-    }
-}
-
-impl std::fmt::Debug for Lazy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lazy")
-            .field("pointer", &self.pointer)
-            .field("compiled", &self.slot.get().map(Option::is_some))
-            .finish()
+    fn for_bodies(&self, pointer: &str) -> Option<Arc<Validator<Tape>>> {
+        self.validator::<Tape>(pointer)
     }
 }

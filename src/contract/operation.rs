@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::compiler::{Lazy, LazyBody};
+use super::lazy::{Lazy, LazyBody};
 
 use super::types::{FieldType, TypeSummary};
 use crate::finding::Location;

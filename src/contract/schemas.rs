@@ -14,7 +14,7 @@ use jsonschema::{Draft, Registry, Validator};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
 
-use super::compiler::{Compiler, LazyBody};
+use super::lazy::{LazyBody, Validators};
 use super::operation::{Additional, BodyShape, Property};
 use super::resolve::deref_at;
 use super::types::summarize;
@@ -201,7 +201,7 @@ impl Schemas {
 
     /// The top-level shape of the body schema at `pointer`; its branches' validators come
     /// from `compiler` when first used.
-    pub fn shape(&mut self, pointer: &str, compiler: &Arc<Compiler>) -> Arc<BodyShape> {
+    pub fn shape(&mut self, pointer: &str, compiler: &Arc<dyn Validators>) -> Arc<BodyShape> {
         let doc = self.doc.clone();
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
         let (pointer, _) = deref_at(&doc, Cow::Borrowed(pointer), value);
@@ -213,7 +213,12 @@ impl Schemas {
         shape
     }
 
-    fn build_shape(&mut self, pointer: &str, depth: usize, compiler: &Arc<Compiler>) -> BodyShape {
+    fn build_shape(
+        &mut self,
+        pointer: &str,
+        depth: usize,
+        compiler: &Arc<dyn Validators>,
+    ) -> BodyShape {
         let shared = self.doc.clone();
         let doc: &Value = &shared;
         let value = doc.pointer(pointer).unwrap_or(&Value::Null);
@@ -235,7 +240,7 @@ impl Schemas {
             let mut variants = Vec::with_capacity(concrete.len());
             for branch in concrete {
                 let shape = self.build_shape(&branch, depth + 1, compiler);
-                variants.push((LazyBody::new(Some(branch), compiler), shape));
+                variants.push((LazyBody::new(Some(branch), compiler.clone()), shape));
             }
             return BodyShape::Variants(variants);
         }

@@ -16,22 +16,22 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::conn::auto;
 
+use super::Sidecar;
 use super::problem;
-use super::server::{Requests, Stream};
+use super::route::Route;
+use super::stream::Stream;
 use super::tee::{ResponseBody, own};
 use super::tunnel::NotOpened;
-use super::{Api, Sidecar};
 use crate::config::UnknownHosts;
 use crate::settings::HostPort;
 use crate::sink::Tunnel;
 
-type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(super) type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What a `CONNECT` leaves for its connection to run once hyper hands the socket over.
 #[derive(Clone, Default)]
@@ -51,80 +51,26 @@ impl After {
     }
 }
 
+/// Serves the requests inside an intercepted tunnel: the stream as the client opened it, the
+/// tunnel's route, and whether the stream is TLS. Given by the connection, which owns the
+/// service the requests go through.
+pub(super) type Inside = Arc<dyn Fn(Stream, Route, bool) -> Work + Send + Sync>;
+
 /// The forward listener's part of a connection's service.
 #[derive(Clone)]
 pub(super) struct Front {
     pub after: After,
-    pub builder: auto::Builder<hyper_util::rt::TokioExecutor>,
-    /// The service the requests inside an intercepted tunnel go through.
-    pub inner: Requests,
-}
-
-/// Where a request goes.
-pub(super) enum Door {
-    /// `CONNECT` to this host.
-    Connect(HostPort),
-    /// Absolute-form, to a host no API serves.
-    Pass(HostPort),
-    /// This API's request, for its upstream of that index: the request path takes it.
-    Api(Arc<Api>, usize),
-    /// No API serves it: 404.
-    Nowhere,
-    /// A `CONNECT` this proxy cannot open: 400 saying why.
-    Unopenable(&'static str),
-}
-
-impl Door {
-    /// An origin-form request's API, by prefix or `Host` (`api::select`).
-    pub fn select(s: &Sidecar, req: &mut Request<Incoming>) -> Door {
-        match super::api::select(&s.apis, req) {
-            Some(api) => Door::Api(api, 0),
-            None => Door::Nowhere,
-        }
-    }
+    pub inside: Inside,
 }
 
 impl Front {
-    pub fn door(s: &Sidecar, req: &mut Request<Incoming>) -> Door {
-        let authority = req.uri().authority().map(|a| a.as_str());
-        if req.method() == Method::CONNECT {
-            // Its tunnel runs once hyper hands the socket over, which an HTTP/2 connection
-            // never does: answered 200, it would relay nothing.
-            if req.version() == http::Version::HTTP_2 {
-                return Door::Unopenable(
-                    "CONNECT over HTTP/2 is not served: open the tunnel over HTTP/1.1",
-                );
-            }
-            return match authority.and_then(|a| HostPort::parse(a, 443)) {
-                Some(host) => Door::Connect(host),
-                None => Door::Unopenable(
-                    "CONNECT needs a host:port target, its port 1 to 65535 (RFC 9110, section 9.3.6)",
-                ),
-            };
-        }
-        let default = match req.uri().scheme_str() {
-            Some("https") => 443,
-            _ => 80,
-        };
-        match authority.and_then(|a| HostPort::parse(a, default)) {
-            Some(host) => match s.intercepts(&host) {
-                Some(api) => Door::Api(api.clone(), api.upstream_for(&host)),
-                None => Door::Pass(host),
-            },
-            None => Door::select(s, req),
-        }
-    }
-
-    /// Answer a `CONNECT`, leaving the tunnel or the intercepted connection to `after`.
+    /// Answer a `CONNECT` to a host no API serves, leaving the tunnel to `after`.
     pub async fn connect(
         &self,
         s: &Arc<Sidecar>,
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        if let Some(api) = s.intercepts(&host) {
-            return self.intercept(s, req, host, api.clone());
-        }
         if let Some(refused) = refusal(s, &host) {
             return refused;
         }
@@ -143,13 +89,13 @@ impl Front {
         established()
     }
 
-    /// End the client's TLS with a leaf for `host` and serve the requests inside.
-    fn intercept(
+    /// End the client's TLS with a leaf for `host` and serve the requests inside on `route`.
+    pub fn intercept(
         &self,
         s: &Arc<Sidecar>,
         req: Request<Incoming>,
         host: HostPort,
-        api: Arc<Api>,
+        route: Route,
     ) -> Response<ResponseBody> {
         let ca = s.ca.as_ref().expect("a forward proxy has its CA");
         let config = match ca.server_config(&host.host) {
@@ -160,9 +106,7 @@ impl Front {
             }
         };
         let upgrade = hyper::upgrade::on(req);
-        let upstream = api.upstream_for(&host);
-        let inner = self.inner.clone().for_api(api, upstream);
-        let builder = self.builder.clone();
+        let inside = self.inside.clone();
         let deadline = s.settings.proxy.header_read_timeout;
         let hits = s.limit_hits();
         self.after.set(Box::pin(async move {
@@ -174,10 +118,8 @@ impl Front {
                 Some(deadline) => tokio::time::timeout(deadline, opened).await,
                 None => Ok(opened.await),
             };
-            let (stream, inner) = match opened {
-                Ok(Ok(Some((stream, true)))) => (stream, inner),
-                // Plain HTTP tunneled: its requests' `X-Forwarded-Proto` is `http`.
-                Ok(Ok(Some((stream, false)))) => (stream, inner.plain()),
+            let (stream, tls) = match opened {
+                Ok(Ok(Some(opened))) => opened,
                 Ok(Ok(None)) => return,
                 Ok(Err(e)) => {
                     tracing::debug!(%host, "TLS handshake inside CONNECT failed: {e}");
@@ -189,11 +131,7 @@ impl Front {
                     return;
                 }
             };
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), inner);
-            let served = conn.await;
-            if let Err(e) = served {
-                tracing::debug!(%host, "intercepted connection ended: {e}");
-            }
+            inside(stream, route, tls).await;
         }));
         established()
     }

@@ -8,24 +8,16 @@
 //! round-robin, rather than letting every thread accept from the socket, spreads them evenly
 //! however few there are: with a shared socket, 16 connections measured all on one thread.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use super::Sidecar;
+use super::connection::{Accepting, Handed, drain, spawn_connection};
 use super::error::StartError;
 use super::pool::Pools;
-use super::server::{Accepting, drain, spawn_connection};
-
-/// An accepted connection, with its `proxy.max_connections` place.
-pub(super) struct Handed<S = std::net::TcpStream> {
-    pub stream: S,
-    pub peer: SocketAddr,
-    pub place: OwnedSemaphorePermit,
-}
 
 /// The other serving threads, as the accepting thread sees them.
 pub(super) struct Lanes {

@@ -16,6 +16,7 @@ use super::error::{Fault, ProxyError};
 use super::headers::{RequestId, value_text};
 use super::late::LateMeta;
 use super::problem;
+use super::route::{By, Route};
 use super::tee::ResponseBody;
 use super::{Api, Sidecar};
 use crate::contract::Operation;
@@ -50,6 +51,8 @@ pub(super) struct Ledger<'c> {
     /// The API the request is for, and which of its upstreams it goes to.
     pub api: Arc<Api>,
     pub upstream: usize,
+    /// How the API was chosen, for the log of a request that failed.
+    routed: By,
     /// The client's id, or the one made for it; returned on the response.
     pub request_id: RequestId,
     method: Method,
@@ -65,7 +68,8 @@ pub(super) struct Ledger<'c> {
 
 impl<'c> Ledger<'c> {
     /// Open the ledger; a request without an id gets one, and the upstream sees it.
-    pub fn open(s: &Sidecar, (api, upstream): (Arc<Api>, usize), parts: &mut Parts) -> Ledger<'c> {
+    pub fn open(s: &Sidecar, route: Route, parts: &mut Parts) -> Ledger<'c> {
+        let Route { api, upstream, by } = route;
         let name = &s.settings.events.request_id_header;
         let request_id = match parts.headers.get(name).and_then(RequestId::given) {
             Some(id) => id,
@@ -78,6 +82,7 @@ impl<'c> Ledger<'c> {
         Ledger {
             api,
             upstream,
+            routed: by,
             request_id,
             method: parts.method.clone(),
             uri: parts.uri.clone(),
@@ -164,6 +169,7 @@ impl<'c> Ledger<'c> {
         }
         let path = s.path_text(&rev.contract, self.uri.path());
         tracing::warn!(request_id = self.request_id.as_str(), method = %self.method, path,
+            api = self.api.name(), routed = ?self.routed,
             fault = error.fault().as_str(), status = error.status().as_u16(), cause = error.cause(),
             "{detail}");
         let response = problem::response(

@@ -15,6 +15,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
 
+use super::Sidecar;
 use super::body::read;
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
@@ -24,10 +25,10 @@ use super::outgoing::{Peer, outgoing, send};
 use super::pool::Pool;
 use super::problem;
 use super::record::{Ledger, Reply};
+use super::route::Route;
 use super::stall::Stalling;
 use super::tee::{ResponseBody, Tee, own};
 use super::vet::vet;
-use super::{Api, Sidecar};
 use crate::finding::{Finding, Kind};
 use crate::revision::Revision;
 
@@ -35,16 +36,16 @@ use crate::revision::Revision;
 /// thread that accepted the connection, so that the request never waits on another thread.
 pub async fn handle(
     s: Arc<Sidecar>,
-    (api, upstream): (Arc<Api>, usize),
+    route: Route,
     pool: &Pool,
     req: Request<Incoming>,
     peer: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let _in_flight = s.metrics.in_flight();
     // The spec in force when the request arrived; it stays with the request to its end.
-    let rev = api.revision();
+    let rev = route.api.revision();
     let (mut parts, body) = req.into_parts();
-    let mut ledger = Ledger::open(&s, (api, upstream), &mut parts);
+    let mut ledger = Ledger::open(&s, route, &mut parts);
     let reply = match stages(&s, pool, &rev, &mut ledger, parts, body, &peer).await {
         Ok(reply) => reply,
         Err(error) => Reply::Failed(error),

@@ -76,9 +76,48 @@ const STORIES: [(&str, &str); 2] = [
     ("src/cli/demo/mcp_act.rs", "mcp_act"),
 ];
 
+/// Functions over 60 lines when the rule came to cover all of `src/` (issue 51), each to be
+/// split; the list may only shrink: one no longer long must leave it.
+const NOT_YET_SPLIT: &[(&str, &str)] = &[
+    ("src/silent.rs", "before_write"),
+    ("src/audit.rs", "audit"),
+    ("src/settings.rs", "check"),
+    ("src/admin.rs", "answer"),
+    ("src/mcp/bindings.rs", "learn"),
+    ("src/diff/compare.rs", "params"),
+    ("src/diff/compare.rs", "body"),
+    ("src/diff/compare.rs", "responses"),
+    ("src/cli/preflight.rs", "one_api"),
+    ("src/cli/tools.rs", "run"),
+    ("src/cli/wrap.rs", "run"),
+    ("src/cli/check.rs", "run"),
+    ("src/contract/schemas.rs", "build_shape"),
+    ("src/contract/schemas.rs", "collect_object"),
+    ("src/contract/router.rs", "insert"),
+    ("src/contract/compile.rs", "compile"),
+    ("src/contract/compile.rs", "compile_operation"),
+    ("src/contract/compile.rs", "compile_param"),
+    ("src/contract/sanitize.rs", "sanitize"),
+    ("src/contract/types.rs", "untyped"),
+    ("src/audit/body.rs", "check"),
+    ("src/audit/body.rs", "check_value"),
+    ("src/audit/body.rs", "schema_finding"),
+    ("src/audit/response.rs", "check"),
+    ("src/audit/params.rs", "check_query"),
+    ("src/sink/process.rs", "encode"),
+    ("src/sink/metrics.rs", "new"),
+    ("src/spec/bundle.rs", "retarget"),
+    ("src/catalog/args.rs", "sort_args"),
+    ("src/catalog/bind.rs", "bind"),
+    ("src/catalog/declared.rs", "declared_at"),
+    ("src/catalog/generate.rs", "tool"),
+    ("src/catalog/compare.rs", "check"),
+    ("src/catalog/compare.rs", "compare_tool"),
+];
+
 #[test]
 fn no_function_in_the_source_is_over_60_lines() {
-    let mut long = Vec::new();
+    let mut long = std::collections::BTreeMap::new();
     let mut seen = 0;
     // A `tests.rs` is a test module of its own.
     for file in files_under("src")
@@ -88,7 +127,7 @@ fn no_function_in_the_source_is_over_60_lines() {
         for (name, lines) in functions(&code(&source(&file))) {
             seen += 1;
             if lines > 60 && !STORIES.contains(&(file.as_str(), name.as_str())) {
-                long.push(format!("{file}: {name} has {lines} lines"));
+                long.insert((file.clone(), name), lines);
             }
         }
     }
@@ -96,7 +135,19 @@ fn no_function_in_the_source_is_over_60_lines() {
         seen > 1000,
         "the scan found only {seen} functions: it is not reading the source"
     );
-    assert!(long.is_empty(), "{} over 60 lines: {long:#?}", long.len());
+    let listed = |file: &str, name: &str| NOT_YET_SPLIT.contains(&(file, name));
+    let new: Vec<String> = (long.iter())
+        .filter(|((file, name), _)| !listed(file, name))
+        .map(|((file, name), lines)| format!("{file}: {name} has {lines} lines"))
+        .collect();
+    assert!(new.is_empty(), "{} over 60 lines: {new:#?}", new.len());
+    let split: Vec<_> = (NOT_YET_SPLIT.iter())
+        .filter(|(file, name)| !long.contains_key(&(file.to_string(), name.to_string())))
+        .collect();
+    assert!(
+        split.is_empty(),
+        "split now, take them off NOT_YET_SPLIT: {split:?}"
+    );
 }
 
 /// A module path (`["proxy", "late"]`) for each file under `src/`.
