@@ -27,7 +27,8 @@ pub struct Admin {
     pub registry: Arc<prometheus_client::registry::Registry>,
     pub recent: Arc<Recent>,
     pub ready: Arc<std::sync::atomic::AtomicBool>,
-    pub mode: Mode,
+    /// Each API's mode, in the order of `Revisions::all`.
+    pub modes: Vec<Mode>,
     pub revisions: Arc<dyn Revisions>,
     /// Required on the guarded routes when set.
     pub token: Option<Token>,
@@ -164,20 +165,21 @@ async fn answer(
         ),
         "/spec" => {
             let all = s.revisions.all();
-            let each = |(name, rev): &(Option<String>, Arc<Revision>)| {
+            let each = |(i, (name, rev)): (usize, &(Option<String>, Arc<Revision>))| {
                 let (spec, warnings) = (&rev.spec, &rev.contract.warnings());
+                let mode = s.modes.get(i).map(|m| m.as_str());
                 let bundled: Vec<_> = rev.files.bundled.iter().map(|f| &f.path).collect();
-                json!({"api": name, "revision": spec.revision, "openapi": spec.openapi,
+                json!({"api": name, "mode": mode, "revision": spec.revision, "openapi": spec.openapi,
                        "operations": spec.operations, "source": spec.source, "bundled": bundled,
                        "warning_count": warnings.len(),
                        "warnings": &warnings[..warnings.len().min(200)],
                        "learned_writes": learned_writes(&rev.contract, &s.survival, name.as_deref())})
             };
-            // The first API's fields at the top, as a sidecar of one API always answered.
-            let mut body = each(&all[0]);
-            body["mode"] = json!(s.mode.as_str());
+            // The first API's fields at the top, as a sidecar of one API always answered; each
+            // API's own, its mode among them, under `apis` when there are several.
+            let mut body = each((0, &all[0]));
             if all.len() > 1 {
-                body["apis"] = all.iter().map(each).collect();
+                body["apis"] = all.iter().enumerate().map(each).collect();
             }
             respond(StatusCode::OK, "application/json", body.to_string())
         }

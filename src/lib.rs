@@ -1,10 +1,11 @@
 //! driftwatch audits HTTP traffic against the API's own OpenAPI spec.
 //!
 //! # Layout
-//! Data flows one way, and the modules are listed in that order:
+//! Data flows one way, and the modules are listed in that order (docs/ARCHITECTURE.md has a
+//! line for each file):
 //! - [`spec`]: read a JSON/YAML OpenAPI 3.0/3.1 document, bundle its `$ref`s, normalize 3.0.
 //! - [`contract`]: compile the spec once into a router, operations and validators; how each
-//!   write is read (replace or action: `contract::writes`), and a path's shape for events.
+//!   write is read, replace or action (`contract/writes.rs`), and a path's shape for events.
 //! - [`request`], [`response`]: the views of an HTTP exchange that the audit reads;
 //!   [`encoding`]: their gzip, deflate or br bodies decoded for reading, within a bound;
 //!   [`json`]: the one parse of every body the audit reads.
@@ -13,22 +14,27 @@
 //! - [`diff`]: what changed between two revisions of a spec, and what it does to clients.
 //! - [`catalog`]: an MCP tool catalog against the spec: every tool's fields, exactly.
 //! - [`mcp`]: a tool call made into the request its operation describes (the MCP gateway);
-//!   which tool call caused a request, and where its arguments went (`mcp::calls`,
-//!   `mcp::bindings`, for `driftwatch wrap`).
+//!   which tool call caused a request (`mcp/calls.rs`) and where its arguments went
+//!   (`mcp/bindings.rs`); the bounds an MCP message is held to before it is parsed.
 //! - [`memory`], [`silent`]: the last GET of each resource, what writes' answers taught of
 //!   each operation, and silent-clear detection on both.
-//! - [`traffic`]: recorded exchanges (HAR, JSON Lines) for offline checks.
+//! - [`traffic`]: recorded exchanges (HAR, JSON Lines, access logs) for offline checks.
 //! - [`config`], [`settings`]: the config as written and layered (file < env < flags), and the
 //!   one validated, typed value built from it at start.
 //! - [`policy`]: observe/enforce, and the action per finding.
 //! - [`revision`]: the spec in force, and the narrow handle to read or reload it.
 //! - [`listener`]: how every listener accepts, within its bounds.
-//! - [`proxy`], [`admin`], [`sink`]: the live sidecar (the request path as stages with one exit,
-//!   as a reverse proxy or a forward proxy whose CA ends the CONNECTs to the APIs it audits:
-//!   `proxy::front`, `proxy::ca`), its admin listener (which sees the proxy only through a narrow
+//! - [`proxy`]: the live sidecar. Which API a request is for, from a `CONNECT`, an
+//!   absolute-form URI, a prefix or `Host` (`proxy/route.rs`); the request path as stages with
+//!   one exit (`proxy/stages.rs`, `proxy/record.rs`), the tool call behind a request under
+//!   `wrap` (`proxy/tool.rs`); forward mode's front and CA (`proxy/front.rs`, `proxy/ca.rs`).
+//! - [`admin`], [`sink`]: the admin listener (which sees the proxy only through a narrow
 //!   handle), metrics and events.
-//! - [`cli`], [`demo`]: the subcommands of the `driftwatch` binary (`wrap` runs an MCP server
-//!   behind the sidecar), and the embedded demo.
+//! - [`start`]: the start-up `serve`, `wrap`, `mcp` and `demo` share.
+//! - [`wrap`]: what `driftwatch wrap` runs beside the sidecar: the MCP server's stdio relay or
+//!   HTTP front, and the live catalog check; [`trust`]: what its server is told to trust.
+//! - [`cli`], [`demo`]: the subcommands of the `driftwatch` binary (they parse, then call the
+//!   library), and the embedded demo.
 #![forbid(unsafe_code)]
 
 pub mod admin;

@@ -49,7 +49,9 @@ pub async fn serve_with_tools(
         registry: sidecar.registry.clone(),
         recent: sidecar.recent.clone(),
         ready: sidecar.ready.clone(),
-        mode: sidecar.settings.policy.mode,
+        modes: (sidecar.apis.iter())
+            .map(|api| api.settings.policy.mode)
+            .collect(),
         revisions: sidecar.clone(),
         token: sidecar.settings.admin_token.clone(),
         ready_detail: Some(ready_detail(&sidecar)),

@@ -560,3 +560,35 @@ async fn wrap_learns_and_live_checks_every_api() {
     assert!(live.map(Some("nowhere")).is_err());
     dw.stop().await;
 }
+
+/// Issue 51: `/spec` showed one `mode`, the first API's, though each `[[api]]` may have its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_shows_each_apis_own_mode() {
+    let (channels_up, billing_up) = (
+        upstream::start(ok(), Duration::ZERO, None).await,
+        upstream::start(ok(), Duration::ZERO, None).await,
+    );
+    let dw = start(two(
+        vec![
+            api("channels", "channels.openapi.yaml", &channels_up, |a| {
+                a.prefix = Some("/channels/".into())
+            }),
+            api("billing", "billing.openapi.yaml", &billing_up, |a| {
+                a.prefix = Some("/billing/".into());
+                a.mode = Some(driftwatch::policy::Mode::Enforce);
+            }),
+        ],
+        |_| {},
+    ))
+    .await;
+    let spec = admin_get(dw.admin, "/spec").await.json();
+    let modes: Vec<(&str, &str)> = (spec["apis"].as_array().unwrap().iter())
+        .map(|a| (a["api"].as_str().unwrap(), a["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(modes, [("channels", "observe"), ("billing", "enforce")]);
+    assert_eq!(
+        spec["mode"], "observe",
+        "the first API's, at the top as before"
+    );
+    dw.stop().await;
+}
