@@ -50,7 +50,7 @@ pub use upstream::{client, read_certs, read_key};
 use crate::mcp::calls::Calls;
 use crate::revision::Revision;
 use crate::settings::Settings;
-use crate::sink::{Event, EventLog, Metrics, Recent};
+use crate::sink::{Event, Metrics, Sinks};
 
 /// Everything a request needs, shared by all connections. Built once from validated settings;
 /// the admin listener sees it only through [`crate::revision::Revisions`] and the shared sinks.
@@ -62,9 +62,8 @@ pub struct Sidecar {
     /// thread's `pool::Pool`.
     client: Arc<upstream::UpstreamClient>,
     pub registry: Arc<Registry>,
-    metrics: Metrics,
-    events: EventLog,
-    pub recent: Arc<Recent>,
+    /// Metrics, events and the recent ring, registered in `registry` at start.
+    pub sinks: Sinks,
     /// The last GET of each resource, for silent-clear detection.
     pub memory: crate::memory::Memory,
     /// The store replicas share the memory through (`memory.backend = "redis"`), if any.
@@ -78,14 +77,12 @@ pub struct Sidecar {
     /// streams of HTTP/2 connections ever wait here; without it, 5 connections of 200 streams
     /// to a slow API opened 1,000 upstream sockets.
     pub(crate) requests: Arc<tokio::sync::Semaphore>,
-    /// The CA that signs intercepted hosts' leaves (`proxy.kind = "forward"` only).
+    /// The CA a forward proxy signs intercepted hosts' leaves with (`proxy.kind = "forward"`);
+    /// each connection's front holds it.
     ca: Option<Arc<ca::Ca>>,
-    /// Requests for hosts no API serves.
-    tunnels: crate::sink::Tunnels,
     /// The MCP server's calls in flight (`driftwatch wrap`): each request's tool is asked of
     /// them. `None` elsewhere: the tool comes from `events.tool_header` only.
     calls: Option<Arc<Calls>>,
-    pub tool_metrics: Arc<crate::sink::ToolMetrics>,
 }
 
 /// Where a request's tool comes from.
@@ -117,7 +114,8 @@ fn apis(
     Ok(apis)
 }
 
-/// The CA a forward proxy signs its leaves with; none for a reverse proxy.
+/// The CA a forward proxy signs its leaves with (opened, or made in `forward.ca_dir`); none
+/// for a reverse proxy.
 fn forward_ca(settings: &Settings) -> Result<Option<Arc<ca::Ca>>, StartError> {
     Ok(match settings.proxy.kind {
         crate::config::ProxyKind::Forward => {
@@ -135,19 +133,19 @@ impl Sidecar {
             let rev = api.revision();
             rev.contract.check();
             rev.log_warnings();
-            self.metrics.spec_warnings(&api.label, &rev.contract);
+            self.sinks.metrics.spec_warnings(&api.label, &rev.contract);
         }
     }
 
     /// The counter a stalled body increments (`limit_hits{limit="body_stall"}`), for bodies
     /// read outside the request path (wrap's MCP front).
     pub fn body_stalls(&self) -> prometheus_client::metrics::counter::Counter {
-        self.metrics.body_stalls()
+        self.sinks.metrics.body_stalls()
     }
 
     /// The listeners' handle on `driftwatch_limit_hits_total`.
     pub fn limit_hits(&self) -> crate::sink::LimitHits {
-        self.metrics.limit_hits()
+        self.sinks.metrics.limit_hits()
     }
 
     /// Assemble the sidecar from validated settings and each API's compiled spec (with the
@@ -161,34 +159,26 @@ impl Sidecar {
         tools: ToolSource,
     ) -> Result<Sidecar, StartError> {
         let client = upstream::client(&settings)?;
-        let metrics = Metrics::new(&mut registry, settings.audit.unknown_param_labels);
-        let apis = apis(&settings, revisions, &metrics)?;
-        let store = match &settings.memory.shared {
-            Some(shared) => Some(
-                store::Store::start(shared, &settings.memory, &mut registry).map_err(|e| {
+        let mut sinks =
+            Sinks::new(&settings, &mut registry).map_err(|source| StartError::Events {
+                output: settings.events.output.clone(),
+                source,
+            })?;
+        let apis = apis(&settings, revisions, &sinks.metrics)?;
+        let store = match (&settings.memory.shared, sinks.store.take()) {
+            (Some(shared), Some(metrics)) => Some(
+                store::Store::start(shared, &settings.memory, metrics).map_err(|e| {
                     StartError::Store {
                         url: shared.shown.clone(),
                         reason: e.to_string(),
                     }
                 })?,
             ),
-            None => None,
+            _ => None,
         };
-        let ca = forward_ca(&settings)?;
-        let tunnels = crate::sink::Tunnels::new(&mut registry, settings.forward.host_labels);
-        let tool_metrics = Arc::new(crate::sink::ToolMetrics::new(&mut registry));
-        let calls = (tools == ToolSource::Calls)
-            .then(|| Arc::new(Calls::counted(tool_metrics.untracked())));
-        let events =
-            EventLog::open(&settings.events.output).map_err(|source| StartError::Events {
-                output: settings.events.output.clone(),
-                source,
-            })?;
+        let calls =
+            (tools == ToolSource::Calls).then(|| Arc::new(Calls::counted(sinks.tools.untracked())));
         Ok(Sidecar {
-            recent: Arc::new(Recent::new(
-                settings.admin.recent_findings,
-                settings.admin.recent_bytes,
-            )),
             memory: crate::memory::Memory::new(
                 settings.memory.max_entries,
                 settings.memory.ttl,
@@ -199,15 +189,12 @@ impl Sidecar {
             apis,
             client: Arc::new(client),
             registry: Arc::new(registry),
-            metrics,
+            sinks,
             requests: Arc::new(tokio::sync::Semaphore::new(settings.proxy.max_connections)),
-            events,
+            ca: forward_ca(&settings)?,
             settings,
             ready: Arc::new(AtomicBool::new(false)),
-            ca,
-            tunnels,
             calls,
-            tool_metrics,
         })
     }
 
@@ -240,12 +227,12 @@ impl Sidecar {
     pub fn publish(&self, mut event: Event) {
         let (weight, cut) = event.fit(self.settings.events.max_event_bytes);
         if cut {
-            self.metrics.limit_hit("event_bytes");
+            self.sinks.metrics.limit_hit("event_bytes");
         }
         let event = Arc::new(event);
-        if !self.events.log(event.clone()) {
-            self.metrics.event_dropped();
+        if !self.sinks.events.log(event.clone()) {
+            self.sinks.metrics.event_dropped();
         }
-        self.recent.push(event, weight);
+        self.sinks.recent.push(event, weight);
     }
 }

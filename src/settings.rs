@@ -31,13 +31,10 @@ use crate::spec::{LoadOptions, RefRoot};
 
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub spec: SpecSettings,
     pub proxy: ProxySettings,
     pub upstream_tls: UpstreamTlsConfig,
     pub admin: AdminConfig,
     pub audit: AuditConfig,
-    /// Observe or enforce, and the action for each finding kind and operation.
-    pub policy: Policy,
     pub events: EventSettings,
     pub memory: MemorySettings,
     /// `DRIFTWATCH_` variables left out as Kubernetes service links; `serve` says so once.
@@ -49,8 +46,8 @@ pub struct Settings {
     pub mcp: McpSettings,
     /// The forward proxy's CA and unknown hosts (read when `proxy.kind` is forward).
     pub forward: ForwardSettings,
-    /// Every API served: each `[[api]]`, or the one of `[spec]` and `proxy.upstream`. The
-    /// first is also `spec`, `proxy.upstream` and `policy` above.
+    /// Every API served: each `[[api]]`, or the one of `[spec]` and `proxy.upstream`; never
+    /// empty. Each has its own spec, upstream and policy.
     pub apis: Vec<ApiSettings>,
 }
 
@@ -117,8 +114,6 @@ pub struct SpecSettings {
 pub struct ProxySettings {
     pub listen: SocketAddr,
     pub kind: crate::config::ProxyKind,
-    /// `None` only where no proxy runs (`check`); `serve` refuses to start without one.
-    pub upstream: Option<Upstream>,
     pub preserve_host: bool,
     pub forwarded_headers: bool,
     pub preserve_header_case: bool,
@@ -203,161 +198,46 @@ impl Settings {
         Settings::check(config, &Origins::default())
     }
 
-    /// The upstream `serve` forwards to.
+    /// The first API's upstream: the one API of the commands that serve one (`mcp`, `demo`).
     pub fn upstream(&self) -> Result<&Upstream, ConfigError> {
-        self.proxy.upstream.as_ref().ok_or_else(missing_upstream)
+        self.apis[0].upstream()
     }
 
+    /// Every section checked and typed; the first error names its key and where it was set.
     fn check(c: &Config, origins: &Origins) -> Result<Settings, ConfigError> {
         let fail = |key: &str, reason: String| ConfigError::Invalid {
             key: key.into(),
             origin: origins.of(key),
             reason,
         };
-        let header = |key: &str, name: &str| {
-            HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| fail(key, format!("`{name}` is not a valid header name")))
-        };
-        let pair = |key: &str, a: &Option<PathBuf>, b: &Option<PathBuf>, what: &str| match (a, b) {
-            (Some(a), Some(b)) => Ok(Some((a.clone(), b.clone()))),
-            (None, None) => Ok(None),
-            _ => Err(fail(key, format!("{what} go together"))),
-        };
         let raw = c;
         let c = &apis::first(raw, &fail)?;
-        let policy = policy(c, &fail)?;
-        let proxy = ProxySettings {
-            listen: c.proxy.listen,
-            kind: c.proxy.kind,
-            upstream: match &c.proxy.upstream {
-                Some(url) => {
-                    Some(Upstream::parse(url).map_err(|e| fail("proxy.upstream", e.to_string()))?)
-                }
-                None => None,
-            },
-            preserve_host: c.proxy.preserve_host,
-            forwarded_headers: c.proxy.forwarded_headers,
-            preserve_header_case: c.proxy.preserve_header_case,
-            report_header: c.proxy.report_header,
-            connect_timeout: Duration::from_millis(c.proxy.connect_timeout_ms),
-            request_timeout: Duration::from_millis(c.proxy.request_timeout_ms),
-            drain_timeout: Duration::from_millis(c.proxy.drain_timeout_ms),
-            max_connections: c.proxy.max_connections,
-            header_read_timeout: millis(c.proxy.header_read_timeout_ms),
-            idle_timeout: millis(c.proxy.idle_timeout_ms),
-            body_stall_timeout: millis(c.proxy.body_stall_timeout_ms),
-            workers: c.proxy.workers,
-            tls: pair(
-                "proxy.tls_cert",
-                &c.proxy.tls_cert,
-                &c.proxy.tls_key,
-                "tls_cert and tls_key",
-            )?,
-        };
-        pair(
-            "upstream_tls.client_cert",
-            &c.upstream_tls.client_cert,
-            &c.upstream_tls.client_key,
-            "client_cert and client_key",
-        )?;
-        // Zero is not "off" here: every request would time out at once (a 504 each).
-        for (key, ms) in [
-            ("proxy.request_timeout_ms", c.proxy.request_timeout_ms),
-            ("proxy.connect_timeout_ms", c.proxy.connect_timeout_ms),
-        ] {
-            if ms == 0 {
-                return Err(fail(
-                    key,
-                    "must be positive (no request could wait for the API)".into(),
-                ));
-            }
-        }
-        let positive = [
-            ("proxy.max_connections", c.proxy.max_connections),
-            ("admin.max_connections", c.admin.max_connections),
-            ("mcp.max_connections", c.mcp.max_connections),
-            ("mcp.max_sessions", c.mcp.max_sessions),
-            ("mcp.max_message_depth", c.mcp.max_message_depth),
-            ("mcp.max_message_values", c.mcp.max_message_values),
-            ("mcp.max_message_bytes", c.mcp.max_message_bytes),
-            (
-                "mcp.session_idle_timeout_ms",
-                usize::try_from(c.mcp.session_idle_timeout_ms).unwrap_or(usize::MAX),
-            ),
-        ];
-        for (key, value) in positive {
-            if value == 0 {
-                return Err(fail(key, "must be positive".into()));
-            }
-        }
-        if c.audit.max_body == 0 {
-            return Err(fail("audit.max_body", "must be positive".into()));
-        }
-        if c.spec.max_ref_depth == 0 {
-            return Err(fail("spec.max_ref_depth", "must be positive".into()));
-        }
-        if c.spec.max_compiled_schemas == 0 {
-            return Err(fail("spec.max_compiled_schemas", "must be positive".into()));
-        }
-        if c.audit.max_findings == 0 {
-            return Err(fail("audit.max_findings", "must be positive".into()));
-        }
-        if !(0.0..=1.0).contains(&c.audit.response_sample_rate) {
-            return Err(fail(
-                "audit.response_sample_rate",
-                "must be between 0.0 and 1.0".into(),
-            ));
-        }
-        let events = EventSettings {
-            output: EventOutput::parse(&c.events.output),
-            tool_header: header("events.tool_header", &c.events.tool_header)?,
-            request_id_header: header("events.request_id_header", &c.events.request_id_header)?,
-            secret_headers: c
-                .events
-                .secret_headers
-                .iter()
-                .map(|h| header("events.secret_headers", h))
-                .collect::<Result<_, _>>()?,
-            log_values: c.events.log_values,
-            max_event_bytes: c.events.max_event_bytes,
-        };
-        if events.max_event_bytes < MIN_EVENT_BYTES {
-            return Err(fail(
-                "events.max_event_bytes",
-                format!("must be at least {MIN_EVENT_BYTES} (an event's head)"),
-            ));
-        }
-        let memory = MemorySettings {
-            enabled: c.memory.enabled,
-            max_entries: c.memory.max_entries,
-            ttl: Duration::from_secs(c.memory.ttl_secs),
-            scope_header: header("memory.scope_header", &c.memory.scope_header)?,
-            field_map: c.memory.field_map.clone(),
-            hash_key: hash_key(c, &fail)?,
-            shared: shared_store(c, &fail)?,
-        };
-        let spec = spec(c, &fail)?;
+        positive(c, &fail)?;
         // The API of `[spec]` and `proxy.upstream`, when there is no `[[api]]`.
         let only = ApiSettings {
             name: None,
-            spec: spec.clone(),
-            upstream: proxy.upstream.clone(),
+            spec: spec(c, &fail)?,
+            upstream: upstream(c, &fail)?,
             per_host: Vec::new(),
             hosts: Vec::new(),
             prefix: None,
-            policy: policy.clone(),
+            policy: policy(c, &fail)?,
         };
+        pair(
+            "upstream_tls.client_cert",
+            (&c.upstream_tls.client_cert, &c.upstream_tls.client_key),
+            "client_cert and client_key",
+            &fail,
+        )?;
         Ok(Settings {
             apis: apis::apis(raw, &only, &fail)?,
             forward: apis::forward(c, &fail)?,
-            spec,
-            proxy,
+            proxy: proxy(c, &fail)?,
             upstream_tls: c.upstream_tls.clone(),
             admin: c.admin.clone(),
             audit: c.audit.clone(),
-            policy,
-            events,
-            memory,
+            events: events(c, &fail)?,
+            memory: memory(c, &fail)?,
             service_links: origins.service_links().to_vec(),
             admin_token: admin_token(c, &fail)?,
             admin_bounds: bounds(
@@ -366,22 +246,165 @@ impl Settings {
                 c.admin.header_read_timeout_ms,
                 c.admin.idle_timeout_ms,
             ),
-            mcp: McpSettings {
-                bounds: bounds(
-                    "mcp",
-                    c.mcp.max_connections,
-                    c.mcp.header_read_timeout_ms,
-                    c.mcp.idle_timeout_ms,
-                ),
-                max_sessions: c.mcp.max_sessions,
-                session_idle_timeout: Duration::from_millis(c.mcp.session_idle_timeout_ms),
-                messages: crate::mcp::message::Limits {
-                    depth: c.mcp.max_message_depth,
-                    values: c.mcp.max_message_values,
-                    bytes: c.mcp.max_message_bytes,
-                },
-            },
+            mcp: mcp(c),
         })
+    }
+}
+
+/// `name` as a header name, or why it is none.
+fn header(key: &str, name: &str, fail: &Fail<'_>) -> Result<HeaderName, ConfigError> {
+    HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| fail(key, format!("`{name}` is not a valid header name")))
+}
+
+/// Two files that go together (a certificate and its key): both, or neither.
+fn pair(
+    key: &str,
+    (a, b): (&Option<PathBuf>, &Option<PathBuf>),
+    what: &str,
+    fail: &Fail<'_>,
+) -> Result<Option<(PathBuf, PathBuf)>, ConfigError> {
+    match (a, b) {
+        (Some(a), Some(b)) => Ok(Some((a.clone(), b.clone()))),
+        (None, None) => Ok(None),
+        _ => Err(fail(key, format!("{what} go together"))),
+    }
+}
+
+/// The counts and timeouts that must not be zero, and the sample rate within 0 to 1.
+fn positive(c: &Config, fail: &Fail<'_>) -> Result<(), ConfigError> {
+    // Zero is not "off" here: every request would time out at once (a 504 each).
+    for (key, ms) in [
+        ("proxy.request_timeout_ms", c.proxy.request_timeout_ms),
+        ("proxy.connect_timeout_ms", c.proxy.connect_timeout_ms),
+    ] {
+        if ms == 0 {
+            return Err(fail(
+                key,
+                "must be positive (no request could wait for the API)".into(),
+            ));
+        }
+    }
+    let positive = [
+        ("proxy.max_connections", c.proxy.max_connections),
+        ("admin.max_connections", c.admin.max_connections),
+        ("mcp.max_connections", c.mcp.max_connections),
+        ("mcp.max_sessions", c.mcp.max_sessions),
+        ("mcp.max_message_depth", c.mcp.max_message_depth),
+        ("mcp.max_message_values", c.mcp.max_message_values),
+        ("mcp.max_message_bytes", c.mcp.max_message_bytes),
+        (
+            "mcp.session_idle_timeout_ms",
+            usize::try_from(c.mcp.session_idle_timeout_ms).unwrap_or(usize::MAX),
+        ),
+        ("audit.max_body", c.audit.max_body),
+        ("spec.max_ref_depth", c.spec.max_ref_depth),
+        ("spec.max_compiled_schemas", c.spec.max_compiled_schemas),
+        ("audit.max_findings", c.audit.max_findings),
+    ];
+    for (key, value) in positive {
+        if value == 0 {
+            return Err(fail(key, "must be positive".into()));
+        }
+    }
+    if !(0.0..=1.0).contains(&c.audit.response_sample_rate) {
+        return Err(fail(
+            "audit.response_sample_rate",
+            "must be between 0.0 and 1.0".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `proxy.upstream`, parsed; `None` where no proxy runs (`check`).
+fn upstream(c: &Config, fail: &Fail<'_>) -> Result<Option<Upstream>, ConfigError> {
+    c.proxy
+        .upstream
+        .as_ref()
+        .map(|url| Upstream::parse(url).map_err(|e| fail("proxy.upstream", e.to_string())))
+        .transpose()
+}
+
+/// The `[proxy]` section: its listener, timeouts and bounds.
+fn proxy(c: &Config, fail: &Fail<'_>) -> Result<ProxySettings, ConfigError> {
+    Ok(ProxySettings {
+        listen: c.proxy.listen,
+        kind: c.proxy.kind,
+        preserve_host: c.proxy.preserve_host,
+        forwarded_headers: c.proxy.forwarded_headers,
+        preserve_header_case: c.proxy.preserve_header_case,
+        report_header: c.proxy.report_header,
+        connect_timeout: Duration::from_millis(c.proxy.connect_timeout_ms),
+        request_timeout: Duration::from_millis(c.proxy.request_timeout_ms),
+        drain_timeout: Duration::from_millis(c.proxy.drain_timeout_ms),
+        max_connections: c.proxy.max_connections,
+        header_read_timeout: millis(c.proxy.header_read_timeout_ms),
+        idle_timeout: millis(c.proxy.idle_timeout_ms),
+        body_stall_timeout: millis(c.proxy.body_stall_timeout_ms),
+        workers: c.proxy.workers,
+        tls: pair(
+            "proxy.tls_cert",
+            (&c.proxy.tls_cert, &c.proxy.tls_key),
+            "tls_cert and tls_key",
+            fail,
+        )?,
+    })
+}
+
+/// The `[events]` section.
+fn events(c: &Config, fail: &Fail<'_>) -> Result<EventSettings, ConfigError> {
+    let events = EventSettings {
+        output: EventOutput::parse(&c.events.output),
+        tool_header: header("events.tool_header", &c.events.tool_header, fail)?,
+        request_id_header: header(
+            "events.request_id_header",
+            &c.events.request_id_header,
+            fail,
+        )?,
+        secret_headers: (c.events.secret_headers.iter())
+            .map(|h| header("events.secret_headers", h, fail))
+            .collect::<Result<_, _>>()?,
+        log_values: c.events.log_values,
+        max_event_bytes: c.events.max_event_bytes,
+    };
+    if events.max_event_bytes < MIN_EVENT_BYTES {
+        return Err(fail(
+            "events.max_event_bytes",
+            format!("must be at least {MIN_EVENT_BYTES} (an event's head)"),
+        ));
+    }
+    Ok(events)
+}
+
+/// The `[memory]` section.
+fn memory(c: &Config, fail: &Fail<'_>) -> Result<MemorySettings, ConfigError> {
+    Ok(MemorySettings {
+        enabled: c.memory.enabled,
+        max_entries: c.memory.max_entries,
+        ttl: Duration::from_secs(c.memory.ttl_secs),
+        scope_header: header("memory.scope_header", &c.memory.scope_header, fail)?,
+        field_map: c.memory.field_map.clone(),
+        hash_key: hash_key(c, fail)?,
+        shared: shared_store(c, fail)?,
+    })
+}
+
+/// The `[mcp]` section: the gateway's listener and the bounds of a message.
+fn mcp(c: &Config) -> McpSettings {
+    McpSettings {
+        bounds: bounds(
+            "mcp",
+            c.mcp.max_connections,
+            c.mcp.header_read_timeout_ms,
+            c.mcp.idle_timeout_ms,
+        ),
+        max_sessions: c.mcp.max_sessions,
+        session_idle_timeout: Duration::from_millis(c.mcp.session_idle_timeout_ms),
+        messages: crate::mcp::message::Limits {
+            depth: c.mcp.max_message_depth,
+            values: c.mcp.max_message_values,
+            bytes: c.mcp.max_message_bytes,
+        },
     }
 }
 

@@ -47,7 +47,7 @@ pub async fn serve_with_tools(
     let handle = Admin {
         tools,
         registry: sidecar.registry.clone(),
-        recent: sidecar.recent.clone(),
+        recent: sidecar.sinks.recent.clone(),
         ready: sidecar.ready.clone(),
         modes: (sidecar.apis.iter())
             .map(|api| api.settings.policy.mode)

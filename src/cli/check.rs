@@ -142,7 +142,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // Offline, every part is compiled first: the report lists every part that cannot be.
     let options = crate::contract::ContractOptions {
         lazy: false,
-        ..settings.spec.contract.clone()
+        ..settings.apis[0].spec.contract.clone()
     };
     let contract = Contract::compile(&spec, &options)?;
     let revision = spec.revision.clone();

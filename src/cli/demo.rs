@@ -351,7 +351,7 @@ impl Narrator<'_> {
     async fn findings(&mut self, call: &Call, expected: &[&str]) -> anyhow::Result<bool> {
         let mut found = Vec::new();
         for _ in 0..400 {
-            let events = self.stage.sidecar.recent.query(&Default::default());
+            let events = self.stage.sidecar.sinks.recent.query(&Default::default());
             found = events
                 .iter()
                 .rev()

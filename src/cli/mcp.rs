@@ -243,7 +243,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         // Unknown names in --enable are an error at start, not a silently smaller tool list.
         let tools = gateway.tools()?.len();
         tokio::spawn(gateway.clone().announce_changes());
-        let (mode, upstream) = (sidecar.settings.policy.mode.as_str(), sidecar.settings.upstream()?.authority.clone());
+        let (mode, upstream) = (sidecar.apis[0].settings.policy.mode.as_str(), sidecar.settings.upstream()?.authority.clone());
         if args.stdio {
             tracing::info!(admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving on stdio");
             let stdio = stdio::bounded(sidecar.settings.mcp.messages);

@@ -53,7 +53,7 @@ pub async fn run(
     tokio::join!(drain(&s, graceful), lanes.stop());
     watch_task.abort();
     hup_task.abort();
-    s.events.close();
+    s.sinks.events.close();
     Ok(())
 }
 

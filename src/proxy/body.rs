@@ -154,10 +154,10 @@ pub(super) async fn read(
     let body = Stalling::new(
         body,
         s.settings.proxy.body_stall_timeout,
-        s.metrics.body_stalls(),
+        s.sinks.metrics.body_stalls(),
     );
     if !s.settings.audit.enabled {
-        s.metrics.unaudited("audit_off");
+        s.sinks.metrics.unaudited("audit_off");
         let forward = UpstreamBody::Replay {
             prefix: Default::default(),
             rest: body,
@@ -172,7 +172,7 @@ pub(super) async fn read(
     match capture(body, s.settings.audit.max_body, declared).await {
         Ok(Captured::Complete(bytes, forward)) => Ok((BodyRead::Whole(bytes), forward)),
         Ok(Captured::TooLarge(forward)) => {
-            s.metrics.unaudited("body_too_large");
+            s.sinks.metrics.unaudited("body_too_large");
             Ok((BodyRead::TooLarge, forward))
         }
         Err(e) => Err(e.into()),

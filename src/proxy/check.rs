@@ -71,9 +71,11 @@ pub(super) fn check<'c>(
     };
     let started = Instant::now();
     let audited = audit_request(s, ledger.api.index, rev, parts, body);
-    s.metrics.audit_seconds(started.elapsed().as_secs_f64());
+    s.sinks
+        .metrics
+        .audit_seconds(started.elapsed().as_secs_f64());
     let Some((operation, mut findings, memory_key, truncated)) = audited else {
-        s.metrics.audit_error();
+        s.sinks.metrics.audit_error();
         let path = s.path_text(&rev.contract, parts.uri.path());
         tracing::error!(method = %parts.method, path, "internal audit error; request forwarded unaudited");
         return Pending::default();
@@ -83,19 +85,21 @@ pub(super) fn check<'c>(
         unaudited_body(s, &mut findings);
     }
     if truncated {
-        s.metrics.limit_hit("findings_per_request");
+        s.sinks.metrics.limit_hit("findings_per_request");
     }
     if let Some(op) = operation {
         // Parts of its spec were skipped at load: what they would have checked was not.
         let first_use = !op.skipped_settled();
         let skipped = rev.contract.skipped(op);
         for reason in skipped {
-            s.metrics.unaudited(reason.unaudited_reason());
+            s.sinks.metrics.unaudited(reason.unaudited_reason());
         }
         if first_use && skipped.contains(&crate::contract::Skipped::Validator) {
             // A schema that failed at its first use is a warning found after the load: said
             // once (two first requests racing may both say it, with the same figure).
-            s.metrics.spec_warnings(&ledger.api.label, &rev.contract);
+            s.sinks
+                .metrics
+                .spec_warnings(&ledger.api.label, &rev.contract);
         }
         for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
             f.operation = Some(op.id.as_str().into());
@@ -153,7 +157,7 @@ pub(super) async fn compare_with_last_get(
     }));
     match compared {
         Ok(at_risk) => pending.at_risk = at_risk,
-        Err(_) => s.metrics.audit_error(),
+        Err(_) => s.sinks.metrics.audit_error(),
     }
 }
 
@@ -169,7 +173,7 @@ fn watch_routing(
 ) {
     let routed = found || findings.iter().any(|f| f.kind == Kind::MethodNotAllowed);
     if let Some(closed) = api.unrouted.record(routed, parts.uri.path()) {
-        s.metrics.unrouted_share(&api.label, closed.share);
+        s.sinks.metrics.unrouted_share(&api.label, closed.share);
         let base = super::unrouted::base_text(
             api.settings.spec.contract.base_path.as_deref(),
             &rev.contract,

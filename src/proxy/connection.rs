@@ -20,7 +20,6 @@ use super::pool::Pools;
 use super::requests::Requests;
 use super::route::Route;
 use super::stream::Stream;
-use crate::config::ProxyKind;
 use crate::listener::{Activity, Counted, ended, watched};
 
 /// An accepted connection, with its `proxy.max_connections` place.
@@ -137,7 +136,8 @@ async fn serve(
     let Accepting { tls, builder } = accepting;
     let activity = stream.activity();
     let after = After::default();
-    let front = (s.settings.proxy.kind == ProxyKind::Forward).then(|| Front {
+    let front = s.ca.clone().map(|ca| Front {
+        ca,
         after: after.clone(),
         inside: inside(
             &builder,

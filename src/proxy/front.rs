@@ -29,7 +29,7 @@ use super::tee::{ResponseBody, own};
 use super::tunnel::NotOpened;
 use crate::config::UnknownHosts;
 use crate::settings::HostPort;
-use crate::sink::Tunnel;
+use crate::sink::{Tunnel, Tunnels};
 
 pub(super) type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -59,6 +59,8 @@ pub(super) type Inside = Arc<dyn Fn(Stream, Route, bool) -> Work + Send + Sync>;
 /// The forward listener's part of a connection's service.
 #[derive(Clone)]
 pub(super) struct Front {
+    /// The CA that signs intercepted hosts' leaves.
+    pub ca: Arc<super::ca::Ca>,
     pub after: After,
     pub inside: Inside,
 }
@@ -71,14 +73,15 @@ impl Front {
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        if let Some(refused) = refusal(s, &host) {
+        let tunnels = &s.sinks.tunnels;
+        if let Some(refused) = refusal(s, tunnels, &host) {
             return refused;
         }
         let to = match super::tunnel::dial(s, &host).await {
             Ok(to) => to,
-            Err(not) => return not_opened(s, &host, not),
+            Err(not) => return not_opened(tunnels, &host, not),
         };
-        s.tunnels.count(&host.to_string(), Tunnel::Passed);
+        tunnels.count(&host.to_string(), Tunnel::Passed);
         let upgrade = hyper::upgrade::on(req);
         self.after.set(Box::pin(async move {
             let Ok(upgraded) = upgrade.await else { return };
@@ -97,8 +100,7 @@ impl Front {
         host: HostPort,
         route: Route,
     ) -> Response<ResponseBody> {
-        let ca = s.ca.as_ref().expect("a forward proxy has its CA");
-        let config = match ca.server_config(&host.host) {
+        let config = match self.ca.server_config(&host.host) {
             Ok(config) => config,
             Err(e) => {
                 tracing::error!("{e}");
@@ -144,15 +146,16 @@ impl Front {
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        if let Some(refused) = refusal(s, &host) {
+        let tunnels = &s.sinks.tunnels;
+        if let Some(refused) = refusal(s, tunnels, &host) {
             return refused;
         }
         match pass_on(s, req, &host).await {
             Ok(response) => {
-                s.tunnels.count(&host.to_string(), Tunnel::Passed);
+                tunnels.count(&host.to_string(), Tunnel::Passed);
                 response
             }
-            Err(not) => not_opened(s, &host, not),
+            Err(not) => not_opened(tunnels, &host, not),
         }
     }
 }
@@ -174,23 +177,23 @@ async fn opened(
 }
 
 /// Under `forward.unknown_hosts = "refuse"`, the 403 for a host no API serves, counted.
-fn refusal(s: &Sidecar, host: &HostPort) -> Option<Response<ResponseBody>> {
+fn refusal(s: &Sidecar, tunnels: &Tunnels, host: &HostPort) -> Option<Response<ResponseBody>> {
     (s.settings.forward.unknown_hosts == UnknownHosts::Refuse).then(|| {
-        s.tunnels.count(&host.to_string(), Tunnel::Refused);
+        tunnels.count(&host.to_string(), Tunnel::Refused);
         refused(host)
     })
 }
 
 /// A tunnel the policy denied (403, counted as refused) or that could not reach its host
 /// (502, counted as failed).
-fn not_opened(s: &Sidecar, host: &HostPort, not: NotOpened) -> Response<ResponseBody> {
+fn not_opened(tunnels: &Tunnels, host: &HostPort, not: NotOpened) -> Response<ResponseBody> {
     match not {
         NotOpened::Denied(why) => {
-            s.tunnels.count(&host.to_string(), Tunnel::Refused);
+            tunnels.count(&host.to_string(), Tunnel::Refused);
             answer(StatusCode::FORBIDDEN, "Tunnel denied", &why)
         }
         NotOpened::Unreachable(reason) => {
-            s.tunnels.count(&host.to_string(), Tunnel::Failed);
+            tunnels.count(&host.to_string(), Tunnel::Failed);
             unreachable(host, &reason)
         }
     }
@@ -226,7 +229,7 @@ async fn pass_on(
         }
     };
     let stall = s.settings.proxy.body_stall_timeout;
-    let stalls = s.metrics.body_stalls();
+    let stalls = s.sinks.metrics.body_stalls();
     Ok(response.map(|b| {
         let b = super::stall::Stalling::new(b, stall, stalls);
         Either::Left(super::tee::Tee::pass(b))
@@ -236,14 +239,14 @@ async fn pass_on(
 /// 400 for a `CONNECT` that names no host and port this proxy can open, counted as a
 /// client error.
 pub(super) fn unopenable(s: &Sidecar, why: &str) -> Response<ResponseBody> {
-    s.metrics.client_error("connect_target");
+    s.sinks.metrics.client_error("connect_target");
     answer(StatusCode::BAD_REQUEST, "Bad CONNECT", why)
 }
 
 /// 404 for an origin-form request no API serves (several APIs, and neither a prefix nor a
 /// `Host` names one), counted as a client error.
 pub(super) fn no_api<B>(s: &Sidecar, req: &Request<B>) -> Response<ResponseBody> {
-    s.metrics.client_error("no_api");
+    s.sinks.metrics.client_error("no_api");
     let names: Vec<String> = s
         .apis
         .iter()

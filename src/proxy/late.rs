@@ -150,7 +150,7 @@ impl LateTasks {
             tasks.in_flight.queued_bytes.load(Ordering::Relaxed) + len,
         );
         if late.audit_body && !admitted(depth, fastrand::usize(SAMPLE_FROM..QUEUE)) {
-            s.metrics.unaudited("response_sampled");
+            s.sinks.metrics.unaudited("response_sampled");
             late.audit_body = false;
             if late.remember.is_none() {
                 // The status and media type are still audited; they cost nothing to read.
@@ -172,7 +172,7 @@ impl LateTasks {
             }
             false => late,
         };
-        s.metrics.unaudited("response_queue_full");
+        s.sinks.metrics.unaudited("response_queue_full");
         refused.give_up();
         tasks.in_flight.done();
     }
@@ -343,7 +343,7 @@ impl Late {
                 record(s, at, revision, id, meta, self.status, findings);
             }
         }
-        s.metrics.response_checked();
+        s.sinks.metrics.response_checked();
     }
 
     /// The memory's part: remember a GET, confirm a clear left pending, and mirror both in the
@@ -378,7 +378,7 @@ impl Late {
             let done = (outcome.remembered, outcome.took, outcome.left);
             self.share(store, rev, remember.key, done);
         }
-        s.metrics.memory(s.memory.len(), s.memory.evictions());
+        s.sinks.metrics.memory(s.memory.len(), s.memory.evictions());
         (outcome.confirmed, outcome.survived)
     }
 
@@ -429,7 +429,7 @@ impl Late {
             Copied::UpstreamFailed => "response_upstream_failed",
             Copied::ClientGone => "response_client_gone",
         };
-        self.s.metrics.unaudited(reason);
+        self.s.sinks.metrics.unaudited(reason);
         None
     }
 }
@@ -480,10 +480,11 @@ fn record(
     findings: Vec<Finding>,
 ) {
     for f in &findings {
-        s.metrics
+        s.sinks
+            .metrics
             .finding(&api.label, f.operation.as_deref().unwrap_or(&op.id), f);
     }
-    s.tool_metrics.findings(meta.tool.as_deref(), &findings);
+    s.sinks.tools.findings(meta.tool.as_deref(), &findings);
     let event = Event {
         api: api.settings.name.clone(),
         at: SystemTime::now(),

@@ -93,7 +93,9 @@ pub(super) async fn send(
     let started = Instant::now();
     let timeout = s.settings.proxy.request_timeout;
     let sent = tokio::time::timeout(timeout, pool.request(request)).await;
-    s.metrics.upstream_seconds(started.elapsed().as_secs_f64());
+    s.sinks
+        .metrics
+        .upstream_seconds(started.elapsed().as_secs_f64());
     let authority = || upstream.authority.to_string();
     match sent {
         Ok(Ok(response)) => Ok(response),

@@ -138,15 +138,16 @@ impl<'c> Ledger<'c> {
             response.headers_mut().insert(name.clone(), id);
         }
         let api = &self.api.label;
-        s.metrics.request(api, op_id, outcome, response.status());
+        s.sinks
+            .metrics
+            .request(api, op_id, outcome, response.status());
         for kind in &kinds {
-            s.metrics.blocked(api, op_id, kind.as_str());
+            s.sinks.metrics.blocked(api, op_id, kind.as_str());
         }
         for f in &self.findings {
-            s.metrics.finding(api, op_id, f);
+            s.sinks.metrics.finding(api, op_id, f);
         }
-        s.tool_metrics
-            .findings(self.tool.as_deref(), &self.findings);
+        s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
         if !self.findings.is_empty() || error.is_some() {
             self.event(s, rev, outcome, response.status().as_u16(), error);
         }
@@ -162,10 +163,10 @@ impl<'c> Ledger<'c> {
         detail: &str,
     ) -> Response<ResponseBody> {
         if let Some(cause) = error.cause() {
-            s.metrics.upstream_error(cause);
+            s.sinks.metrics.upstream_error(cause);
         }
         if let Some(reason) = error.reason() {
-            s.metrics.client_error(reason);
+            s.sinks.metrics.client_error(reason);
         }
         let path = s.path_text(&rev.contract, self.uri.path());
         tracing::warn!(request_id = self.request_id.as_str(), method = %self.method, path,

@@ -106,21 +106,21 @@ async fn reload_now(
     let mut next = match loaded {
         Ok(Some(next)) => next,
         Ok(None) => {
-            s.metrics.spec_loaded(&api.label, true);
+            s.sinks.metrics.spec_loaded(&api.label, true);
             // No file it was read from changed: nothing was compiled.
             tracing::info!(trigger, api = name, revision = %old.spec.revision, "spec reloaded: unchanged");
             return Ok(old);
         }
         Err(reason) => {
-            s.metrics.spec_loaded(&api.label, false);
+            s.sinks.metrics.spec_loaded(&api.label, false);
             if reason.too_large() {
-                s.metrics.limit_hit("spec_bytes");
+                s.sinks.metrics.limit_hit("spec_bytes");
             }
             tracing::error!(trigger, api = name, in_force = %old.spec.revision, "spec reload failed, the revision in force stays: {reason}");
             return Err(reason);
         }
     };
-    s.metrics.spec_loaded(&api.label, true);
+    s.sinks.metrics.spec_loaded(&api.label, true);
     next.log_warnings();
     if next.spec.revision == old.spec.revision {
         tracing::info!(trigger, api = name, revision = %old.spec.revision, "spec reloaded: unchanged");
@@ -130,10 +130,11 @@ async fn reload_now(
     next.previous = Some(old.spec.revision.clone());
     report_changes(s, api, trigger, &old, &next);
     let spec = &next.spec;
-    s.metrics
+    s.sinks
+        .metrics
         .spec(&api.label, &spec.revision, &spec.openapi, spec.operations);
-    s.metrics.prepare(&api.label, &next.contract);
-    s.metrics.spec_warnings(&api.label, &next.contract);
+    s.sinks.metrics.prepare(&api.label, &next.contract);
+    s.sinks.metrics.spec_warnings(&api.label, &next.contract);
     api.swap(next);
     Ok(api.revision())
 }
@@ -199,7 +200,9 @@ fn report_changes(s: &Sidecar, api: &Api, trigger: &str, old: &Revision, next: &
     );
     let name = api.name();
     tracing::info!(trigger, api = name, from = %old.spec.revision, to = %next.spec.revision, breaking, hazard, info, "spec reloaded");
-    s.metrics.spec_changes(&api.label, breaking, hazard, info);
+    s.sinks
+        .metrics
+        .spec_changes(&api.label, breaking, hazard, info);
     for c in &next.changes {
         tracing::info!(api = name, class = %c.class, kind = c.kind, operation = %c.operation, location = c.location,
             field = %c.field, from = c.from.as_deref(), to = c.to.as_deref(), "spec change");

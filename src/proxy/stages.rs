@@ -41,7 +41,7 @@ pub async fn handle(
     req: Request<Incoming>,
     peer: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let _in_flight = s.metrics.in_flight();
+    let _in_flight = s.sinks.metrics.in_flight();
     // The spec in force when the request arrived; it stays with the request to its end.
     let rev = route.api.revision();
     let (mut parts, body) = req.into_parts();
@@ -137,7 +137,7 @@ fn stream_back(
     let late = late_work(s, rev, ledger, &response, pending);
     let limit = s.settings.audit.max_response_body;
     let stall = s.settings.proxy.body_stall_timeout;
-    let response = response.map(|b| Stalling::new(b, stall, s.metrics.body_stalls()));
+    let response = response.map(|b| Stalling::new(b, stall, s.sinks.metrics.body_stalls()));
     let response = match late {
         None => response.map(|b| Either::Left(Tee::pass(b))),
         Some(late) if !late.wants_body() => {

@@ -18,18 +18,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::histogram::Histogram;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
 use crate::memory::survival::Lesson;
 use crate::memory::{HashKey, Key, Pending, Snapshot};
 use crate::settings::{MemorySettings, SharedStore};
+use crate::sink::{Fallbacks, StoreMetrics};
 
 /// Jobs waiting for the writer at most; past it they are counted as fallbacks and dropped.
 const QUEUE: usize = 4096;
@@ -97,24 +95,9 @@ impl Job {
 /// writes), not by `memory.max_entries`.
 const LESSONS_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Op {
-    op: &'static str,
-}
-
 /// Why an entry read back was not used.
 const REFUSED: &str =
     "an entry read back did not hold together (or held a time past year 9999) and was refused";
-
-/// `driftwatch_memory_store_fallbacks_total{op}`, shared by the request path and the writer.
-#[derive(Clone, Default)]
-struct Fallbacks(Family<Op, Counter>);
-
-impl Fallbacks {
-    fn count(&self, op: &'static str) {
-        self.0.get_or_create(&Op { op }).inc();
-    }
-}
 
 /// What `/readyz` and the metrics say of the store.
 pub struct Health {
@@ -261,16 +244,16 @@ impl Store {
     pub fn start(
         shared: &SharedStore,
         memory: &MemorySettings,
-        registry: &mut Registry,
+        metrics: StoreMetrics,
     ) -> std::io::Result<Store> {
         let (runtime, conn) = connect(shared)?;
-        let Metrics {
+        let StoreMetrics {
             up_gauge,
             fallbacks,
             entries,
             recall_seconds,
             restarts,
-        } = Metrics::register(registry);
+        } = metrics;
         let health = Arc::new(Health {
             up: AtomicBool::new(true),
             detail: Mutex::default(),
@@ -520,57 +503,6 @@ fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
         }
     }
     out
-}
-
-/// The store's own metrics, registered only with `memory.backend = "redis"`.
-struct Metrics {
-    up_gauge: Gauge,
-    fallbacks: Fallbacks,
-    entries: Gauge,
-    recall_seconds: Histogram,
-    restarts: Counter,
-}
-
-impl Metrics {
-    fn register(registry: &mut Registry) -> Metrics {
-        let m = Metrics {
-            up_gauge: Gauge::default(),
-            fallbacks: Fallbacks::default(),
-            entries: Gauge::default(),
-            recall_seconds: Histogram::new(exponential_buckets(5e-5, 2.0, 10)),
-            restarts: Counter::default(),
-        };
-        let r = registry.sub_registry_with_prefix("driftwatch");
-        r.register(
-            "memory_store_up",
-            "Whether the memory store replicas share answers (1) or this replica uses its own memory (0)",
-            m.up_gauge.clone(),
-        );
-        r.register(
-            "memory_store_fallbacks",
-            "Memory reads and writes done without the shared store (down, slow or full queue), by op: recall (a write's read), remember (a GET's snapshot), leave (a write's pending clear), lessons (a write's read of its operation's lessons), learn (a lesson)",
-            m.fallbacks.0.clone(),
-        );
-        for op in ["recall", "remember", "leave", "lessons", "learn"] {
-            let _ = m.fallbacks.0.get_or_create(&Op { op });
-        }
-        r.register(
-            "memory_store_writer_restarts",
-            "Times the store's writer panicked and was started again (a bug; the batch it held fell back)",
-            m.restarts.clone(),
-        );
-        r.register(
-            "memory_store_entries",
-            "Entries in the shared store's index (resources and pending clears), as of the last write",
-            m.entries.clone(),
-        );
-        r.register(
-            "memory_store_recall_seconds",
-            "Time a replace write waited for the shared store's copy of its resource",
-            m.recall_seconds.clone(),
-        );
-        m
-    }
 }
 
 /// Jobs taken off the queue, counted out of `queued` when dropped.

@@ -22,7 +22,7 @@ pub(super) fn attribute(
     let Some(calls) = s.calls() else {
         // No MCP side seen: only a request that names its tool is counted by tool.
         if let Some(tool) = ledger.tool.as_deref() {
-            s.tool_metrics.request(Some(tool));
+            s.sinks.tools.request(Some(tool));
         }
         return;
     };
@@ -39,7 +39,7 @@ pub(super) fn attribute(
     }
     let tool = ledger.tool.clone();
     let tool = tool.as_deref();
-    s.tool_metrics.request(tool);
+    s.sinks.tools.request(tool);
     // The call's own values say whether a `/` in the path was one of them.
     if let Some(arguments) = tool.and_then(|t| t.arguments.as_deref()) {
         let path = parts.uri.path();

@@ -52,7 +52,7 @@ fn flags_beat_env_and_env_beats_file() {
     );
     assert_eq!(s.audit.max_body, 20, "env over file");
     assert_eq!(
-        s.policy.mode,
+        s.apis[0].policy.mode,
         Mode::Enforce,
         "the file where nothing else is set"
     );
@@ -75,14 +75,16 @@ fn the_spec_source_is_one_choice_across_layers() {
     let image = env(&[("DRIFTWATCH_SPEC_PATH", "/etc/driftwatch/openapi.yaml")]);
     let s = load(Some(&file), image.clone(), Vec::new()).unwrap();
     assert_eq!(
-        s.spec.source,
+        s.apis[0].spec.source,
         SpecSource::File("/etc/driftwatch/openapi.yaml".into())
     );
     let flag = vec![("spec.path", "--spec", text("mine.yaml"))];
     let s = load(Some(&file), image, flag).unwrap();
-    assert_eq!(s.spec.source, SpecSource::File("mine.yaml".into()));
+    assert_eq!(s.apis[0].spec.source, SpecSource::File("mine.yaml".into()));
     let s = load(Some(&file), Vec::new(), Vec::new()).unwrap();
-    assert!(matches!(s.spec.source, SpecSource::Url(ref u) if u.uri.path() == "/openapi.json"));
+    assert!(
+        matches!(s.apis[0].spec.source, SpecSource::Url(ref u) if u.uri.path() == "/openapi.json")
+    );
     let both = write(
         "b.toml",
         "[spec]\npath = \"a.yaml\"\nurl = \"http://api/openapi.json\"\n",
@@ -216,7 +218,10 @@ fn the_documented_example_config_is_valid_and_equals_the_defaults() {
     assert_eq!(format!("{:?}", c.admin), format!("{:?}", d.admin));
     assert_eq!(format!("{:?}", c.events), format!("{:?}", d.events));
     assert_eq!(format!("{:?}", c.memory), format!("{:?}", d.memory));
-    assert_eq!(format!("{:?}", c.spec), format!("{:?}", d.spec));
+    assert_eq!(
+        format!("{:?}", c.apis[0].spec),
+        format!("{:?}", d.apis[0].spec)
+    );
 }
 
 #[test]
@@ -409,7 +414,7 @@ fn api_tables_become_one_api_each_and_every_request_can_find_one() {
     assert_eq!(slack.upstream.as_ref().unwrap().prefix, "/api");
     assert!(matches!(slack.spec.source, SpecSource::Url(_)));
     assert_eq!(
-        s.spec.source,
+        s.apis[0].spec.source,
         SpecSource::File("gh.json".into()),
         "the first API is `spec`"
     );

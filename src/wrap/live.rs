@@ -190,7 +190,8 @@ impl Live {
             reports.push((api.name(), report));
         }
         self.sidecar
-            .tool_metrics
+            .sinks
+            .tools
             .defects(all.iter().map(|d| (d.tool.as_str(), d.kind.as_str())));
         self.state().report = Some(report_json(&reports)?);
         Ok(())

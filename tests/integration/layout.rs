@@ -81,7 +81,6 @@ const STORIES: [(&str, &str); 2] = [
 const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/silent.rs", "before_write"),
     ("src/audit.rs", "audit"),
-    ("src/settings.rs", "check"),
     ("src/admin.rs", "answer"),
     ("src/mcp/bindings.rs", "learn"),
     ("src/diff/compare.rs", "params"),

@@ -407,7 +407,7 @@ fn the_kubernetes_manifests_run_driftwatch_as_a_probed_sidecar_with_a_valid_conf
     };
     let settings = driftwatch::settings::Settings::load(layers).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        settings.spec.source,
+        settings.apis[0].spec.source,
         driftwatch::settings::SpecSource::File("/etc/driftwatch/openapi.yaml".into())
     );
 }
