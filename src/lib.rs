@@ -47,6 +47,7 @@ pub mod demo;
 pub mod diff;
 pub mod encoding;
 pub mod finding;
+pub mod gateway;
 pub mod json;
 pub mod listener;
 pub mod mcp;

@@ -114,6 +114,22 @@ fn apis(
     Ok(apis)
 }
 
+/// Every sink, each metric registered in `registry` here, and the event log opened.
+fn sinks(settings: &Settings, registry: &mut Registry) -> std::io::Result<Sinks> {
+    Ok(Sinks {
+        metrics: Metrics::new(registry, settings.audit.unknown_param_labels),
+        tools: Arc::new(crate::sink::ToolMetrics::new(registry)),
+        tunnels: crate::sink::Tunnels::new(registry, settings.forward.host_labels),
+        store: (settings.memory.shared.as_ref())
+            .map(|_| crate::sink::StoreMetrics::register(registry)),
+        events: crate::sink::EventLog::open(&settings.events.output)?,
+        recent: Arc::new(crate::sink::Recent::new(
+            settings.admin.recent_findings,
+            settings.admin.recent_bytes,
+        )),
+    })
+}
+
 /// The CA a forward proxy signs its leaves with (opened, or made in `forward.ca_dir`); none
 /// for a reverse proxy.
 fn forward_ca(settings: &Settings) -> Result<Option<Arc<ca::Ca>>, StartError> {
@@ -159,11 +175,10 @@ impl Sidecar {
         tools: ToolSource,
     ) -> Result<Sidecar, StartError> {
         let client = upstream::client(&settings)?;
-        let mut sinks =
-            Sinks::new(&settings, &mut registry).map_err(|source| StartError::Events {
-                output: settings.events.output.clone(),
-                source,
-            })?;
+        let mut sinks = sinks(&settings, &mut registry).map_err(|source| StartError::Events {
+            output: settings.events.output.clone(),
+            source,
+        })?;
         let apis = apis(&settings, revisions, &sinks.metrics)?;
         let store = match (&settings.memory.shared, sinks.store.take()) {
             (Some(shared), Some(metrics)) => Some(

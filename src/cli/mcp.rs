@@ -1,55 +1,21 @@
-//! `driftwatch mcp`: the spec's operations served as MCP tools over streamable HTTP (at `/mcp`),
-//! built on the official Rust SDK (`rmcp`). The tool list is the one `tools --generate` writes,
-//! from the spec in force: exposure is off until an operation is enabled. A call becomes the
-//! request its operation describes and goes through the sidecar's own pipeline, run in this
-//! process on a loopback port: audited, remembered, refused in enforce mode, counted and
-//! logged like any other request. When the spec changes (the same reloads as `serve`), the
-//! tool list follows it and every connected client is sent `notifications/tools/list_changed`.
+//! `driftwatch mcp`: the flags of the MCP gateway (`gateway`), read into its plan before it
+//! starts (the `--header` credentials from their files or variables, the `--enable` list), and
+//! the snippets a client needs to reach it (`--client-config`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::Context;
-use bytes::Bytes;
 use clap::Args;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
-};
-use rmcp::service::{
-    NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
-};
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
-use rmcp::{ErrorData, ServerHandler};
-use serde_json::{Map, Value};
-use tokio::net::TcpListener;
 
-use crate::listener::Listener;
-
-mod stdio;
-
-use super::serve::{ModeArg, ServeArgs};
-use crate::proxy::Sidecar;
+use super::serve::{ServeArgs, SidecarArgs};
 use crate::settings::Settings;
-use crate::start::{build, serve, shutdown_signal};
 
 #[derive(Args, Debug)]
 pub struct McpArgs {
-    /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz); reloaded as `serve` reloads it.
-    #[arg(long)]
-    spec: Option<PathBuf>,
-    /// The API: http://host:port or https://host:port.
-    #[arg(long)]
-    upstream: Option<String>,
+    #[command(flatten)]
+    sidecar: SidecarArgs,
     /// The operations to expose, one operationId or "METHOD /path" a line; an operation new in
     /// the spec stays unexposed until listed.
     #[arg(long, conflicts_with = "all", required_unless_present = "all")]
@@ -73,15 +39,6 @@ pub struct McpArgs {
     /// to stderr, and the end of stdin ends the process.
     #[arg(long)]
     stdio: bool,
-    /// Admin listen address for /metrics, /healthz, /readyz, /findings, /spec (default 127.0.0.1:9090).
-    #[arg(long)]
-    admin_listen: Option<String>,
-    /// observe (forward every call) or enforce (refuse a harmful one, as an error result).
-    #[arg(long, value_enum)]
-    mode: Option<ModeArg>,
-    /// TOML config file, as for `serve`.
-    #[arg(long)]
-    config: Option<PathBuf>,
     /// A header every call sends to the API, its value read from a file or the environment
     /// (`Authorization=file:/run/secrets/token`, `X-Api-Key=env:API_KEY`): credentials come from
     /// the operator, never from the model, and are never logged. Repeatable.
@@ -113,9 +70,9 @@ fn client_config(args: &McpArgs, kind: ClientKind) -> anyhow::Result<String> {
     };
     let mut argv = vec!["mcp".to_string(), "--stdio".to_string()];
     let paths = [
-        ("--spec", &args.spec),
+        ("--spec", &args.sidecar.spec),
         ("--enable", &args.enable),
-        ("--config", &args.config),
+        ("--config", &args.sidecar.config),
     ];
     for (flag, path) in paths {
         if let Some(path) = path {
@@ -126,15 +83,15 @@ fn client_config(args: &McpArgs, kind: ClientKind) -> anyhow::Result<String> {
         argv.push("--all".into());
     }
     let texts = [
-        ("--upstream", &args.upstream),
-        ("--admin-listen", &args.admin_listen),
+        ("--upstream", &args.sidecar.upstream),
+        ("--admin-listen", &args.sidecar.admin_listen),
     ];
     for (flag, value) in texts {
         if let Some(value) = value {
             argv.extend([flag.to_string(), value.clone()]);
         }
     }
-    if let Some(mode) = args.mode {
+    if let Some(mode) = args.sidecar.mode {
         argv.extend(["--mode".to_string(), mode.as_str().to_string()]);
     }
     for header in &args.headers {
@@ -164,13 +121,7 @@ impl McpArgs {
     /// The sidecar's settings, as `serve` builds them from the same flags (its proxy on a
     /// loopback port of its own, with one serving thread).
     fn settings(&self) -> anyhow::Result<Settings> {
-        let serve = ServeArgs::in_process(
-            self.spec.clone(),
-            self.upstream.clone(),
-            self.admin_listen.clone(),
-            self.mode,
-            self.config.clone(),
-        );
+        let serve = ServeArgs::in_process(&self.sidecar);
         serve.in_process_settings(self.stdio)
     }
 
@@ -224,482 +175,21 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         println!("{}", client_config(args, kind)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let enabled = args.enabled()?;
+    let gateway = crate::gateway::Plan {
+        enabled: args.enabled()?,
+        credentials,
+        serve: match args.stdio {
+            true => crate::gateway::Serve::Stdio,
+            false => crate::gateway::Serve::Http {
+                listen: args.listen,
+                allowed_hosts: args.allowed_hosts.clone(),
+            },
+        },
+    };
     crate::start::init_logging(crate::start::LogFormat::Auto);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        let admin_listen = settings.admin.listen;
-        let sidecar = Arc::new(build(settings, None, crate::proxy::ToolSource::Header).await?);
-        let bind = |addr| async move {
-            TcpListener::bind(addr)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
-        };
-        let proxy = bind(sidecar.settings.proxy.listen).await?;
-        let admin = bind(admin_listen).await?;
-        let gateway = Gateway::new(sidecar.clone(), enabled, credentials, proxy.local_addr()?);
-        // Unknown names in --enable are an error at start, not a silently smaller tool list.
-        let tools = gateway.tools()?.len();
-        tokio::spawn(gateway.clone().announce_changes());
-        let (mode, upstream) = (sidecar.apis[0].settings.policy.mode.as_str(), sidecar.settings.upstream()?.authority.clone());
-        if args.stdio {
-            tracing::info!(admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving on stdio");
-            let stdio = stdio::bounded(sidecar.settings.mcp.messages);
-            let session = rmcp::ServiceExt::serve(gateway, stdio).await?;
-            let ended = async move {
-                let _ = session.waiting().await;
-                tracing::info!("stdin closed: draining");
-            };
-            serve(proxy, admin, sidecar, ended).await?;
-            return anyhow::Ok(());
-        }
-        let mcp = Listener::new(bind(args.listen).await?, sidecar.settings.mcp.bounds.clone(), sidecar.limit_hits());
-        tracing::info!(listen = %mcp.local_addr()?, admin = %admin.local_addr()?, %upstream, mode, tools, "driftwatch mcp serving at /mcp");
-        tokio::spawn(accept(mcp, gateway, args.allowed_hosts.clone()));
-        serve(proxy, admin, sidecar, shutdown_signal()).await?;
-        anyhow::Ok(())
-    })?;
+    runtime.block_on(crate::gateway::run(settings, gateway))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Serve MCP's streamable HTTP on every connection `listener` admits (under its bounds), for
-/// requests whose `Host` is loopback's or one of `allowed_hosts`.
-async fn accept(listener: Listener, gateway: Gateway, allowed_hosts: Vec<String>) {
-    let limits = gateway.shared.sidecar.settings.mcp.clone();
-    let mut config = StreamableHttpServerConfig::default();
-    config.allowed_hosts.extend(allowed_hosts);
-    let config = config.with_max_request_body_bytes(limits.messages.bytes);
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(limits.session_idle_timeout);
-    let sessions = Arc::new(sessions);
-    let front = Front {
-        service: StreamableHttpService::new(move || Ok(gateway.clone()), sessions.clone(), config),
-        sessions,
-        limits,
-    };
-    crate::listener::serve(listener, move |req| front.clone().answer(req)).await;
-}
-
-type McpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
-
-/// What stands before rmcp on the MCP listener: a message is read and held to its bounds
-/// before rmcp parses it, and a new session past `mcp.max_sessions` is refused; each refusal
-/// is a JSON-RPC error.
-#[derive(Clone)]
-struct Front {
-    service: StreamableHttpService<Gateway, LocalSessionManager>,
-    sessions: Arc<LocalSessionManager>,
-    limits: crate::settings::McpSettings,
-}
-
-impl Front {
-    async fn answer(
-        self,
-        req: hyper::Request<hyper::body::Incoming>,
-    ) -> Result<hyper::Response<McpBody>, std::convert::Infallible> {
-        if req.method() != http::Method::POST {
-            return Ok(self.service.handle(req).await);
-        }
-        let limits = self.limits.messages;
-        let (parts, body) = req.into_parts();
-        let bytes = match Limited::new(body, limits.bytes).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                return Ok(refusal(&crate::mcp::message::Refused::Bytes(limits.bytes)));
-            }
-            Err(e) => {
-                let syntax = crate::mcp::message::Refused::Syntax(format!("the body: {e}"));
-                return Ok(refusal(&syntax));
-            }
-        };
-        if let Err(refused) = crate::mcp::message::check(&bytes, limits) {
-            return Ok(refusal(&refused));
-        }
-        let new_session = !parts.headers.contains_key("mcp-session-id");
-        if new_session && self.sessions.sessions.read().await.len() >= self.limits.max_sessions {
-            let message = format!(
-                "driftwatch has {} MCP sessions open (mcp.max_sessions): end one (DELETE) or retry later",
-                self.limits.max_sessions
-            );
-            let error = crate::mcp::message::json_rpc_error(-32000, &message);
-            return Ok(json_rpc(http::StatusCode::SERVICE_UNAVAILABLE, error));
-        }
-        let req = hyper::Request::from_parts(parts, Full::new(bytes));
-        Ok(self.service.handle(req).await)
-    }
-}
-
-/// A message refused before parsing: 400 for what is not JSON, 413 for what is too large.
-fn refusal(refused: &crate::mcp::message::Refused) -> hyper::Response<McpBody> {
-    let status = match refused {
-        crate::mcp::message::Refused::Syntax(_) => http::StatusCode::BAD_REQUEST,
-        _ => http::StatusCode::PAYLOAD_TOO_LARGE,
-    };
-    json_rpc(status, refused.json_rpc())
-}
-
-/// A JSON-RPC error as the answer to an HTTP request, with `status`.
-fn json_rpc(status: http::StatusCode, error: String) -> hyper::Response<McpBody> {
-    let mut response = hyper::Response::new(Full::new(Bytes::from(error)).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-/// One gateway for every MCP session: the sidecar, and who to tell when the tools change.
-#[derive(Clone)]
-pub(super) struct Gateway {
-    shared: Arc<Shared>,
-}
-
-struct Shared {
-    sidecar: Arc<Sidecar>,
-    enabled: Option<Vec<String>>,
-    /// The sidecar's proxy, on loopback.
-    proxy: SocketAddr,
-    client: Client<HttpConnector, Full<Bytes>>,
-    /// `--header`s: sent with every call, after the tool's own headers.
-    credentials: Vec<(http::HeaderName, http::HeaderValue)>,
-    /// Clients of protocol versions before 2026-07-28, told on their session.
-    peers: Mutex<Vec<Peer<RoleServer>>>,
-    /// Clients of 2026-07-28 on, told on their `subscriptions/listen` stream while it is open.
-    listening: Mutex<Vec<(u64, SubscriptionSink)>>,
-    /// Names the streams in `listening` (request ids repeat across clients).
-    next_stream: std::sync::atomic::AtomicU64,
-    /// The tools of the last revision asked about, by its hash: a call looks its tool up in
-    /// it, and a list of GitHub's 1,223 tools is generated once per revision, not per request.
-    tools: Mutex<Option<(String, Arc<Vec<Tool>>)>>,
-}
-
-/// A body read back from the API, at most this many bytes.
-const MAX_RESULT: usize = 8 << 20;
-
-impl Gateway {
-    pub(super) fn new(
-        sidecar: Arc<Sidecar>,
-        enabled: Option<Vec<String>>,
-        credentials: Vec<(http::HeaderName, http::HeaderValue)>,
-        proxy: SocketAddr,
-    ) -> Gateway {
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        let peers = Mutex::new(Vec::new());
-        let shared = Shared {
-            sidecar,
-            enabled,
-            proxy,
-            client,
-            credentials,
-            peers,
-            listening: Mutex::new(Vec::new()),
-            next_stream: Default::default(),
-            tools: Mutex::new(None),
-        };
-        Gateway {
-            shared: Arc::new(shared),
-        }
-    }
-
-    /// The tools of the spec in force, as `tools --generate` writes them; an enabled name the
-    /// spec no longer has is left out with a warning (the spec is in force; the list is stale).
-    fn tools(&self) -> anyhow::Result<Arc<Vec<Tool>>> {
-        let rev = self.shared.sidecar.revision();
-        if let Some((hash, tools)) = &*self.shared.tools.lock().expect("tools")
-            && *hash == rev.spec.revision
-        {
-            return Ok(tools.clone());
-        }
-        let contract = &rev.contract;
-        let enabled = self.shared.enabled.as_ref().map(|names| {
-            names
-                .iter()
-                .filter(|n| {
-                    let known = crate::catalog::find_operation(contract, n).is_some();
-                    if !known {
-                        tracing::warn!(operation = %n, "enabled, but not in the spec in force: not served");
-                    }
-                    known
-                })
-                .cloned()
-                .collect::<Vec<_>>()
-        });
-        let catalog = crate::catalog::generate(contract, enabled.as_deref())?;
-        let mut tools = catalog["tools"].as_array().cloned().unwrap_or_default();
-        let reserved = self.reserved(contract);
-        for tool in &mut tools {
-            drop_reserved_headers(contract, tool, &reserved);
-        }
-        let tools: Arc<Vec<Tool>> = Arc::new(
-            tools
-                .into_iter()
-                .map(|t| serde_json::from_value(t).context("a generated tool"))
-                .collect::<anyhow::Result<_>>()?,
-        );
-        *self.shared.tools.lock().expect("tools") =
-            Some((rev.spec.revision.clone(), tools.clone()));
-        Ok(tools)
-    }
-
-    /// The header names no tool call may set, for `contract`: the operator's `--header`s and
-    /// the spec's apiKey headers besides the names every request reserves.
-    fn reserved(&self, contract: &crate::contract::Contract) -> crate::mcp::Reserved {
-        let operator = self.shared.credentials.iter().map(|(n, _)| n.as_str());
-        crate::mcp::Reserved::new(
-            operator.chain(contract.secrets.headers.iter().map(String::as_str)),
-        )
-    }
-
-    /// Every half second, compare the spec in force with the last one seen; on a change, tell
-    /// every client that is still connected.
-    async fn announce_changes(self) {
-        let mut seen = self.shared.sidecar.revision().spec.revision.clone();
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let now = self.shared.sidecar.revision().spec.revision.clone();
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            self.say_unexposed();
-            let peers: Vec<_> = self.shared.peers.lock().expect("peers").clone();
-            let mut still = Vec::new();
-            for peer in peers {
-                if peer.notify_tool_list_changed().await.is_ok() {
-                    still.push(peer);
-                }
-            }
-            let sinks: Vec<_> = self.shared.listening.lock().expect("sinks").clone();
-            let mut told = 0;
-            for (_, sink) in sinks {
-                told += usize::from(sink.notify_tool_list_changed().await.is_ok());
-            }
-            tracing::info!(revision = %seen, sessions = still.len(), subscriptions = told, "tools/list_changed sent");
-            *self.shared.peers.lock().expect("peers") = still;
-        }
-    }
-
-    /// The operations the new revision adds that `--enable` does not list: served only once
-    /// someone decides to (a new endpoint is a decision, not an accident).
-    fn say_unexposed(&self) {
-        let Some(enabled) = &self.shared.enabled else {
-            return;
-        };
-        let rev = self.shared.sidecar.revision();
-        let exposed = |id: &str| {
-            enabled.iter().any(|name| {
-                crate::catalog::find_operation(&rev.contract, name).is_some_and(|op| op.id == id)
-            })
-        };
-        let added = rev
-            .changes
-            .iter()
-            .filter(|c| c.kind == "operation_added" && !exposed(&c.operation));
-        for change in added {
-            tracing::warn!(
-                operation = %change.operation,
-                "new in the spec and not exposed: list it in the --enable file to serve it"
-            );
-        }
-    }
-
-    /// The request for `name` with `args`, through the sidecar, and its answer as a result.
-    async fn call(&self, name: &str, args: &Map<String, Value>) -> CallToolResult {
-        let rev = self.shared.sidecar.revision();
-        let tools = self.tools().ok();
-        let tool = tools
-            .as_ref()
-            .and_then(|tools| tools.iter().find(|t| t.name == name));
-        // `_meta.operation` (method and template) where the spec repeats the operationId.
-        let op = tool
-            .and_then(|t| t.meta.as_deref())
-            .and_then(crate::catalog::meta_operation)
-            .and_then(|reference| crate::catalog::find_operation(&rev.contract, reference));
-        let Some(op) = op else {
-            return error_text(format!("no tool `{name}` is exposed"));
-        };
-        let base = rev.contract.base_paths().first().map_or("", String::as_str);
-        let reserved = self.reserved(&rev.contract);
-        let call = match crate::mcp::request(op, base, args, &reserved) {
-            Ok(call) => call,
-            Err(e) => return error_text(e.to_string()),
-        };
-        match self.send(call, name).await {
-            Ok((status, content_type, body)) => result(status, content_type.as_deref(), &body),
-            Err(e) => error_text(format!("driftwatch could not reach its proxy: {e}")),
-        }
-    }
-
-    async fn send(
-        &self,
-        call: crate::mcp::Call,
-        tool: &str,
-    ) -> anyhow::Result<(u16, Option<String>, Bytes)> {
-        let uri = format!("http://{}{}", self.shared.proxy, call.target);
-        let mut req = hyper::Request::builder()
-            .method(call.method.as_str())
-            .uri(uri)
-            .header(
-                self.shared.sidecar.settings.events.tool_header.as_str(),
-                tool,
-            );
-        for (name, value) in &call.headers {
-            req = req.header(name, value);
-        }
-        for (name, value) in &self.shared.credentials {
-            req = req.header(name, value);
-        }
-        let body = match call.body {
-            Some((media, bytes)) => {
-                req = req.header("content-type", media);
-                Full::new(Bytes::from(bytes))
-            }
-            None => Full::new(Bytes::new()),
-        };
-        let response = self.shared.client.request(req.body(body)?).await?;
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
-        let body = Limited::new(response.into_body(), MAX_RESULT)
-            .collect()
-            .await
-            .map_err(|e| anyhow::anyhow!("the API's answer: {e}"))?
-            .to_bytes();
-        Ok((status, content_type, body))
-    }
-}
-
-/// A header parameter that is `reserved` leaves the tool's arguments, with a warning naming
-/// its operation (once per revision: the tools are made once per revision).
-fn drop_reserved_headers(
-    contract: &crate::contract::Contract,
-    tool: &mut Value,
-    reserved: &crate::mcp::Reserved,
-) {
-    let reference = tool
-        .get("_meta")
-        .and_then(Value::as_object)
-        .and_then(crate::catalog::meta_operation);
-    let Some(op) = reference.and_then(|r| crate::catalog::find_operation(contract, r)) else {
-        return;
-    };
-    let headers = op
-        .params
-        .iter()
-        .filter(|p| p.location == crate::finding::Location::Header);
-    for p in headers {
-        let Some(why) = reserved.why(&p.name) else {
-            continue;
-        };
-        tracing::warn!(operation = %op.label(), header = %p.name, "header parameter not offered to tool calls: {why}");
-        let schema = &mut tool["inputSchema"];
-        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-            props.remove(&p.name);
-        }
-        if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
-            required.retain(|r| r.as_str() != Some(p.name.as_str()));
-        }
-    }
-}
-
-fn error_text(text: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-/// The API's answer as a tool result: a JSON body as structured content, an error status (or
-/// driftwatch's refusal) as an error result whose text is the problem's `detail`.
-fn result(status: u16, content_type: Option<&str>, body: &[u8]) -> CallToolResult {
-    let json = content_type
-        .is_some_and(|t| t.contains("json"))
-        .then(|| serde_json::from_slice::<Value>(body).ok())
-        .flatten();
-    let text = String::from_utf8_lossy(body).into_owned();
-    if !(200..300).contains(&status) {
-        let detail = json
-            .as_ref()
-            .and_then(|j| j.get("detail"))
-            .and_then(Value::as_str)
-            .map_or_else(
-                || format!("HTTP {status}: {text}"),
-                |d| format!("HTTP {status}: {d}"),
-            );
-        return error_text(detail);
-    }
-    match json {
-        Some(Value::Object(object)) => CallToolResult::structured(Value::Object(object)),
-        Some(other) => CallToolResult::structured(serde_json::json!({ "value": other })),
-        None if body.is_empty() => {
-            CallToolResult::success(vec![ContentBlock::text(format!("HTTP {status}"))])
-        }
-        None => CallToolResult::success(vec![ContentBlock::text(text)]),
-    }
-}
-
-impl ServerHandler for Gateway {
-    fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
-        ServerConfig::new(capabilities).with_instructions(
-            "Each tool is an operation of the API's OpenAPI spec. A tool that replaces a \
-             resource needs every field: read it first and send it back whole.",
-        )
-    }
-
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut peers = self.shared.peers.lock().expect("peers");
-        // A session that ended (DELETE, idle, its client gone) is forgotten here, not only
-        // when the spec next changes: each one held about 12 KB until then.
-        peers.retain(|peer| !peer.is_transport_closed());
-        peers.push(context.peer);
-    }
-
-    fn accepted_subscription_filter(
-        &self,
-        _requested: &SubscriptionFilter,
-    ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
-    }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let order = std::sync::atomic::Ordering::Relaxed;
-        let stream = self.shared.next_stream.fetch_add(1, order);
-        let sink = context.sink().clone();
-        self.shared
-            .listening
-            .lock()
-            .expect("sinks")
-            .push((stream, sink));
-        context.cancelled().await;
-        let mut listening = self.shared.listening.lock().expect("sinks");
-        listening.retain(|(s, _)| *s != stream);
-        Ok(())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self
-            .tools()
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        Ok(ListToolsResult::with_all_items(tools.to_vec()))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.clone().unwrap_or_default();
-        Ok(self.call(&request.name, &args).await.into())
-    }
 }

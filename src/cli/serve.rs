@@ -57,6 +57,28 @@ pub struct ServeArgs {
     workers: Option<i64>,
 }
 
+/// The flags of the commands that run a sidecar in their own process (`mcp`, `wrap`).
+#[derive(Args, Debug, Clone)]
+pub(super) struct SidecarArgs {
+    /// The API's OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz), reloaded as `serve`
+    /// reloads it (or `[spec]`/`[[api]]` in --config).
+    #[arg(long)]
+    pub(super) spec: Option<PathBuf>,
+    /// The API: http://host:port or https://host:port.
+    #[arg(long)]
+    pub(super) upstream: Option<String>,
+    /// Admin listen address for /metrics, /healthz, /readyz, /findings, /spec and, under
+    /// `wrap`, /tools/map and /tools/check (default 127.0.0.1:9090).
+    #[arg(long)]
+    pub(super) admin_listen: Option<String>,
+    /// observe (forward every request) or enforce (refuse a harmful one).
+    #[arg(long, value_enum)]
+    pub(super) mode: Option<ModeArg>,
+    /// TOML config file, as for `serve`.
+    #[arg(long)]
+    pub(super) config: Option<PathBuf>,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub(super) enum ModeArg {
     Observe,
@@ -114,15 +136,16 @@ impl ServeArgs {
         out
     }
 
-    /// The sidecar `mcp` runs in its own process: `serve`'s settings from the same flags, its
-    /// proxy on a loopback port of its own with one serving thread (only `mcp` calls it).
-    pub(super) fn in_process(
-        spec: Option<PathBuf>,
-        upstream: Option<String>,
-        admin_listen: Option<String>,
-        mode: Option<ModeArg>,
-        config: Option<PathBuf>,
-    ) -> ServeArgs {
+    /// The sidecar `mcp` and `wrap` run in their own process: `serve`'s settings from the same
+    /// flags, its proxy on a loopback port of its own with one serving thread.
+    pub(super) fn in_process(shared: &SidecarArgs) -> ServeArgs {
+        let SidecarArgs {
+            spec,
+            upstream,
+            admin_listen,
+            mode,
+            config,
+        } = shared.clone();
         ServeArgs {
             spec,
             upstream,

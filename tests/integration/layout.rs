@@ -88,7 +88,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/diff/compare.rs", "responses"),
     ("src/cli/preflight.rs", "one_api"),
     ("src/cli/tools.rs", "run"),
-    ("src/cli/wrap.rs", "run"),
     ("src/cli/check.rs", "run"),
     ("src/contract/schemas.rs", "build_shape"),
     ("src/contract/schemas.rs", "collect_object"),

@@ -29,7 +29,7 @@ pub(super) async fn mcp_act(out: &mut (dyn Write + Send)) -> anyhow::Result<bool
     )?;
     let enabled = Some(vec!["getChannel".to_string(), "updateChannel".to_string()]);
     let gateway =
-        crate::cli::mcp::Gateway::new(stage.sidecar.clone(), enabled, Vec::new(), stage.proxy);
+        crate::gateway::Gateway::new(stage.sidecar.clone(), enabled, Vec::new(), stage.proxy);
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     tokio::spawn(async move {
         if let Ok(server) = gateway.serve(server_io).await {

@@ -13,7 +13,7 @@ use crate::mcp::message::{Limits, Refused, check};
 
 /// What rmcp reads and writes; the tasks between them and stdin and stdout run until stdin
 /// ends.
-pub(super) fn bounded(limits: Limits) -> (DuplexStream, DuplexStream) {
+pub fn bounded(limits: Limits) -> (DuplexStream, DuplexStream) {
     relay(tokio::io::stdin(), tokio::io::stdout(), limits)
 }
 
