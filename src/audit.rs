@@ -33,67 +33,62 @@ pub struct Audit<'c, 'p> {
 
 /// Audit `request` against `contract`; every finding carries the operation id.
 pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit<'c, 'p> {
-    let mut findings = Vec::new();
-    match contract.route(request.method, request.path) {
+    let finding = match contract.route(request.method, request.path) {
         Route::Found {
             operation,
             path_values,
-        } => {
-            let (mut operation, mut findings) =
-                best_fit(contract, operation, request, &path_values);
-            let mut path_values = path_values;
-            // Refused where it was routed: another template the path fits may declare what
-            // the request sends (`/sites/{id}/zones/count` is `/sites/{id}/{kind}/count` too).
-            if weight(&findings).0 >= Some(crate::finding::Severity::Error) {
-                for (other, values) in
-                    contract.also_matching(request.method, request.path, operation)
-                {
-                    let theirs = check_operation(contract, other, request, &values);
-                    if weight(&theirs) < weight(&findings) {
-                        (operation, findings, path_values) = (other, theirs, values);
-                    }
-                }
-            }
-            let truncated = findings.more();
-            let mut findings = findings.into_vec();
-            if truncated {
-                findings.push(left_out(operation, contract.max_findings));
-            }
-            Audit {
-                operation: Some(operation),
-                path_values,
-                findings,
-                truncated,
-            }
-        }
+        } => return audit_routed(contract, request, operation, path_values),
         Route::MethodNotAllowed { allowed } => {
             let allowed = allowed.join(", ");
             let method = request.method.to_ascii_uppercase();
             let path = contract.path_shape(request.path);
-            findings.push(bounded::cut_text(
-                Finding::new(Kind::MethodNotAllowed, Location::Path, &path)
-                    .expected(allowed.clone())
-                    .observed(method.clone())
-                    .message(format!(
-                        "{method} is not declared for {path}; the spec allows {allowed}"
-                    )),
-            ));
-            Audit {
-                operation: None,
-                path_values: Vec::new(),
-                findings,
-                truncated: false,
+            Finding::new(Kind::MethodNotAllowed, Location::Path, &path)
+                .expected(allowed.clone())
+                .observed(method.clone())
+                .message(format!(
+                    "{method} is not declared for {path}; the spec allows {allowed}"
+                ))
+        }
+        Route::NotFound => unrouted(contract, request),
+    };
+    Audit {
+        operation: None,
+        path_values: Vec::new(),
+        findings: vec![bounded::cut_text(finding)],
+        truncated: false,
+    }
+}
+
+/// The audit of a request routed to `operation`, or to another template its path fits where
+/// that one declares what the request sends.
+fn audit_routed<'c, 'p>(
+    contract: &'c Contract,
+    request: &RequestView<'p>,
+    operation: &'c Operation,
+    path_values: Vec<&'p str>,
+) -> Audit<'c, 'p> {
+    let (mut operation, mut findings) = best_fit(contract, operation, request, &path_values);
+    let mut path_values = path_values;
+    // Refused where it was routed: another template the path fits may declare what the
+    // request sends (`/sites/{id}/zones/count` is `/sites/{id}/{kind}/count` too).
+    if weight(&findings).0 >= Some(crate::finding::Severity::Error) {
+        for (other, values) in contract.also_matching(request.method, request.path, operation) {
+            let theirs = check_operation(contract, other, request, &values);
+            if weight(&theirs) < weight(&findings) {
+                (operation, findings, path_values) = (other, theirs, values);
             }
         }
-        Route::NotFound => {
-            findings.push(bounded::cut_text(unrouted(contract, request)));
-            Audit {
-                operation: None,
-                path_values: Vec::new(),
-                findings,
-                truncated: false,
-            }
-        }
+    }
+    let truncated = findings.more();
+    let mut findings = findings.into_vec();
+    if truncated {
+        findings.push(left_out(operation, contract.max_findings));
+    }
+    Audit {
+        operation: Some(operation),
+        path_values,
+        findings,
+        truncated,
     }
 }
 

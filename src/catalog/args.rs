@@ -119,30 +119,15 @@ pub(super) fn sort_args<'t>(
     expected: &Expected,
     entry: &MappedTool,
 ) -> Args<'t> {
-    let mut args = Args::default();
-    let wire = |name: &String| entry.rename.get(name).unwrap_or(name).clone();
     if layout == Layout::Grouped {
-        let group = |g: &str| arguments.get("properties").and_then(|p| p.get(g));
-        if let Some(schema) = group("pathParameters") {
-            args.loose
-                .extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
-        }
-        for (g, target) in [
-            ("queryParameters", &mut args.query),
-            ("headerParameters", &mut args.header),
-        ] {
-            if let Some(schema) = group(g) {
-                target.extend(properties(deref(root, schema)).map(|(k, v)| (wire(k), v)));
-            }
-        }
-        args.body_schema = group("body");
-        return args;
+        return sort_grouped(root, arguments, entry);
     }
+    let mut args = Args::default();
     for (name, schema) in properties(arguments) {
         if entry.local.contains(name) || entry.nests.contains_key(name) {
             continue;
         }
-        let w = wire(name);
+        let w = entry.rename.get(name).unwrap_or(name).clone();
         if entry.bind.contains_key(name) {
             args.loose.push((name.clone(), schema));
         } else if layout == Layout::Nested && name == "requestBody" {
@@ -171,6 +156,28 @@ pub(super) fn sort_args<'t>(
             args.loose.push((name.clone(), schema));
         }
     }
+    args
+}
+
+/// The grouped layout's arguments: `pathParameters`, `queryParameters`, `headerParameters` and
+/// `body`, each a group of its own.
+fn sort_grouped<'t>(root: &'t Value, arguments: &'t Value, entry: &MappedTool) -> Args<'t> {
+    let mut args = Args::default();
+    let wire = |name: &String| entry.rename.get(name).unwrap_or(name).clone();
+    let group = |g: &str| arguments.get("properties").and_then(|p| p.get(g));
+    if let Some(schema) = group("pathParameters") {
+        args.loose
+            .extend(properties(deref(root, schema)).map(|(k, v)| (k.clone(), v)));
+    }
+    for (g, target) in [
+        ("queryParameters", &mut args.query),
+        ("headerParameters", &mut args.header),
+    ] {
+        if let Some(schema) = group(g) {
+            target.extend(properties(deref(root, schema)).map(|(k, v)| (wire(k), v)));
+        }
+    }
+    args.body_schema = group("body");
     args
 }
 

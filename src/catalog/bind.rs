@@ -51,27 +51,8 @@ pub fn bind(
         }
     }
     // Shared tokens, best pair first; a tie for a parameter is left to the rules below.
-    loop {
-        let mut best: Option<(usize, &str, &str)> = None;
-        let mut tied = false;
-        for p in params.iter().filter(|p| open(&out, p)) {
-            for l in loose.iter().filter(|l| free(&out, l.name)) {
-                let score = shared_tokens(l.name, p);
-                match best {
-                    _ if score == 0 => {}
-                    Some((b, bp, _)) if score == b && bp == *p => tied = true,
-                    Some((b, ..)) if score <= b => {}
-                    _ => {
-                        best = Some((score, p, l.name));
-                        tied = false;
-                    }
-                }
-            }
-        }
-        match best {
-            Some((_, p, a)) if !tied => add(&mut out, a, p, "tokens"),
-            _ => break,
-        }
+    while let Some((p, a)) = best_by_tokens(params, loose, &out) {
+        add(&mut out, a, p, "tokens");
     }
     let left_params: Vec<&str> = params.iter().copied().filter(|p| open(&out, p)).collect();
     let left_args: Vec<&Loose> = loose.iter().filter(|l| free(&out, l.name)).collect();
@@ -86,6 +67,34 @@ pub fn bind(
         }
     }
     out
+}
+
+/// The open parameter and free argument that share the most name tokens, unless another
+/// argument shares as many with that parameter.
+fn best_by_tokens<'a>(
+    params: &[&'a str],
+    loose: &[Loose<'a>],
+    out: &[Binding],
+) -> Option<(&'a str, &'a str)> {
+    let open = |p: &str| !out.iter().any(|b| b.parameter == p);
+    let free = |a: &str| !out.iter().any(|b| b.argument == a);
+    let mut best: Option<(usize, &str, &str)> = None;
+    let mut tied = false;
+    for p in params.iter().filter(|p| open(p)) {
+        for l in loose.iter().filter(|l| free(l.name)) {
+            let score = shared_tokens(l.name, p);
+            match best {
+                _ if score == 0 => {}
+                Some((b, bp, _)) if score == b && bp == *p => tied = true,
+                Some((b, ..)) if score <= b => {}
+                _ => {
+                    best = Some((score, p, l.name));
+                    tied = false;
+                }
+            }
+        }
+    }
+    best.filter(|_| !tied).map(|(_, p, a)| (p, a))
 }
 
 /// Name tokens: split on `_`, `-`, `.` and lower-to-upper case changes, lowercased.

@@ -269,6 +269,34 @@ fn found<'r, 'p>(
 }
 
 impl Table {
+    /// A template not seen before, as a new entry: in matchit, or segment by segment where
+    /// matchit refuses it; by depth; by its normalized text. Its index.
+    fn add_template(&mut self, normalized: String) -> usize {
+        let entry = self.entries.len();
+        // A parameter with literal text beside it (`{a}.vtex.com.br`) is also matched segment
+        // by segment: matchit does not go back once it took such a segment, so
+        // `/x.vtex.com.br/api/other` misses `/{a}.{b}.com.br/api/other` beside it.
+        let partial = normalized
+            .split('/')
+            .any(|s| s.contains('{') && !(s.starts_with('{') && s.ends_with('}')));
+        let refused = self
+            .matcher
+            .insert(matchit_form(&normalized), entry)
+            .is_err();
+        if refused || partial {
+            self.fallback.push(Fallback::new(&normalized, entry));
+        }
+        let depth = slashes(&normalized);
+        if self.by_depth.len() <= depth {
+            self.by_depth.resize_with(depth + 1, Vec::new);
+        }
+        self.by_depth[depth].push(entry);
+        self.index.insert(normalized.clone(), entry);
+        self.templates.push(normalized);
+        self.entries.push(Vec::new());
+        entry
+    }
+
     fn insert(
         &mut self,
         method: &str,
@@ -280,31 +308,7 @@ impl Table {
         let normalized = normalize_template(template);
         let entry = match self.index.get(&normalized) {
             Some(entry) => *entry,
-            None => {
-                let entry = self.entries.len();
-                // A parameter with literal text beside it (`{a}.vtex.com.br`) is also matched
-                // segment by segment: matchit does not go back once it took such a segment,
-                // so `/x.vtex.com.br/api/other` misses `/{a}.{b}.com.br/api/other` beside it.
-                let partial = normalized
-                    .split('/')
-                    .any(|s| s.contains('{') && !(s.starts_with('{') && s.ends_with('}')));
-                let refused = self
-                    .matcher
-                    .insert(matchit_form(&normalized), entry)
-                    .is_err();
-                if refused || partial {
-                    self.fallback.push(Fallback::new(&normalized, entry));
-                }
-                let depth = slashes(&normalized);
-                if self.by_depth.len() <= depth {
-                    self.by_depth.resize_with(depth + 1, Vec::new);
-                }
-                self.by_depth[depth].push(entry);
-                self.index.insert(normalized.clone(), entry);
-                self.templates.push(normalized);
-                self.entries.push(Vec::new());
-                entry
-            }
+            None => self.add_template(normalized),
         };
         if !spans.is_empty() && !self.spanning.iter().any(|f| f.entry == entry) {
             self.spanning

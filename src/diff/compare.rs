@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::{Change, Class};
 use crate::contract::{
-    BodyShape, Contract, FieldType, Operation, Param, Property, TypeSummary, WriteSemantics,
+    BodyShape, Contract, DeclaredResponse, FieldType, Operation, Param, Property, TypeSummary,
+    WriteSemantics,
 };
 use crate::finding::Location;
 
@@ -141,30 +142,7 @@ fn params(a: &Operation, b: &Operation, out: &mut Vec<Change>) {
     let removed: Vec<&Param> = a.params.iter().filter(|p| !find(b, p)).collect();
     let mut added: Vec<&Param> = b.params.iter().filter(|p| !find(a, p)).collect();
     for gone in removed {
-        let location = gone.location.as_str();
-        // A removal and an addition in the same place, of the same type, with a similar name.
-        let renamed = added.iter().position(|p| {
-            p.location == gone.location && p.summary == gone.summary && similar(&p.name, &gone.name)
-        });
-        if let Some(i) = renamed {
-            let to = added.remove(i);
-            let class = if to.required {
-                Class::Breaking
-            } else {
-                Class::Hazard // old clients still send the old name: ignored or refused
-            };
-            out.push(with(
-                change(class, "param_renamed", b, location, &to.name),
-                gone.name.clone(),
-                to.name.clone(),
-            ));
-            continue;
-        }
-        out.push(with(
-            change(Class::Hazard, "param_removed", b, location, &gone.name),
-            gone.summary.to_string(),
-            None,
-        ));
+        removed_param(b, gone, &mut added, out);
     }
     for new in added {
         let class = if new.required {
@@ -195,6 +173,34 @@ fn params(a: &Operation, b: &Operation, out: &mut Vec<Change>) {
         };
         compare_field(b, location, field, "param", out);
     }
+}
+
+/// A parameter `b` no longer has: renamed where one of those `added` is in the same place, of
+/// the same type, with a similar name (taken off `added`), else removed.
+fn removed_param(b: &Operation, gone: &Param, added: &mut Vec<&Param>, out: &mut Vec<Change>) {
+    let location = gone.location.as_str();
+    let renamed = added.iter().position(|p| {
+        p.location == gone.location && p.summary == gone.summary && similar(&p.name, &gone.name)
+    });
+    let Some(i) = renamed else {
+        out.push(with(
+            change(Class::Hazard, "param_removed", b, location, &gone.name),
+            gone.summary.to_string(),
+            None,
+        ));
+        return;
+    };
+    let to = added.remove(i);
+    let class = if to.required {
+        Class::Breaking
+    } else {
+        Class::Hazard // old clients still send the old name: ignored or refused
+    };
+    out.push(with(
+        change(class, "param_renamed", b, location, &to.name),
+        gone.name.clone(),
+        to.name.clone(),
+    ));
 }
 
 /// One parameter or request body property, before and after.
@@ -292,9 +298,14 @@ fn body(a: &Operation, b: &Operation, out: &mut Vec<Change>) {
             to.to_string(),
         ));
     }
-    let (Some(before), Some(after)) = (body_properties(a), body_properties(b)) else {
-        return;
-    };
+    if let (Some(before), Some(after)) = (body_properties(a), body_properties(b)) {
+        body_fields(b, before, after, out);
+    }
+}
+
+/// The top-level properties of a request body, before and after (`b`: the new operation).
+fn body_fields(b: &Operation, before: &[Property], after: &[Property], out: &mut Vec<Change>) {
+    let location = Location::Body.as_str();
     for p in before {
         if p.read_only {
             continue;
@@ -351,9 +362,7 @@ fn responses(old: &Contract, new: &Contract, a: &Operation, b: &Operation, out: 
         else {
             continue;
         };
-        let json = |r: &crate::contract::DeclaredResponse| {
-            r.media.iter().find(|m| m.json)?.summary.clone()
-        };
+        let json = |r: &DeclaredResponse| r.media.iter().find(|m| m.json)?.summary.clone();
         if let (Some(from), Some(to)) = (json(before), json(after))
             && from.ty != to.ty
         {
@@ -370,58 +379,71 @@ fn responses(old: &Contract, new: &Contract, a: &Operation, b: &Operation, out: 
             ));
             continue;
         }
-        let object = |c: &Contract, r: &crate::contract::DeclaredResponse| {
-            let media = r.media.iter().find(|m| m.json)?;
-            match &*c.response_shape(media)? {
-                BodyShape::Object { properties, .. } => Some(
-                    properties
-                        .iter()
-                        .map(|p| (p.name.clone(), p.summary.clone()))
-                        .collect::<Vec<_>>(),
+        if let (Some(x), Some(y)) = (top_fields(old, before), top_fields(new, after)) {
+            response_fields(b, &after.status, &x, &y, out);
+        }
+    }
+}
+
+/// The top-level properties of a JSON response's object, with their types.
+fn top_fields(c: &Contract, r: &DeclaredResponse) -> Option<Vec<(String, TypeSummary)>> {
+    let media = r.media.iter().find(|m| m.json)?;
+    match &*c.response_shape(media)? {
+        BodyShape::Object { properties, .. } => Some(
+            properties
+                .iter()
+                .map(|p| (p.name.clone(), p.summary.clone()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// A response's top-level properties before (`x`) and after (`y`), under `status`.
+fn response_fields(
+    b: &Operation,
+    status: &str,
+    x: &[(String, TypeSummary)],
+    y: &[(String, TypeSummary)],
+    out: &mut Vec<Change>,
+) {
+    let location = Location::Response.as_str();
+    for (name, from) in x {
+        let field = format!("{status} /{name}");
+        match y.iter().find(|(n, _)| n == name) {
+            None => out.push(with(
+                change(
+                    Class::Breaking,
+                    "response_property_removed",
+                    b,
+                    location,
+                    &field,
                 ),
-                _ => None,
-            }
-        };
-        let (Some(x), Some(y)) = (object(old, before), object(new, after)) else {
-            continue;
-        };
-        for (name, from) in &x {
-            let field = format!("{} /{name}", after.status);
-            match y.iter().find(|(n, _)| n == name) {
-                None => out.push(with(
-                    change(
-                        Class::Breaking,
-                        "response_property_removed",
-                        b,
-                        location,
-                        &field,
-                    ),
-                    from.to_string(),
-                    None,
-                )),
-                Some((_, to)) if to != from => {
-                    let class = if from.ty == to.ty && from.nullable && !to.nullable {
-                        Class::Info
-                    } else {
-                        Class::Breaking
-                    };
-                    out.push(with(
-                        change(class, "response_property_retyped", b, location, &field),
-                        from.to_string(),
-                        to.to_string(),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        for (name, to) in y.iter().filter(|(n, _)| !x.iter().any(|(m, _)| m == n)) {
-            let field = format!("{} /{name}", after.status);
-            out.push(with(
-                change(Class::Info, "response_property_added", b, location, &field),
+                from.to_string(),
                 None,
-                to.to_string(),
-            ));
+            )),
+            Some((_, to)) if to != from => {
+                let class = if from.ty == to.ty && from.nullable && !to.nullable {
+                    Class::Info
+                } else {
+                    Class::Breaking
+                };
+                out.push(with(
+                    change(class, "response_property_retyped", b, location, &field),
+                    from.to_string(),
+                    to.to_string(),
+                ));
+            }
+            Some(_) => {}
         }
+    }
+    for (name, to) in y.iter().filter(|(n, _)| !x.iter().any(|(m, _)| m == n)) {
+        let field = format!("{status} /{name}");
+        out.push(with(
+            change(Class::Info, "response_property_added", b, location, &field),
+            None,
+            to.to_string(),
+        ));
     }
 }
 

@@ -241,8 +241,19 @@ pub fn learn(arguments: &[(String, Value)], seen: &Seen) -> Vec<(String, Bound)>
             None => {}
         }
     }
-    // What the request carries that no argument accounts for, by name or by value.
-    let bound: BTreeSet<&str> = out
+    let supplied = supplied(arguments, seen, &out);
+    out.extend(supplied);
+    out
+}
+
+/// What the request carries that no argument accounts for, by name or by value (`bound`: what
+/// the arguments were found under): a field the server fills itself.
+fn supplied(
+    arguments: &[(String, Value)],
+    seen: &Seen,
+    bound: &[(String, Bound)],
+) -> Vec<(String, Bound)> {
+    let bound: BTreeSet<&str> = bound
         .iter()
         .filter_map(|(_, b)| match b {
             Bound::Renamed(r) | Bound::Nested(r) | Bound::Joined(r) => Some(r.as_str()),
@@ -271,12 +282,10 @@ pub fn learn(arguments: &[(String, Value)], seen: &Seen) -> Vec<(String, Bound)>
             supplied.insert(key);
         }
     }
-    let supplied: Vec<(String, Bound)> = supplied
+    supplied
         .into_iter()
         .map(|key| (String::new(), Bound::Supplied(key.to_string())))
-        .collect();
-    out.extend(supplied);
-    out
+        .collect()
 }
 
 /// A scalar's text as the wire carries it (`true`, `7`, `abc`); `None` for an object or list.
