@@ -128,16 +128,7 @@ async fn answer(
         && GUARDED.contains(&path)
         && !token.admits(&req)
     {
-        let mut reply = respond(
-            StatusCode::UNAUTHORIZED,
-            "text/plain",
-            format!("{path} needs the admin token: Authorization: Bearer <admin.token_file>\n"),
-        );
-        let challenge = HeaderValue::from_static("Bearer realm=\"driftwatch admin\"");
-        reply
-            .headers_mut()
-            .insert(http::header::WWW_AUTHENTICATE, challenge);
-        return Ok(reply);
+        return Ok(unauthorized(path));
     }
     let reply = match path {
         "/metrics" => {
@@ -149,40 +140,8 @@ async fn answer(
             )
         }
         "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" if s.ready.load(Ordering::SeqCst) => {
-            // Ready whether or not the store answers: observe mode never stops traffic.
-            let detail = s.ready_detail.as_ref().map(|line| line());
-            let detail = detail
-                .filter(|d| !d.is_empty())
-                .map(|d| d + "\n")
-                .unwrap_or_default();
-            respond(StatusCode::OK, "text/plain", format!("ready\n{detail}"))
-        }
-        "/readyz" => respond(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "not ready\n".into(),
-        ),
-        "/spec" => {
-            let all = s.revisions.all();
-            let each = |(i, (name, rev)): (usize, &(Option<String>, Arc<Revision>))| {
-                let (spec, warnings) = (&rev.spec, &rev.contract.warnings());
-                let mode = s.modes.get(i).map(|m| m.as_str());
-                let bundled: Vec<_> = rev.files.bundled.iter().map(|f| &f.path).collect();
-                json!({"api": name, "mode": mode, "revision": spec.revision, "openapi": spec.openapi,
-                       "operations": spec.operations, "source": spec.source, "bundled": bundled,
-                       "warning_count": warnings.len(),
-                       "warnings": &warnings[..warnings.len().min(200)],
-                       "learned_writes": learned_writes(&rev.contract, &s.survival, name.as_deref())})
-            };
-            // The first API's fields at the top, as a sidecar of one API always answered; each
-            // API's own, its mode among them, under `apis` when there are several.
-            let mut body = each((0, &all[0]));
-            if all.len() > 1 {
-                body["apis"] = all.iter().enumerate().map(each).collect();
-            }
-            respond(StatusCode::OK, "application/json", body.to_string())
-        }
+        "/readyz" => ready(&s),
+        "/spec" => spec(&s),
         "/spec/reload" if req.method() == http::Method::POST => {
             let only = form_urlencoded::parse(query.as_bytes())
                 .find(|(k, _)| k == "api")
@@ -195,17 +154,7 @@ async fn answer(
             "text/plain",
             "POST /spec/reload reloads the spec file (?api=NAME: that API's alone)\n".into(),
         ),
-        "/spec/diff" => {
-            let all = s.revisions.all();
-            let each = |(name, rev): &(Option<String>, Arc<Revision>)| {
-                json!({"api": name, "from": rev.previous, "to": rev.spec.revision, "changes": rev.changes})
-            };
-            let mut body = each(&all[0]);
-            if all.len() > 1 {
-                body["apis"] = all.iter().map(each).collect();
-            }
-            respond(StatusCode::OK, "application/json", body.to_string())
-        }
+        "/spec/diff" => spec_diff(&s),
         "/findings" => match parse_query(query) {
             Ok(q) => {
                 let events = s.recent.query(&q);
@@ -225,6 +174,70 @@ async fn answer(
         ),
     };
     Ok(reply)
+}
+
+/// 401 for a guarded path asked without the admin token, with its challenge.
+fn unauthorized(path: &str) -> Response<Full<Bytes>> {
+    let mut reply = respond(
+        StatusCode::UNAUTHORIZED,
+        "text/plain",
+        format!("{path} needs the admin token: Authorization: Bearer <admin.token_file>\n"),
+    );
+    let challenge = HeaderValue::from_static("Bearer realm=\"driftwatch admin\"");
+    reply
+        .headers_mut()
+        .insert(http::header::WWW_AUTHENTICATE, challenge);
+    reply
+}
+
+/// `/readyz`: ready once the proxy serves, whether or not the store answers (observe mode
+/// never stops traffic), with the lines `ready_detail` adds.
+fn ready(s: &Admin) -> Response<Full<Bytes>> {
+    if !s.ready.load(Ordering::SeqCst) {
+        return respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".into(),
+        );
+    }
+    let detail = s.ready_detail.as_ref().map(|line| line());
+    let detail = detail
+        .filter(|d| !d.is_empty())
+        .map(|d| d + "\n")
+        .unwrap_or_default();
+    respond(StatusCode::OK, "text/plain", format!("ready\n{detail}"))
+}
+
+/// `/spec`: the first API's fields at the top, as a sidecar of one API always answered; each
+/// API's own, its mode among them, under `apis` when there are several.
+fn spec(s: &Admin) -> Response<Full<Bytes>> {
+    let all = s.revisions.all();
+    let each = |(i, (name, rev)): (usize, &(Option<String>, Arc<Revision>))| {
+        let (spec, warnings) = (&rev.spec, &rev.contract.warnings());
+        let mode = s.modes.get(i).map(|m| m.as_str());
+        let bundled: Vec<_> = rev.files.bundled.iter().map(|f| &f.path).collect();
+        json!({"api": name, "mode": mode, "revision": spec.revision, "openapi": spec.openapi,
+               "operations": spec.operations, "source": spec.source, "bundled": bundled,
+               "warning_count": warnings.len(),
+               "warnings": &warnings[..warnings.len().min(200)],
+               "learned_writes": learned_writes(&rev.contract, &s.survival, name.as_deref())})
+    };
+    let mut body = each((0, &all[0]));
+    if all.len() > 1 {
+        body["apis"] = all.iter().enumerate().map(each).collect();
+    }
+    respond(StatusCode::OK, "application/json", body.to_string())
+}
+
+/// `/spec/diff`: what changed at each API's last reload.
+fn spec_diff(s: &Admin) -> Response<Full<Bytes>> {
+    let all = s.revisions.all();
+    let each = |(name, rev): &(Option<String>, Arc<Revision>)| json!({"api": name, "from": rev.previous, "to": rev.spec.revision, "changes": rev.changes});
+    let mut body = each(&all[0]);
+    if all.len() > 1 {
+        body["apis"] = all.iter().map(each).collect();
+    }
+    respond(StatusCode::OK, "application/json", body.to_string())
 }
 
 /// The replace writes whose answers taught something: how each is read now, and why.

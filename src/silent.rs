@@ -58,17 +58,7 @@ impl Tracker<'_> {
             return at_risk;
         }
         let map = self.field_maps.get(&op.id);
-        let learned = self
-            .memory
-            .survival
-            .of(&crate::memory::survival::name(self.api, op));
-        if let Some(learned) = learned {
-            findings.retain(|f| {
-                let write_name = f.field.trim_start_matches('/');
-                f.kind != Kind::OmittedOnReplace
-                    || !learned.kept.contains(read_name(map, write_name))
-            });
-        }
+        self.drop_survivors(op, map, findings);
         let Some(snapshot) = self.memory.recall(key, now) else {
             return at_risk;
         };
@@ -103,21 +93,27 @@ impl Tracker<'_> {
                 value_hash: format!("{:016x}", state.hash),
                 write_request_id: None,
             };
-            f.kind = Kind::SilentClearRisk;
-            f.severity = Severity::Critical;
-            f.observed = Some("absent; held a value at the last GET".into());
-            f.message = compact_str::format_compact!(
-                "{} {} ({}) would erase `{write_name}`: the body omits it, and the GET {} at {} showed it holding a value; send its current value",
-                op.method,
-                op.template,
-                op.id,
-                snapshot.request_id,
-                humantime::format_rfc3339_seconds(snapshot.at)
-            );
-            f.evidence = Some(Box::new(evidence.clone()));
+            at_risk_finding(f, op, &snapshot, &write_name, &evidence);
             at_risk.push((read_name, write_name, evidence));
         }
         at_risk
+    }
+
+    /// Drop the `omitted_on_replace` of each field this operation's answers showed kept.
+    fn drop_survivors(
+        &self,
+        op: &Operation,
+        map: Option<&HashMap<String, String>>,
+        findings: &mut Vec<Finding>,
+    ) {
+        let name = crate::memory::survival::name(self.api, op);
+        let Some(learned) = self.memory.survival.of(&name) else {
+            return;
+        };
+        findings.retain(|f| {
+            let write_name = f.field.trim_start_matches('/');
+            f.kind != Kind::OmittedOnReplace || !learned.kept.contains(read_name(map, write_name))
+        });
     }
 
     /// After a response: remember a GET, and read a write's own answer for the fields it put
@@ -260,6 +256,29 @@ fn confirm(
             f
         })
         .collect()
+}
+
+/// `f`, an omitted field the last GET showed holding a value, made a critical
+/// `silent_clear_risk` naming that GET.
+fn at_risk_finding(
+    f: &mut Finding,
+    op: &Operation,
+    snapshot: &Snapshot,
+    write_name: &str,
+    evidence: &Evidence,
+) {
+    f.kind = Kind::SilentClearRisk;
+    f.severity = Severity::Critical;
+    f.observed = Some("absent; held a value at the last GET".into());
+    f.message = compact_str::format_compact!(
+        "{} {} ({}) would erase `{write_name}`: the body omits it, and the GET {} at {} showed it holding a value; send its current value",
+        op.method,
+        op.template,
+        op.id,
+        snapshot.request_id,
+        humantime::format_rfc3339_seconds(snapshot.at)
+    );
+    f.evidence = Some(Box::new(evidence.clone()));
 }
 
 #[cfg(test)]

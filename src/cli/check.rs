@@ -5,20 +5,17 @@ mod replay;
 mod report;
 mod row;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use crate::audit::ReportedOnce;
 use crate::config::{ConfigError, Layers};
 use crate::contract::Contract;
 use crate::finding::Severity;
 use crate::memory::Memory;
 use crate::settings::Settings;
-use crate::silent::Tracker;
 use crate::spec::Spec;
 use crate::traffic::{Format, Item, Progress, Stream};
 use replay::{Replay, audit_all};
@@ -125,6 +122,78 @@ impl CheckArgs {
 }
 
 /// A bar of the bytes read, on stderr when it is a terminal and the input is a file.
+/// The spec, every part compiled first (offline, the report lists every part that cannot
+/// be), and its revision.
+fn compiled(args: &CheckArgs, settings: &Settings) -> anyhow::Result<(Contract, String)> {
+    let spec = Spec::load(&args.spec)?;
+    let options = crate::contract::ContractOptions {
+        lazy: false,
+        ..settings.apis[0].spec.contract.clone()
+    };
+    let contract = Contract::compile(&spec, &options)?;
+    Ok((contract, spec.revision.clone()))
+}
+
+/// The audit of a recording as a pipeline: while this thread replays and reports one chunk
+/// in recording order, a pool audits the next.
+struct Pipeline<'a> {
+    contract: &'a Contract,
+    settings: &'a Settings,
+    /// The pool's threads; 0: one per core.
+    threads: usize,
+    bar: Option<&'a (indicatif::ProgressBar, Progress)>,
+}
+
+impl Pipeline<'_> {
+    fn run(
+        self,
+        stream: Stream,
+        replay: &mut Replay<'_>,
+        report: &mut Report<'_>,
+    ) -> anyhow::Result<()> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .thread_name(|n| format!("driftwatch-check-{n}"))
+            .build()?;
+        let (contract, settings) = (self.contract, self.settings);
+        let hash_key = replay.tracker.memory.hash_key;
+        std::thread::scope(|scope| -> anyhow::Result<()> {
+            let (tx, audited_chunks) = std::sync::mpsc::sync_channel(2);
+            scope.spawn(move || {
+                for chunk in stream {
+                    let mut exchanges = Vec::with_capacity(chunk.len());
+                    let mut problems = Vec::new();
+                    for item in chunk {
+                        match item {
+                            Item::Exchange(e) => exchanges.push(e),
+                            Item::Problem(p) => problems.push(p),
+                        }
+                    }
+                    let audited =
+                        pool.install(|| audit_all(contract, settings, hash_key, &exchanges));
+                    if tx.send((problems, exchanges, audited)).is_err() {
+                        return;
+                    }
+                }
+            });
+            for (problems, exchanges, audited) in audited_chunks {
+                for p in problems {
+                    report.problem(p);
+                }
+                for (exchange, mut audited) in exchanges.iter().zip(audited) {
+                    let path = std::mem::take(&mut audited.path);
+                    let findings = replay.findings(exchange, audited);
+                    report.exchange(exchange, &path, findings)?;
+                }
+                if let Some((bar, progress)) = self.bar {
+                    bar.set_position(progress.read());
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
 fn progress_bar(progress: Option<Progress>) -> Option<(indicatif::ProgressBar, Progress)> {
     use std::io::IsTerminal;
     let progress = progress.filter(|_| std::io::stderr().is_terminal())?;
@@ -138,100 +207,45 @@ fn progress_bar(progress: Option<Progress>) -> Option<(indicatif::ProgressBar, P
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
-    let spec = Spec::load(&args.spec)?;
-    // Offline, every part is compiled first: the report lists every part that cannot be.
-    let options = crate::contract::ContractOptions {
-        lazy: false,
-        ..settings.apis[0].spec.contract.clone()
-    };
-    let contract = Contract::compile(&spec, &options)?;
-    let revision = spec.revision.clone();
-    drop(spec);
+    let (contract, revision) = compiled(args, &settings)?;
     if args.writes {
         super::writes::list(&contract, &mut std::io::stderr().lock())?;
     }
     let mut stream = Stream::open(&args.traffic, args.input_format.named())?;
     let format = stream.format;
     let bar = progress_bar(stream.progress.take());
-    let threads = args.jobs.unwrap_or(0);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|n| format!("driftwatch-check-{n}"))
-        .build()?;
     // The same silent-clear memory the proxy keeps, across the recording: replaying an
     // incident's traffic gives the verdict the live sidecar gave.
     let defaults = &settings.memory;
     let memory = Memory::new(defaults.max_entries, defaults.ttl, defaults.hash_key);
-    let mut replay = Replay {
-        tracker: Tracker {
-            memory: &memory,
-            field_maps: &defaults.field_map,
-            api: "",
-        },
-        reported: ReportedOnce::default(),
-        unaudited: BTreeMap::new(),
-    };
+    let mut replay = Replay::new(&memory, &defaults.field_map);
     // stdout is line-buffered: a write per finding cost more than the audit.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let mut report = Report::start(&mut out, args.format)?;
-    // A pipeline: while this thread replays and reports one chunk, the pool audits the next.
-    std::thread::scope(|scope| -> anyhow::Result<()> {
-        let (tx, audited_chunks) = std::sync::mpsc::sync_channel(2);
-        let (contract, settings, hash_key) = (&contract, &settings, memory.hash_key);
-        scope.spawn(move || {
-            for chunk in stream {
-                let mut exchanges = Vec::with_capacity(chunk.len());
-                let mut problems = Vec::new();
-                for item in chunk {
-                    match item {
-                        Item::Exchange(e) => exchanges.push(e),
-                        Item::Problem(p) => problems.push(p),
-                    }
-                }
-                let audited = pool.install(|| audit_all(contract, settings, hash_key, &exchanges));
-                if tx.send((problems, exchanges, audited)).is_err() {
-                    return;
-                }
-            }
-        });
-        for (problems, exchanges, audited) in audited_chunks {
-            for p in problems {
-                report.problem(p);
-            }
-            for (exchange, mut audited) in exchanges.iter().zip(audited) {
-                let path = std::mem::take(&mut audited.path);
-                let findings = replay.findings(exchange, audited);
-                report.exchange(exchange, &path, findings)?;
-            }
-            if let Some((bar, progress)) = &bar {
-                bar.set_position(progress.read());
-            }
-        }
-        Ok(())
-    })?;
+    let pipeline = Pipeline {
+        contract: &contract,
+        settings: &settings,
+        threads: args.jobs.unwrap_or(0),
+        bar: bar.as_ref(),
+    };
+    pipeline.run(stream, &mut replay, &mut report)?;
     if let Some((bar, _)) = bar {
         bar.finish_and_clear();
     }
     if report.exchanges() == 0
         && let Some(first) = report.first_problem()
     {
-        anyhow::bail!(
-            "{}: no exchange could be read (first problem: {})",
-            args.traffic.display(),
-            first.reason
-        );
+        let traffic = args.traffic.display();
+        let first = &first.reason;
+        anyhow::bail!("{traffic}: no exchange could be read (first problem: {first})");
     }
     let fail_on = args.fail_on.threshold();
     let failed = fail_on
         .zip(report.worst())
         .is_some_and(|(threshold, worst)| worst >= threshold);
     if args.writes {
-        super::writes::learned(
-            &contract,
-            &memory.survival,
-            "",
-            &mut std::io::stderr().lock(),
-        )?;
+        let stderr = &mut std::io::stderr().lock();
+        super::writes::learned(&contract, &memory.survival, "", stderr)?;
     }
     report.finish(&Ending {
         format,

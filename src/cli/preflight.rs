@@ -110,17 +110,7 @@ fn one_api(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     if named {
-        let hosts: Vec<String> = api.hosts.iter().map(|h| h.to_string()).collect();
-        let by = match (&api.prefix, hosts.is_empty()) {
-            (Some(prefix), _) => format!("prefix {prefix}"),
-            (None, false) => format!("hosts {}", hosts.join(", ")),
-            (None, true) => "every request no other API takes".to_string(),
-        };
-        writeln!(
-            out,
-            "  api       {} ({by})",
-            api.name.as_deref().unwrap_or("default")
-        )?;
+        writeln!(out, "  api       {}", selected_by(api))?;
     }
     if let Some(upstream) = &api.upstream {
         writeln!(
@@ -157,7 +147,23 @@ fn one_api(
     for warning in warnings {
         writeln!(out, "    {warning}")?;
     }
-    for (id, labels) in revision.contract.shared_ids() {
+    shared_ids(&revision.contract, out)
+}
+
+/// An API's name, and what selects it: its prefix, its hosts, or neither.
+fn selected_by(api: &ApiSettings) -> String {
+    let hosts: Vec<String> = api.hosts.iter().map(|h| h.to_string()).collect();
+    let by = match (&api.prefix, hosts.is_empty()) {
+        (Some(prefix), _) => format!("prefix {prefix}"),
+        (None, false) => format!("hosts {}", hosts.join(", ")),
+        (None, true) => "every request no other API takes".to_string(),
+    };
+    format!("{} ({by})", api.name.as_deref().unwrap_or("default"))
+}
+
+/// The operationIds several operations share, each with what that means.
+fn shared_ids(contract: &crate::contract::Contract, out: &mut impl Write) -> anyhow::Result<()> {
+    for (id, labels) in contract.shared_ids() {
         writeln!(
             out,
             "  shared id {id}: {} ({})",

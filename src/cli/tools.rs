@@ -60,22 +60,7 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let spec = Spec::load(&args.spec)?;
     let contract = Contract::compile(&spec, &Default::default())?;
     if args.generate {
-        let enabled = match (&args.enable, args.all) {
-            (_, true) => None,
-            (Some(path), false) => Some(
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("{}", path.display()))?
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(String::from)
-                    .collect::<Vec<_>>(),
-            ),
-            (None, false) => anyhow::bail!(
-                "--generate needs --enable FILE (operations are off until enabled) or --all"
-            ),
-        };
-        let catalog = generate(&contract, enabled.as_deref())?;
+        let catalog = generate(&contract, enabled(args)?.as_deref())?;
         serde_json::to_writer_pretty(&mut *out, &catalog)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
@@ -117,6 +102,26 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// The operations `--generate` exposes: those `--enable` lists, or every one (`None`) for
+/// `--all`.
+fn enabled(args: &ToolsArgs) -> anyhow::Result<Option<Vec<String>>> {
+    Ok(match (&args.enable, args.all) {
+        (_, true) => None,
+        (Some(path), false) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("{}", path.display()))?
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from)
+                .collect(),
+        ),
+        (None, false) => anyhow::bail!(
+            "--generate needs --enable FILE (operations are off until enabled) or --all"
+        ),
     })
 }
 

@@ -79,11 +79,6 @@ const STORIES: [(&str, &str); 2] = [
 /// Functions over 60 lines when the rule came to cover all of `src/` (issue 51), each to be
 /// split; the list may only shrink: one no longer long must leave it.
 const NOT_YET_SPLIT: &[(&str, &str)] = &[
-    ("src/silent.rs", "before_write"),
-    ("src/admin.rs", "answer"),
-    ("src/cli/preflight.rs", "one_api"),
-    ("src/cli/tools.rs", "run"),
-    ("src/cli/check.rs", "run"),
     ("src/contract/schemas.rs", "build_shape"),
     ("src/contract/schemas.rs", "collect_object"),
     ("src/contract/compile.rs", "compile"),

@@ -115,6 +115,27 @@ pub struct Replay<'m> {
     pub unaudited: BTreeMap<&'static str, usize>,
 }
 
+impl<'m> Replay<'m> {
+    /// A replay on `memory`, with the write-to-read field names of `memory.field_map`.
+    pub fn new(
+        memory: &'m crate::memory::Memory,
+        field_maps: &'m std::collections::HashMap<
+            String,
+            std::collections::HashMap<String, String>,
+        >,
+    ) -> Replay<'m> {
+        Replay {
+            tracker: Tracker {
+                memory,
+                field_maps,
+                api: "",
+            },
+            reported: ReportedOnce::default(),
+            unaudited: BTreeMap::new(),
+        }
+    }
+}
+
 impl Replay<'_> {
     /// The exchange's findings in the order the sidecar reports them: the request's (a write
     /// upgraded where the memory shows a value), the clears its response confirms, the
