@@ -2,6 +2,8 @@
 //! cannot say: undeclared fields where `additionalProperties` is absent, and declared fields a
 //! full-replace write leaves out (the first sign of a silent clear).
 
+use std::borrow::Cow;
+
 use compact_str::ToCompactString;
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -35,23 +37,11 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
     }
     let content_type = request.content_type();
     let Some(media) = content_type.and_then(|ct| match_media(&declared.media, ct)) else {
-        let accepted: Vec<&str> = declared
-            .media
-            .iter()
-            .map(|m| m.media_type.as_str())
-            .collect();
-        let sent = content_type.unwrap_or("none");
-        out.push(
-            Finding::new(Kind::UnsupportedMediaType, Location::Header, "content-type")
-                .expected(accepted.join(", "))
-                .observed(sent)
-                .message(format!(
-                    "{} {} does not accept a `{sent}` body; send one of {}",
-                    op.method,
-                    op.template,
-                    accepted.join(", ")
-                )),
-        );
+        out.push(unsupported(
+            op,
+            &declared.media,
+            content_type.unwrap_or("none"),
+        ));
         return;
     };
     if !media.json {
@@ -65,35 +55,14 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
         );
         return;
     }
-    let decoded;
-    let raw = match request.headers.get("content-encoding") {
-        None => raw,
-        Some(coding) if coding.trim().eq_ignore_ascii_case("identity") => raw,
-        Some(coding) => match crate::encoding::decode(Some(coding), raw.to_vec(), DECODED_MAX) {
-            Ok(bytes) => {
-                decoded = bytes;
-                &decoded[..]
-            }
-            Err(why) => {
-                let coding = coding.trim().to_ascii_lowercase();
-                let observed = match why {
-                    crate::encoding::Undecoded::Undecodable => format!("undecodable {coding} body"),
-                    crate::encoding::Undecoded::TooLarge => {
-                        format!("{coding} body over 16 MiB decoded")
-                    }
-                };
-                out.push(
-                    Finding::new(Kind::Unaudited, Location::Body, "")
-                        .message(format!(
-                            "the body is forwarded as sent but not audited: {observed}"
-                        ))
-                        .observed(observed),
-                );
-                return;
-            }
-        },
+    let raw = match decoded(request, raw) {
+        Ok(raw) => raw,
+        Err(observed) => {
+            out.push(undecoded(observed));
+            return;
+        }
     };
-    let doc = match crate::json::parse(raw) {
+    let doc = match crate::json::parse(&raw) {
         Ok(doc) => doc,
         Err(e) => {
             out.push(unparsed(&e));
@@ -101,6 +70,52 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
         }
     };
     check_value(op, media, doc.root(), out);
+}
+
+/// `unsupported_media_type` for a body `sent` as a type the operation does not accept.
+fn unsupported(op: &Operation, accepted: &[MediaBody], sent: &str) -> Finding {
+    let accepted: Vec<&str> = accepted.iter().map(|m| m.media_type.as_str()).collect();
+    Finding::new(Kind::UnsupportedMediaType, Location::Header, "content-type")
+        .expected(accepted.join(", "))
+        .observed(sent)
+        .message(format!(
+            "{} {} does not accept a `{sent}` body; send one of {}",
+            op.method,
+            op.template,
+            accepted.join(", ")
+        ))
+}
+
+/// `unaudited` for a body that could not be decoded for reading (`observed` says why).
+fn undecoded(observed: String) -> Finding {
+    Finding::new(Kind::Unaudited, Location::Body, "")
+        .message(format!(
+            "the body is forwarded as sent but not audited: {observed}"
+        ))
+        .observed(observed)
+}
+
+/// The body as the audit reads it: decoded from its `Content-Encoding`, within
+/// `DECODED_MAX`; else why not (`undecodable gzip body`).
+fn decoded<'a>(request: &RequestView, raw: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+    let coding = match request.headers.get("content-encoding") {
+        None => return Ok(Cow::Borrowed(raw)),
+        Some(coding) if coding.trim().eq_ignore_ascii_case("identity") => {
+            return Ok(Cow::Borrowed(raw));
+        }
+        Some(coding) => coding,
+    };
+    crate::encoding::decode(Some(coding), raw.to_vec(), DECODED_MAX)
+        .map(Cow::Owned)
+        .map_err(|why| {
+            let coding = coding.trim().to_ascii_lowercase();
+            match why {
+                crate::encoding::Undecoded::Undecodable => format!("undecodable {coding} body"),
+                crate::encoding::Undecoded::TooLarge => {
+                    format!("{coding} body over 16 MiB decoded")
+                }
+            }
+        })
 }
 
 /// The finding for a body serde_json could not parse: `unaudited` where the limit is the
@@ -150,29 +165,7 @@ fn beyond_the_parser(e: &serde_json::Error) -> Option<&'static str> {
 /// Audit a parsed JSON body against one declared media type.
 pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &mut Findings) {
     let shape = super::branches::chosen_shape(&media.shape, value);
-    let top_level = match shape {
-        Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
-        _ => &[],
-    };
-    // A merge write (PATCH) sends only what changes: `required` in a schema it shares with the
-    // full model does not apply to it.
-    let partial = op.write == WriteSemantics::Merge;
-    // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
-    if let Some(validator) = media.validator.get().filter(|v| !v.is_valid(value)) {
-        for error in validator.iter_errors(value) {
-            if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
-                continue;
-            }
-            let Some(finding) = schema_finding(&error, value, top_level, shape.is_some()) else {
-                continue;
-            };
-            // Only an error that would be listed says that more were left out.
-            if out.full() {
-                break;
-            }
-            out.push(finding);
-        }
-    }
+    schema_errors(op, media, value, shape, out);
     let (
         Some(BodyShape::Object {
             properties,
@@ -203,23 +196,66 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
     }
     let writable = properties.iter().filter(|p| !p.read_only).count();
     if op.write == WriteSemantics::Replace && writable_sent < writable {
-        // Which were sent, marked in a second pass: a lookup of each declared property
-        // scanned the body's members (a parsed body is a list), 5 % of `check`'s time.
-        let mut was_sent = vec![false; properties.len()];
-        let mut declared = super::members::Cursor::new(properties);
-        for (key, _) in sent.members() {
-            if let Some(at) = declared.position(key) {
-                was_sent[at] = true;
-            }
-        }
         out.reserve(writable - writable_sent);
-        for (p, _) in properties
-            .iter()
-            .zip(&was_sent)
-            .filter(|(p, sent)| !p.read_only && !**sent && !op.computed.contains(&p.name))
-        {
-            out.push(omitted(op, p));
+        omitted_fields(op, properties, sent, out);
+    }
+}
+
+/// What the body's schema refuses, each error as its finding. A merge write (PATCH) sends only
+/// what changes: `required` in a schema it shares with the full model does not apply to it.
+fn schema_errors(
+    op: &Operation,
+    media: &MediaBody,
+    value: Node,
+    shape: Option<&BodyShape>,
+    out: &mut Findings,
+) {
+    let top_level = match shape {
+        Some(BodyShape::Object { properties, .. }) => properties.as_slice(),
+        _ => &[],
+    };
+    let partial = op.write == WriteSemantics::Merge;
+    // `is_valid` first: it stops at the first error and builds none; most bodies are valid.
+    let Some(validator) = media.validator.get().filter(|v| !v.is_valid(value)) else {
+        return;
+    };
+    for error in validator.iter_errors(value) {
+        if partial && matches!(error.kind(), ValidationErrorKind::Required { .. }) {
+            continue;
         }
+        let Some(finding) = schema_finding(&error, value, top_level, shape.is_some()) else {
+            continue;
+        };
+        // Only an error that would be listed says that more were left out.
+        if out.full() {
+            break;
+        }
+        out.push(finding);
+    }
+}
+
+/// `omitted_on_replace` for each writable property a replace write's body leaves out, unless
+/// the API computes it. Which were sent is marked in one pass: a lookup of each declared
+/// property scanned the body's members (a parsed body is a list), 5 % of `check`'s time.
+fn omitted_fields(
+    op: &Operation,
+    properties: &[Property],
+    sent: crate::json::Object<'_>,
+    out: &mut Findings,
+) {
+    let mut was_sent = vec![false; properties.len()];
+    let mut declared = super::members::Cursor::new(properties);
+    for (key, _) in sent.members() {
+        if let Some(at) = declared.position(key) {
+            was_sent[at] = true;
+        }
+    }
+    for (p, _) in properties
+        .iter()
+        .zip(&was_sent)
+        .filter(|(p, sent)| !p.read_only && !**sent && !op.computed.contains(&p.name))
+    {
+        out.push(omitted(op, p));
     }
 }
 
@@ -302,29 +338,13 @@ fn schema_finding(
         }
         ValidationErrorKind::AdditionalProperties { unexpected }
         | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-            let names = unexpected.join("`, `");
-            Some(
-                Finding::new(Kind::UndeclaredBodyField, Location::Body, format!("{path}/{}", unexpected.first().map_or("", |s| s)))
-                    .severity(Severity::Error)
-                    .observed("present")
-                    .message(format!("body field(s) `{names}` at {} are not declared and the schema forbids others", place(path))),
-            )
+            Some(forbidden_fields(path, unexpected))
         }
         ValidationErrorKind::Required { property } => {
             let name = property.as_str().unwrap_or_default();
-            if path.is_empty() && top_level.iter().any(|p| p.name == name && p.read_only) {
-                return None;
-            }
-            Some(
-                Finding::new(
-                    Kind::BodySchemaViolation,
-                    Location::Body,
-                    compact_str::format_compact!("{path}/{name}"),
-                )
-                .expected("required")
-                .observed("absent")
-                .message(format!("required body field `{path}/{name}` is missing")),
-            )
+            // A property the API computes is never the client's to send.
+            let computed = path.is_empty() && top_level.iter().any(|p| p.name == name && p.read_only);
+            (!computed).then(|| required_missing(path, name))
         }
         ValidationErrorKind::Type { kind } => {
             let expected = type_names(kind);
@@ -348,6 +368,35 @@ fn schema_finding(
                 .message(format!("{}: {}", field("body", path), masked(error))),
         ),
     }
+}
+
+/// Fields sent where the schema forbids any it does not declare.
+fn forbidden_fields(path: &str, unexpected: &[String]) -> Finding {
+    let names = unexpected.join("`, `");
+    let first = unexpected.first().map_or("", |s| s);
+    Finding::new(
+        Kind::UndeclaredBodyField,
+        Location::Body,
+        format!("{path}/{first}"),
+    )
+    .severity(Severity::Error)
+    .observed("present")
+    .message(format!(
+        "body field(s) `{names}` at {} are not declared and the schema forbids others",
+        place(path)
+    ))
+}
+
+/// A required body field the body lacks.
+fn required_missing(path: &str, name: &str) -> Finding {
+    Finding::new(
+        Kind::BodySchemaViolation,
+        Location::Body,
+        compact_str::format_compact!("{path}/{name}"),
+    )
+    .expected("required")
+    .observed("absent")
+    .message(format!("required body field `{path}/{name}` is missing"))
 }
 
 /// A value no branch of an `anyOf`/`oneOf` accepts: the finding names the fields the closest

@@ -102,8 +102,33 @@ fn check_query(op: &Operation, query: &str, authorized: bool, out: &mut Findings
             None => {}
         }
     }
-    // The apiKey credentials the operation's security accepts, and the keys its template
-    // fixes (`/a?type=list`), are declared inputs too.
+    other_inputs(op, &pairs, &mut used);
+    // A required exploded object that takes any key (AWS's `Attributes`, sent as
+    // `Attributes.entry.1.key=...`) is sent when a key no other parameter takes is there.
+    if used.contains(&false) {
+        missing.retain(|p| !(p.free_form && is_exploded_object(p)));
+    }
+    missing.retain(|p| !carried_by_authorization(op, p, authorized));
+    let unknown = match !free_form && !op.open_query && used.contains(&false) {
+        true => unknown_keys(op, &pairs, &used, out),
+        false => Vec::new(),
+    };
+    for (key, suggestion) in &unknown {
+        let also_missing = missing.iter().any(|m| Some(&m.name) == suggestion.as_ref());
+        out.push(unknown_param(op, key, suggestion.clone(), also_missing));
+    }
+    for param in missing {
+        let sent_instead = unknown
+            .iter()
+            .find(|(_, s)| s.as_deref() == Some(param.name.as_str()))
+            .map(|(k, _)| *k);
+        out.push(missing_param(op, param, sent_instead));
+    }
+}
+
+/// The apiKey credentials the operation's security accepts, and the keys its template fixes
+/// (`/a?type=list`), are declared inputs too: each key they name is marked used.
+fn other_inputs(op: &Operation, pairs: &[(Cow<str>, Cow<str>)], used: &mut [bool]) {
     let credentials = op
         .credentials
         .iter()
@@ -115,54 +140,54 @@ fn check_query(op: &Operation, query: &str, authorized: bool, out: &mut Findings
             *used |= *key == name;
         }
     }
-    // A required exploded object that takes any key (AWS's `Attributes`, sent as
-    // `Attributes.entry.1.key=...`) is sent when a key no other parameter takes is there.
-    if used.contains(&false) {
-        missing.retain(|p| !(p.free_form && is_exploded_object(p)));
-    }
-    missing.retain(|p| !carried_by_authorization(op, p, authorized));
+}
+
+/// The keys no parameter took, each once, with the declared name it may have meant; as many
+/// as `out` has room for (past it, counted as left out).
+fn unknown_keys<'q>(
+    op: &Operation,
+    pairs: &'q [(Cow<str>, Cow<str>)],
+    used: &[bool],
+    out: &mut Findings,
+) -> Vec<(&'q str, Option<String>)> {
+    let declared: Vec<&str> = op
+        .params_in(Location::Query)
+        .flat_map(|p| {
+            std::iter::once(p.name.as_str()).chain(p.properties.iter().map(|(n, _)| n.as_str()))
+        })
+        .collect();
     let mut unknown: Vec<(&str, Option<String>)> = Vec::new();
-    if !free_form && !op.open_query && used.contains(&false) {
-        // The names a misspelled key may have meant; gathered only when a key was not taken.
-        let declared: Vec<&str> = op
-            .params_in(Location::Query)
-            .flat_map(|p| {
-                std::iter::once(p.name.as_str()).chain(p.properties.iter().map(|(n, _)| n.as_str()))
-            })
-            .collect();
-        for ((key, _), used) in pairs.iter().zip(&used) {
-            if !used && !unknown.iter().any(|(k, _)| k == key) {
-                if unknown.len() >= out.room() {
-                    out.left_out();
-                    break;
-                }
-                unknown.push((key, did_you_mean(key, declared.iter().copied())));
+    for ((key, _), used) in pairs.iter().zip(used) {
+        if !used && !unknown.iter().any(|(k, _)| k == key) {
+            if unknown.len() >= out.room() {
+                out.left_out();
+                break;
             }
+            unknown.push((key, did_you_mean(key, declared.iter().copied())));
         }
     }
-    for (key, suggestion) in &unknown {
-        let also_missing = missing.iter().any(|m| Some(&m.name) == suggestion.as_ref());
-        let hint = match (suggestion, also_missing) {
-            (Some(s), true) => format!("; did you mean `{s}`, which is required and missing?"),
-            (Some(s), false) => format!("; did you mean `{s}`?"),
-            (None, _) => String::new(),
-        };
-        out.push(
-            Finding::new(Kind::UnknownQueryParam, Location::Query, *key)
-                .suggestion(suggestion.clone())
-                .message(format!(
-                    "query parameter `{key}` is not accepted by {} {} ({}){hint}",
-                    op.method, op.template, op.id
-                )),
-        );
-    }
-    for param in missing {
-        let sent_instead = unknown
-            .iter()
-            .find(|(_, s)| s.as_deref() == Some(param.name.as_str()))
-            .map(|(k, _)| *k);
-        out.push(missing_param(op, param, sent_instead));
-    }
+    unknown
+}
+
+/// `unknown_query_param` for `key`, with the name it may have meant (`also_missing`: that
+/// name is required and was not sent).
+fn unknown_param(
+    op: &Operation,
+    key: &str,
+    suggestion: Option<String>,
+    also_missing: bool,
+) -> Finding {
+    let hint = match (&suggestion, also_missing) {
+        (Some(s), true) => format!("; did you mean `{s}`, which is required and missing?"),
+        (Some(s), false) => format!("; did you mean `{s}`?"),
+        (None, _) => String::new(),
+    };
+    Finding::new(Kind::UnknownQueryParam, Location::Query, key)
+        .suggestion(suggestion)
+        .message(format!(
+            "query parameter `{key}` is not accepted by {} {} ({}){hint}",
+            op.method, op.template, op.id
+        ))
 }
 
 fn check_headers(op: &Operation, request: &RequestView, out: &mut Findings) {

@@ -42,16 +42,7 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
         return; // 1xx are interim; an operation without `responses` declares nothing to hold to.
     }
     let Some(declared) = op.responses.for_status(status) else {
-        let expected = op.responses.statuses();
-        out.push(
-            Finding::new(Kind::UndeclaredStatus, Location::Response, status.to_compact_string())
-                .expected(expected.clone())
-                .observed(status.to_compact_string())
-                .message(format!(
-                    "{} {} ({}) answered {status}, which the spec does not declare (declared: {expected})",
-                    op.method, op.template, op.id
-                )),
-        );
+        out.push(undeclared_status(op, status));
         return;
     };
     let Some(body) = response.body.filter(|b| !b.is_empty()) else {
@@ -60,29 +51,7 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     let content_type = response.content_type();
     let sent = content_type.unwrap_or("none");
     let Some(media) = content_type.and_then(|ct| match_media(&declared.media, ct)) else {
-        let listed: Vec<&str> = declared
-            .media
-            .iter()
-            .map(|m| m.media_type.as_str())
-            .collect();
-        let expected = if listed.is_empty() {
-            "no body".to_string()
-        } else {
-            listed.join(", ")
-        };
-        out.push(
-            Finding::new(
-                Kind::UndeclaredResponseMediaType,
-                Location::Response,
-                "content-type",
-            )
-            .expected(expected.clone())
-            .observed(sent)
-            .message(format!(
-                "{} {} ({}) answered {status} with a `{sent}` body; the spec declares {expected} for {}",
-                op.method, op.template, op.id, declared.status
-            )),
-        );
+        out.push(undeclared_media(op, status, declared, sent));
         return;
     };
     if !media.json {
@@ -123,6 +92,52 @@ fn check(contract: &Contract, op: &Operation, response: &ResponseView, out: &mut
     if op.method == "GET" && (200..300).contains(&status) {
         drop_hazards(contract, op, out);
     }
+}
+
+/// A status the operation does not declare.
+fn undeclared_status(op: &Operation, status: u16) -> Finding {
+    let expected = op.responses.statuses();
+    Finding::new(
+        Kind::UndeclaredStatus,
+        Location::Response,
+        status.to_compact_string(),
+    )
+    .expected(expected.clone())
+    .observed(status.to_compact_string())
+    .message(format!(
+        "{} {} ({}) answered {status}, which the spec does not declare (declared: {expected})",
+        op.method, op.template, op.id
+    ))
+}
+
+/// A body `sent` as a media type the status does not declare.
+fn undeclared_media(
+    op: &Operation,
+    status: u16,
+    declared: &crate::contract::DeclaredResponse,
+    sent: &str,
+) -> Finding {
+    let listed: Vec<&str> = declared
+        .media
+        .iter()
+        .map(|m| m.media_type.as_str())
+        .collect();
+    let expected = if listed.is_empty() {
+        "no body".to_string()
+    } else {
+        listed.join(", ")
+    };
+    Finding::new(
+        Kind::UndeclaredResponseMediaType,
+        Location::Response,
+        "content-type",
+    )
+    .expected(expected.clone())
+    .observed(sent)
+    .message(format!(
+        "{} {} ({}) answered {status} with a `{sent}` body; the spec declares {expected} for {}",
+        op.method, op.template, op.id, declared.status
+    ))
 }
 
 fn not_json(op: &Operation, status: u16, sent: &str, e: &serde_json::Error) -> Finding {

@@ -15,7 +15,7 @@ use super::{
     CatalogError, Defect, DefectKind, Elsewhere, Layout, MappedTool, Mapper, Mapping, Matched,
     Report, Tool, find_operation,
 };
-use crate::contract::{Contract, FieldType};
+use crate::contract::{Contract, FieldType, Operation};
 use crate::finding::Location;
 
 /// Check every tool against the contract; all defects of all tools in one report. Only a map
@@ -59,15 +59,7 @@ pub fn check(
                 }
             },
         };
-        let ops = references
-            .iter()
-            .map(|r| {
-                find_operation(contract, r).ok_or_else(|| CatalogError::UnknownOperation {
-                    tool: tool.name.clone(),
-                    operation: r.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let ops = operations(contract, tool, &references)?;
         reached.extend(ops.iter().map(|op| op.id.clone()));
         let entry = entry.unwrap_or(&unmapped);
         let expected = Expected::of(&ops, entry.write);
@@ -87,6 +79,23 @@ pub fn check(
         .map(|op| format!("{} {} ({})", op.method, op.template, op.id))
         .collect();
     Ok(report)
+}
+
+/// The operations `references` name, each found in `contract`; one it lacks is the map's error.
+fn operations<'c>(
+    contract: &'c Contract,
+    tool: &Tool,
+    references: &[String],
+) -> Result<Vec<&'c Operation>, CatalogError> {
+    references
+        .iter()
+        .map(|r| {
+            find_operation(contract, r).ok_or_else(|| CatalogError::UnknownOperation {
+                tool: tool.name.clone(),
+                operation: r.clone(),
+            })
+        })
+        .collect()
 }
 
 /// One tool against what it calls; its defects are pushed onto `out`.
@@ -125,23 +134,7 @@ fn compare_tool(
         joins: &joins,
         out,
     };
-    // Parameters: path and query exactly, both ways; headers only one way (optional headers
-    // such as If-Match may be set by the MCP server itself).
-    for (loc, declared) in [(Location::Path, &args.path), (Location::Query, &args.query)] {
-        for p in expected.params_in(loc) {
-            let found = declared.get(&p.name).copied();
-            report.one(
-                &p.name,
-                (&p.summary.ty, &p.members),
-                found,
-                DefectKind::MissingParam,
-            );
-            report.enums(&p.name, p.enum_values.as_deref(), found);
-        }
-        for name in declared.keys().filter(|n| !expected.is_param(loc, n)) {
-            report.unreachable(name, loc.as_str());
-        }
-    }
+    report.params(&args);
     let unreachable_path = layout == Layout::Grouped;
     for (name, _) in &args.loose {
         report.unreachable(name, if unreachable_path { "path" } else { "body" });
@@ -168,6 +161,27 @@ struct Reporter<'a, 'c> {
 }
 
 impl Reporter<'_, '_> {
+    /// Parameters: path and query exactly, both ways; headers only one way (optional headers
+    /// such as If-Match may be set by the MCP server itself).
+    fn params(&mut self, args: &Args<'_>) {
+        let expected = self.expected;
+        for (loc, declared) in [(Location::Path, &args.path), (Location::Query, &args.query)] {
+            for p in expected.params_in(loc) {
+                let found = declared.get(&p.name).copied();
+                self.one(
+                    &p.name,
+                    (&p.summary.ty, &p.members),
+                    found,
+                    DefectKind::MissingParam,
+                );
+                self.enums(&p.name, p.enum_values.as_deref(), found);
+            }
+            for name in declared.keys().filter(|n| !expected.is_param(loc, n)) {
+                self.unreachable(name, loc.as_str());
+            }
+        }
+    }
+
     fn push(
         &mut self,
         kind: DefectKind,

@@ -53,30 +53,7 @@ fn declared_at(root: &Value, schema: &Value, depth: usize) -> Result<Vec<FieldTy
                 out.extend(named(t)?);
             }
         }
-        _ => {
-            if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-                let typed = values.iter().filter(|v| !v.is_null()).map(|v| {
-                    FieldType::from_name(FieldType::of_value(v)).unwrap_or(FieldType::String)
-                });
-                out.extend(typed);
-            } else if referenced || schema.get("properties").is_some() {
-                out.push(FieldType::Object);
-            } else {
-                for branch in union_branches(schema) {
-                    let null = deref(root, branch).get("type") == Some(&"null".into());
-                    if !null {
-                        out.extend(declared_at(root, branch, depth + 1)?);
-                    }
-                }
-                if let Some(first) = schema
-                    .get("allOf")
-                    .and_then(Value::as_array)
-                    .and_then(|all| all.first())
-                {
-                    out.extend(declared_at(root, first, depth + 1)?);
-                }
-            }
-        }
+        _ => out = untyped(root, schema, referenced, depth)?,
     }
     let mut unique: Vec<FieldType> = Vec::new();
     for ty in out {
@@ -88,6 +65,41 @@ fn declared_at(root: &Value, schema: &Value, depth: usize) -> Result<Vec<FieldTy
         unique.push(FieldType::Any);
     }
     Ok(unique)
+}
+
+/// What a schema without `type` declares: its enum values' types, an object where it is a
+/// reference or has properties, else its union branches' types and its first `allOf`'s.
+fn untyped(
+    root: &Value,
+    schema: &Value,
+    referenced: bool,
+    depth: usize,
+) -> Result<Vec<FieldType>, String> {
+    let mut out = Vec::new();
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let typed = values
+            .iter()
+            .filter(|v| !v.is_null())
+            .map(|v| FieldType::from_name(FieldType::of_value(v)).unwrap_or(FieldType::String));
+        out.extend(typed);
+    } else if referenced || schema.get("properties").is_some() {
+        out.push(FieldType::Object);
+    } else {
+        for branch in union_branches(schema) {
+            let null = deref(root, branch).get("type") == Some(&"null".into());
+            if !null {
+                out.extend(declared_at(root, branch, depth + 1)?);
+            }
+        }
+        if let Some(first) = schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .and_then(|all| all.first())
+        {
+            out.extend(declared_at(root, first, depth + 1)?);
+        }
+    }
+    Ok(out)
 }
 
 /// Does a tool that declares `declared` fit a spec field of type `expected` (with `members`

@@ -90,60 +90,7 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
         }
     }
     if let Some(media) = super::expected::body_media(op) {
-        let fields = match &*media.shape {
-            BodyShape::Object { properties, .. } => Some(properties),
-            _ => None,
-        };
-        let flat = fields.filter(|fields| {
-            fields
-                .iter()
-                .all(|f| f.read_only || !props.contains_key(&f.name) && f.name != "requestBody")
-        });
-        match flat {
-            Some(fields) => {
-                for f in fields.iter().filter(|f| !f.read_only) {
-                    props.insert(
-                        f.name.clone(),
-                        schema_for(
-                            &f.summary.ty,
-                            &f.members,
-                            f.summary.nullable,
-                            f.description.as_deref(),
-                        ),
-                    );
-                    if f.required {
-                        required.push(f.name.clone());
-                    }
-                }
-            }
-            // A body that is not a plain object, or whose fields collide with parameters:
-            // nested under one `requestBody` argument.
-            None => {
-                let body = match fields {
-                    Some(fields) => {
-                        let inner: Map<String, Value> = fields
-                            .iter()
-                            .filter(|f| !f.read_only)
-                            .map(|f| {
-                                let s = schema_for(
-                                    &f.summary.ty,
-                                    &f.members,
-                                    f.summary.nullable,
-                                    f.description.as_deref(),
-                                );
-                                (f.name.clone(), s)
-                            })
-                            .collect();
-                        json!({"type": "object", "properties": inner})
-                    }
-                    None => schema_for(&media.summary.ty, &[], media.summary.nullable, None),
-                };
-                props.insert("requestBody".into(), body);
-                if op.body.as_ref().is_some_and(|b| b.required) {
-                    required.push("requestBody".into());
-                }
-            }
-        }
+        body_arguments(op, media, &mut props, &mut required);
     }
     let mut meta = json!({"operationId": op.id});
     if op.id_shared {
@@ -155,6 +102,56 @@ fn tool(op: &Operation, taken: &mut HashSet<String>) -> Value {
         "inputSchema": {"type": "object", "properties": props, "required": required},
         "_meta": meta,
     })
+}
+
+/// The body's arguments: its fields beside the parameters, or, for a body that is not a plain
+/// object or whose fields collide with parameters, one `requestBody` argument.
+fn body_arguments(
+    op: &Operation,
+    media: &crate::contract::MediaBody,
+    props: &mut Map<String, Value>,
+    required: &mut Vec<String>,
+) {
+    let fields = match &*media.shape {
+        BodyShape::Object { properties, .. } => Some(properties),
+        _ => None,
+    };
+    let schema = |f: &crate::contract::Property| {
+        schema_for(
+            &f.summary.ty,
+            &f.members,
+            f.summary.nullable,
+            f.description.as_deref(),
+        )
+    };
+    let flat = fields.filter(|fields| {
+        fields
+            .iter()
+            .all(|f| f.read_only || !props.contains_key(&f.name) && f.name != "requestBody")
+    });
+    if let Some(fields) = flat {
+        for f in fields.iter().filter(|f| !f.read_only) {
+            props.insert(f.name.clone(), schema(f));
+            if f.required {
+                required.push(f.name.clone());
+            }
+        }
+        return;
+    }
+    let body = match fields {
+        Some(fields) => {
+            let inner: Map<String, Value> = (fields.iter())
+                .filter(|f| !f.read_only)
+                .map(|f| (f.name.clone(), schema(f)))
+                .collect();
+            json!({"type": "object", "properties": inner})
+        }
+        None => schema_for(&media.summary.ty, &[], media.summary.nullable, None),
+    };
+    props.insert("requestBody".into(), body);
+    if op.body.as_ref().is_some_and(|b| b.required) {
+        required.push("requestBody".into());
+    }
 }
 
 /// The JSON Schema a generated tool declares for a type (the inverse of `declared`): a union's

@@ -294,7 +294,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Register every metric in `registry` (prefix `driftwatch_`).
+    /// Register every metric in `registry` (prefix `driftwatch_`), in this order: the
+    /// requests, what went wrong, the work done, the spec and the memory.
     pub fn new(registry: &mut Registry, param_label_limit: usize) -> Metrics {
         let mut m = Metrics {
             requests: Family::default(),
@@ -327,6 +328,14 @@ impl Metrics {
         };
         registry.register_collector(Box::new(super::process::Process));
         let r = registry.sub_registry_with_prefix("driftwatch");
+        m.register_requests(r);
+        m.register_errors(r);
+        m.register_work(r);
+        m.register_spec(r);
+        m
+    }
+
+    fn register_requests(&self, r: &mut Registry) {
         r.register(
             "build",
             "The build serving (value 1): its version and source revision",
@@ -338,59 +347,63 @@ impl Metrics {
         r.register(
             "requests_in_flight",
             "Requests received and not yet answered",
-            m.in_flight.clone(),
+            self.in_flight.clone(),
         );
         r.register(
             "requests",
             "Requests seen, by operation and outcome",
-            m.requests.clone(),
+            self.requests.clone(),
         );
         r.register(
             "findings",
             "Findings, by kind, operation, severity and blame (client: the request drifted; server: the response did)",
-            m.findings.clone(),
+            self.findings.clone(),
         );
-        r.register("unknown_query_params", "Unknown query parameters, by operation and name (first N names per operation, then _other)", m.unknown_params.clone());
+        r.register("unknown_query_params", "Unknown query parameters, by operation and name (first N names per operation, then _other)", self.unknown_params.clone());
         r.register(
             "blocked",
             "Requests refused in enforce mode, by operation and the kind that blocked them",
-            m.blocked.clone(),
+            self.blocked.clone(),
         );
+    }
+
+    /// What went wrong, each reason's series made at zero (an alert sees the first hit).
+    fn register_errors(&mut self, r: &mut Registry) {
         r.register(
             "upstream_errors",
             "Requests the upstream could not answer, by cause",
-            m.upstream_errors.clone(),
+            self.upstream_errors.clone(),
         );
         for cause in UPSTREAM_CAUSES {
-            let _ = m.upstream_errors.get_or_create(&Cause {
+            let _ = self.upstream_errors.get_or_create(&Cause {
                 cause: cause.into(),
             });
         }
         r.register(
             "client_errors",
             "Requests driftwatch answered with a 4xx of its own (not forwarded), by reason",
-            m.client_errors.clone(),
+            self.client_errors.clone(),
         );
         for reason in CLIENT_ERRORS {
-            let _ = m.client_errors.get_or_create(&Why { reason });
+            let _ = self.client_errors.get_or_create(&Why { reason });
         }
         r.register(
             "unaudited",
             "Requests forwarded without a body audit, and responses whose body was not read, by reason",
-            m.unaudited.clone(),
+            self.unaudited.clone(),
         );
         let spec_reasons = crate::contract::Skipped::ALL.map(|r| r.unaudited_reason());
         for reason in UNAUDITED.iter().chain(&spec_reasons) {
-            let _ = m.unaudited.get_or_create(&Why { reason });
+            let _ = self.unaudited.get_or_create(&Why { reason });
         }
         r.register(
             "limit_hits",
             "Times a bound on what a peer can make driftwatch hold was reached, by limit",
-            m.limit_hits.clone(),
+            self.limit_hits.clone(),
         );
         // A fixed vocabulary, so every series exists at zero (an alert sees the first hit).
         for limit in LIMITS {
-            let _ = m.limit_hits.get_or_create(&Limit {
+            let _ = self.limit_hits.get_or_create(&Limit {
                 limit: limit.into(),
                 listener: None,
             });
@@ -399,78 +412,83 @@ impl Metrics {
             limit: "body_stall".into(),
             listener: None,
         };
-        m.body_stalls = m.limit_hits.get_or_create(&body_stalls).clone();
+        self.body_stalls = self.limit_hits.get_or_create(&body_stalls).clone();
+    }
+
+    fn register_work(&self, r: &mut Registry) {
         r.register(
             "audit_errors",
             "Internal audit failures (the request was forwarded)",
-            m.audit_errors.clone(),
+            self.audit_errors.clone(),
         );
         r.register(
             "responses_checked",
             "Responses whose work after the last byte (audit, memory) has finished",
-            m.responses_done.clone(),
+            self.responses_done.clone(),
         );
         r.register(
             "events_dropped",
             "Audit events dropped because the event writer fell behind",
-            m.events_dropped.clone(),
+            self.events_dropped.clone(),
         );
         r.register(
             "audit_duration_seconds",
             "Time spent auditing a request",
-            m.audit_duration.clone(),
+            self.audit_duration.clone(),
         );
         r.register(
             "upstream_duration_seconds",
             "Time until the upstream's response headers",
-            m.upstream_duration.clone(),
+            self.upstream_duration.clone(),
         );
+    }
+
+    fn register_spec(&self, r: &mut Registry) {
         r.register(
             "spec_info",
             "The spec in force (value 1), by revision and OpenAPI version",
-            m.spec_info.clone(),
+            self.spec_info.clone(),
         );
         r.register(
             "spec_operations",
             "Operations in the spec in force",
-            m.spec_operations.clone(),
+            self.spec_operations.clone(),
         );
         r.register(
             "spec_reloads",
             "Spec loads since start, by result (success, error); the load at start is the first",
-            m.spec_reloads.clone(),
+            self.spec_reloads.clone(),
         );
         r.register(
             "spec_changes",
             "Changes the last reload brought, by class (breaking, hazard, info)",
-            m.spec_changes.clone(),
+            self.spec_changes.clone(),
         );
         r.register(
             "spec_warnings",
             "Parts of the spec in force skipped or weakened at load (lenient load), by reason",
-            m.spec_warnings.clone(),
+            self.spec_warnings.clone(),
         );
         r.register(
             "silent_clears",
             "Replace writes that omit a field, by stage: omitted, at_risk (it held a value at the last GET), confirmed (it was erased)",
-            m.silent_clears.clone(),
+            self.silent_clears.clone(),
         );
         r.register(
             "unrouted_share",
             "Share of the last window of 100 audited requests that routed to no operation (near 1: a wrong base path or spec version)",
-            m.unrouted_share.clone(),
+            self.unrouted_share.clone(),
         );
         r.register(
             "memory_entries",
             "Resources remembered from GET responses",
-            m.memory_entries.clone(),
+            self.memory_entries.clone(),
         );
         r.register(
             "memory_evictions",
             "Remembered resources dropped to keep the memory bound, since start",
-            m.memory_evictions.clone(),
+            self.memory_evictions.clone(),
         );
-        m
     }
 
     /// The share of the last closed window of requests that routed nowhere.

@@ -86,17 +86,7 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/contract/compile.rs", "compile_param"),
     ("src/contract/sanitize.rs", "sanitize"),
     ("src/contract/types.rs", "untyped"),
-    ("src/audit/body.rs", "check"),
-    ("src/audit/body.rs", "check_value"),
-    ("src/audit/body.rs", "schema_finding"),
-    ("src/audit/response.rs", "check"),
-    ("src/audit/params.rs", "check_query"),
-    ("src/sink/metrics.rs", "new"),
     ("src/spec/bundle.rs", "retarget"),
-    ("src/catalog/declared.rs", "declared_at"),
-    ("src/catalog/generate.rs", "tool"),
-    ("src/catalog/compare.rs", "check"),
-    ("src/catalog/compare.rs", "compare_tool"),
 ];
 
 #[test]
