@@ -31,6 +31,8 @@
 //! - [`admin`], [`sink`]: the admin listener (which sees the proxy only through a narrow
 //!   handle), metrics and events.
 //! - [`start`]: the start-up `serve`, `wrap`, `mcp` and `demo` share.
+//! - [`gateway`]: the MCP gateway `driftwatch mcp` runs, each tool call sent through the
+//!   sidecar's own pipeline.
 //! - [`wrap`]: what `driftwatch wrap` runs beside the sidecar: the MCP server's stdio relay or
 //!   HTTP front, and the live catalog check; [`trust`]: what its server is told to trust.
 //! - [`cli`], [`demo`]: the subcommands of the `driftwatch` binary (they parse, then call the

@@ -43,56 +43,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         list: notes.collect(),
         skipped_here: Vec::new(),
     };
-    let mut operations: Vec<Operation> = Vec::new();
-    let mut router = Router::default();
-    let paths = doc
-        .get("paths")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten();
-    for (template, item) in paths {
-        let item_ptr = format!("/paths{}", token(template));
-        let (item_ptr, item) = deref_at(doc, Cow::Owned(item_ptr), item);
-        for method in METHODS {
-            let Some(op) = item.get(method) else { continue };
-            let op_ptr = format!("{item_ptr}/{method}");
-            let mut operation = compile_operation(
-                &compiler,
-                &mut warnings,
-                options,
-                template,
-                method,
-                item,
-                &item_ptr,
-                op,
-                op_ptr,
-            );
-            let index = operations.len();
-            // A template with a query or fragment part (`/a?x={x}`, `/#X-Amz-Target=...`) is
-            // routed by its path alone; its keys tell apart the operations sharing the path.
-            let (route, _) = split_route(template);
-            let spanning: Vec<String> = operation
-                .params_in(Location::Path)
-                .filter(|p| p.spans_segments)
-                .map(|p| p.name.clone())
-                .collect();
-            let inserted = router.insert(&operation.method, route, index, &spanning, |i| {
-                operations_id(&operations, i)
-            });
-            if let Err(e @ RouteError::Duplicate { first_index, .. }) = &inserted {
-                let first = *first_index;
-                let told_apart = !operation.route_keys.is_empty()
-                    && operation.route_keys != operations[first].route_keys;
-                if !told_apart {
-                    warnings.push(&operation.pointer, Skipped::AmbiguousRoute, e.to_string());
-                    operation.skipped.push(Skipped::AmbiguousRoute);
-                    operations[first].skipped.push(Skipped::AmbiguousRoute);
-                }
-                operations[first].alternates.push(index);
-            }
-            operations.push(operation);
-        }
-    }
+    let (mut operations, router) = compile_paths(&compiler, options, &mut warnings);
     mark_shared_ids(&mut operations);
     let reads = reads_of(&operations, &options.read_for);
     super::writes::infer(&mut operations, &reads);
@@ -127,22 +78,92 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         return Ok(contract);
     }
     contract.compile_all();
-    let warnings = contract.warnings();
-    if options.strict
-        && let Some(first) = warnings.first()
-    {
-        return Err(SpecError::at(
-            &spec.source,
-            &first.pointer,
-            format!(
-                "{} skipped: {} (refused by --strict; without it the spec loads with {} warning(s))",
-                first.reason.as_str(),
-                first.detail,
-                warnings.len()
-            ),
-        ));
+    match options.strict {
+        true => strict(spec, contract),
+        false => Ok(contract),
     }
-    Ok(contract)
+}
+
+/// Every operation of `paths`, each routed.
+fn compile_paths(
+    compiler: &Arc<Compiler>,
+    options: &ContractOptions,
+    warnings: &mut Warnings,
+) -> (Vec<Operation>, Router) {
+    let doc: &Value = compiler.doc();
+    let mut operations: Vec<Operation> = Vec::new();
+    let mut router = Router::default();
+    let paths = doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten();
+    for (template, item) in paths {
+        let item_ptr = format!("/paths{}", token(template));
+        let (item_ptr, item) = deref_at(doc, Cow::Owned(item_ptr), item);
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let op_ptr = format!("{item_ptr}/{method}");
+            let operation = compile_operation(
+                compiler, warnings, options, template, method, item, &item_ptr, op, op_ptr,
+            );
+            let compiled = (&mut router, &mut operations, &mut *warnings);
+            add_operation(compiled, template, operation);
+        }
+    }
+    (operations, router)
+}
+
+/// Route `operation` (whose path is `template`), index it and keep it. A route another
+/// operation holds is an ambiguous route, unless the keys of its template tell the two apart;
+/// either way the first keeps the other as an alternate.
+fn add_operation(
+    (router, operations, warnings): (&mut Router, &mut Vec<Operation>, &mut Warnings),
+    template: &str,
+    mut operation: Operation,
+) {
+    let index = operations.len();
+    // A template with a query or fragment part (`/a?x={x}`, `/#X-Amz-Target=...`) is routed
+    // by its path alone; its keys tell apart the operations sharing the path.
+    let (route, _) = split_route(template);
+    let spanning: Vec<String> = operation
+        .params_in(Location::Path)
+        .filter(|p| p.spans_segments)
+        .map(|p| p.name.clone())
+        .collect();
+    let inserted = router.insert(&operation.method, route, index, &spanning, |i| {
+        operations_id(operations, i)
+    });
+    if let Err(e @ RouteError::Duplicate { first_index, .. }) = &inserted {
+        let first = *first_index;
+        let told_apart = !operation.route_keys.is_empty()
+            && operation.route_keys != operations[first].route_keys;
+        if !told_apart {
+            warnings.push(&operation.pointer, Skipped::AmbiguousRoute, e.to_string());
+            operation.skipped.push(Skipped::AmbiguousRoute);
+            operations[first].skipped.push(Skipped::AmbiguousRoute);
+        }
+        operations[first].alternates.push(index);
+    }
+    operations.push(operation);
+}
+
+/// `--strict`: the contract, or its first warning as an error.
+fn strict(spec: &Spec, contract: Contract) -> Result<Contract, SpecError> {
+    let warnings = contract.warnings();
+    let Some(first) = warnings.first() else {
+        return Ok(contract);
+    };
+    Err(SpecError::at(
+        &spec.source,
+        &first.pointer,
+        format!(
+            "{} skipped: {} (refused by --strict; without it the spec loads with {} warning(s))",
+            first.reason.as_str(),
+            first.detail,
+            warnings.len()
+        ),
+    ))
 }
 
 fn operations_id(operations: &[Operation], index: usize) -> String {
@@ -165,54 +186,17 @@ fn compile_operation(
     op_ptr: String,
 ) -> Operation {
     let upper = method.to_ascii_uppercase();
-    let id = match op.get("operationId").and_then(Value::as_str) {
-        Some(id) => id.to_string(),
-        None => format!("{upper} {template}"),
-    };
-    let mut params: Vec<Param> = Vec::new();
-    let mut open_query = false;
+    let id = text(op, "operationId").unwrap_or_else(|| format!("{upper} {template}"));
     warnings.skipped_here.clear();
     let levels = [
         (item.get("parameters"), format!("{item_ptr}/parameters")),
         (op.get("parameters"), format!("{op_ptr}/parameters")),
     ];
-    for (list, list_ptr) in levels {
-        for (i, raw) in list
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let param = match compile_param(compiler, raw, format!("{list_ptr}/{i}")) {
-                Ok(Some(param)) => param,
-                Ok(None) => continue,
-                Err((pointer, reason)) => {
-                    warnings.push(&pointer, Skipped::Parameter, reason);
-                    // Its name or place is unknown, so no query key can be called unknown.
-                    open_query = true;
-                    continue;
-                }
-            };
-            params.retain(|p| !(p.name == param.name && p.location == param.location));
-            params.push(param);
-        }
-    }
-    let body = op
-        .get("requestBody")
+    let (params, open_query) = merged_params(compiler, warnings, levels);
+    let body = (op.get("requestBody"))
         .map(|raw| compile_body(compiler, raw, format!("{op_ptr}/requestBody")));
     let shown = response_fields(compiler.doc(), op);
-    let (write, write_reason) = super::writes::named(
-        &options.write_overrides,
-        op,
-        &id,
-        &format!("{upper} {template}"),
-    )
-    .unwrap_or_else(|| {
-        (
-            WriteSemantics::default_for(&upper),
-            super::WriteReason::Method,
-        )
-    });
+    let (write, write_reason) = write_of(options, op, &id, &format!("{upper} {template}"));
     let (route, route_keys) = split_route(template);
     Operation {
         index: 0,
@@ -220,9 +204,7 @@ fn compile_operation(
         id_shared: false,
         method: upper,
         template: template.to_string(),
-        summary: op
-            .get("summary")
-            .or_else(|| op.get("description"))
+        summary: (op.get("summary").or_else(|| op.get("description")))
             .and_then(Value::as_str)
             .map(|s| s.chars().take(300).collect()),
         path_params: template_params(route),
@@ -238,10 +220,7 @@ fn compile_operation(
         remembers: false,
         read_fields: None,
         resource: None,
-        read_hint: op
-            .get("x-driftwatch-read")
-            .and_then(Value::as_str)
-            .map(String::from),
+        read_hint: text(op, "x-driftwatch-read"),
         credentials: super::security::credentials(compiler.doc(), op),
         bearer: super::security::bearer(compiler.doc(), op),
         open_query,
@@ -250,6 +229,55 @@ fn compile_operation(
         skipped: std::mem::take(&mut warnings.skipped_here),
         skipped_all: OnceLock::new(),
     }
+}
+
+/// How the write `label` (`PUT /a/{id}`) is read, and why: as the config or the spec names it,
+/// else by its method.
+fn write_of(
+    options: &ContractOptions,
+    op: &Value,
+    id: &str,
+    label: &str,
+) -> (WriteSemantics, super::WriteReason) {
+    let method = label.split(' ').next().unwrap_or_default();
+    super::writes::named(&options.write_overrides, op, id, label).unwrap_or((
+        WriteSemantics::default_for(method),
+        super::WriteReason::Method,
+    ))
+}
+
+/// The parameters of the path item and of the operation (`levels`, in that order), merged: an
+/// operation's parameter replaces the path item's of the same name and place. `true` with
+/// them when one could not be read: its name or place is unknown, so no query key can be
+/// called unknown.
+fn merged_params(
+    compiler: &Arc<Compiler>,
+    warnings: &mut Warnings,
+    levels: [(Option<&Value>, String); 2],
+) -> (Vec<Param>, bool) {
+    let mut params: Vec<Param> = Vec::new();
+    let mut open_query = false;
+    for (list, list_ptr) in levels {
+        for (i, raw) in list
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let param = match compile_param(compiler, raw, format!("{list_ptr}/{i}")) {
+                Ok(Some(param)) => param,
+                Ok(None) => continue,
+                Err((pointer, reason)) => {
+                    warnings.push(&pointer, Skipped::Parameter, reason);
+                    open_query = true;
+                    continue;
+                }
+            };
+            params.retain(|p| !(p.name == param.name && p.location == param.location));
+            params.push(param);
+        }
+    }
+    (params, open_query)
 }
 
 /// A path parameter whose value may hold `/` unescaped, by the markers real specs use: GitHub's
@@ -409,40 +437,14 @@ fn compile_param(
     {
         return Ok(None); // OpenAPI: such header parameter definitions SHALL be ignored.
     }
-    let default_style = if matches!(location, Location::Query | Location::Cookie) {
-        Style::Form
-    } else {
-        Style::Simple
-    };
-    let style = match param.get("style").and_then(Value::as_str) {
-        Some(s) => Style::parse(s).ok_or_else(|| invalid("unknown parameter `style`"))?,
-        None => default_style,
-    };
-    let explode = param
-        .get("explode")
-        .and_then(Value::as_bool)
-        .unwrap_or(style == Style::Form);
-    let (schema_ptr, json_content) = match (
-        param.get("schema"),
-        param.get("content").and_then(Value::as_object),
-    ) {
-        (Some(_), _) => (Some(format!("{pointer}/schema")), false),
-        (None, Some(content)) => match content.iter().next() {
-            Some((media, m)) if m.get("schema").is_some() => (
-                Some(format!("{pointer}/content{}/schema", token(media))),
-                is_json(media),
-            ),
-            _ => (None, false),
-        },
-        (None, None) => (None, false),
-    };
+    let (style, explode) = style_of(param, location).map_err(invalid)?;
+    let (schema_ptr, json_content) = param_schema(param, &pointer);
     let schema = schema_ptr.as_deref().and_then(|p| doc.pointer(p));
-    let summary = schema
-        .map(|s| summarize(doc, s))
-        .unwrap_or(super::TypeSummary {
-            ty: FieldType::Any,
-            nullable: false,
-        });
+    let any = super::TypeSummary {
+        ty: FieldType::Any,
+        nullable: false,
+    };
+    let summary = schema.map_or(any, |s| summarize(doc, s));
     let (properties, free_form) = match (&summary.ty, schema) {
         (FieldType::Object, Some(s)) => object_keys(doc, s),
         _ => (Vec::new(), false),
@@ -455,11 +457,7 @@ fn compile_param(
             name.to_string()
         },
         location,
-        required: location == Location::Path
-            || param
-                .get("required")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+        required: location == Location::Path || param.get("required") == Some(&Value::Bool(true)),
         style,
         explode,
         members: schema
@@ -472,12 +470,51 @@ fn compile_param(
         allow_empty: param.get("allowEmptyValue") == Some(&Value::Bool(true)),
         spans_segments: location == Location::Path && spans_segments(param),
         enum_values: schema.and_then(|s| super::types::enum_values(doc, s)),
-        description: param
-            .get("description")
-            .and_then(Value::as_str)
-            .map(String::from),
+        description: text(param, "description"),
         validator,
     }))
+}
+
+/// A parameter's style (by default `form` in the query and cookies, else `simple`) and
+/// whether it explodes (by default, `form` does); or why its style is none.
+fn style_of(param: &Value, location: Location) -> Result<(Style, bool), &'static str> {
+    let default_style = match location {
+        Location::Query | Location::Cookie => Style::Form,
+        _ => Style::Simple,
+    };
+    let style = match param.get("style").and_then(Value::as_str) {
+        Some(s) => Style::parse(s).ok_or("unknown parameter `style`")?,
+        None => default_style,
+    };
+    let explode = param
+        .get("explode")
+        .and_then(Value::as_bool)
+        .unwrap_or(style == Style::Form);
+    Ok((style, explode))
+}
+
+/// A text member of an object, if it is one.
+fn text(object: &Value, key: &str) -> Option<String> {
+    object.get(key).and_then(Value::as_str).map(String::from)
+}
+
+/// Where a parameter's schema is: its `schema`, or the schema of its `content`'s one media
+/// type (and whether that type is JSON); `None` where it gives neither.
+fn param_schema(param: &Value, pointer: &str) -> (Option<String>, bool) {
+    match (
+        param.get("schema"),
+        param.get("content").and_then(Value::as_object),
+    ) {
+        (Some(_), _) => (Some(format!("{pointer}/schema")), false),
+        (None, Some(content)) => match content.iter().next() {
+            Some((media, m)) if m.get("schema").is_some() => (
+                Some(format!("{pointer}/content{}/schema", token(media))),
+                is_json(media),
+            ),
+            _ => (None, false),
+        },
+        (None, None) => (None, false),
+    }
 }
 
 /// Declared property names of an object parameter, and whether it accepts other keys too.

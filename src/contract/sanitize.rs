@@ -54,7 +54,7 @@ pub(super) fn sanitize(doc: Arc<Value>, max_ref_depth: usize) -> (Arc<Value>, Ve
     find_roots(&doc, &mut String::new(), &mut roots);
     // Pointer of each fix to what it does and the warning it gives (none for an annotation); a
     // BTreeMap so that fixes apply in a stable order and one location is fixed once.
-    let mut fixes: BTreeMap<String, (Fix, Option<Skipped>, String)> = BTreeMap::new();
+    let mut fixes: Fixes = BTreeMap::new();
     let mut tried = HashMap::new();
     for root in &roots {
         let Some(schema) = doc.pointer(root) else {
@@ -87,20 +87,7 @@ pub(super) fn sanitize(doc: Arc<Value>, max_ref_depth: usize) -> (Arc<Value>, Ve
                 .or_insert((fix, reason, error.masked().to_string()));
         }
     }
-    for cut in super::ref_depth::too_deep(&doc, max_ref_depth) {
-        // Only the way into a chain is said (the rest of it is cut without a word).
-        let (reason, detail) = match cut.entry {
-            true => (
-                Some(Skipped::RefDepth),
-                format!(
-                    "this $ref leads {} references deep, more than spec.max_ref_depth ({max_ref_depth}): it is not followed, and nothing is checked there",
-                    cut.depth
-                ),
-            ),
-            false => (None, String::new()),
-        };
-        fixes.insert(format!("{}/$ref", cut.at), (Fix::Remove, reason, detail));
-    }
+    depth_fixes(&doc, max_ref_depth, &mut fixes);
     if fixes.is_empty() {
         return (doc, Vec::new());
     }
@@ -116,6 +103,28 @@ pub(super) fn sanitize(doc: Arc<Value>, max_ref_depth: usize) -> (Arc<Value>, Ve
         })
         .collect();
     (Arc::new(fixed), warnings)
+}
+
+/// What each fix does, the warning it gives (none for an annotation) and its detail, by
+/// pointer.
+type Fixes = BTreeMap<String, (Fix, Option<Skipped>, String)>;
+
+/// Each `$ref` that leads deeper than `max_ref_depth` is cut; only the way into a chain is
+/// said (the rest of it is cut without a word).
+fn depth_fixes(doc: &Value, max_ref_depth: usize, fixes: &mut Fixes) {
+    for cut in super::ref_depth::too_deep(doc, max_ref_depth) {
+        let (reason, detail) = match cut.entry {
+            true => (
+                Some(Skipped::RefDepth),
+                format!(
+                    "this $ref leads {} references deep, more than spec.max_ref_depth ({max_ref_depth}): it is not followed, and nothing is checked there",
+                    cut.depth
+                ),
+            ),
+            false => (None, String::new()),
+        };
+        fixes.insert(format!("{}/$ref", cut.at), (Fix::Remove, reason, detail));
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -251,38 +251,45 @@ impl Schemas {
                 items => BodyShape::Array(Arc::new(items)),
             };
         }
-        let (mut properties, mut alternatives) = (Vec::new(), Vec::new());
-        let mut required = Vec::new();
-        let mut is_object = false;
-        collect_object(
-            doc,
-            &pointer,
-            schema,
-            (&mut properties, &mut alternatives),
-            &mut required,
-            &mut is_object,
-            0,
-        );
-        if !is_object {
-            return BodyShape::Opaque;
-        }
-        for p in &mut properties {
-            p.required = required.contains(&p.name);
-        }
-        let additional = match (
-            schema.get("additionalProperties"),
-            schema.get("unevaluatedProperties"),
-        ) {
-            (Some(Value::Bool(false)), _) | (_, Some(Value::Bool(false))) => Additional::Forbidden,
-            (Some(_), _) | (None, Some(_)) => Additional::Allowed,
-            (None, None) => Additional::Absent,
-        };
-        alternatives.retain(|name| !properties.iter().any(|p| &p.name == name));
-        BodyShape::Object {
-            properties,
-            additional,
-            alternatives,
-        }
+        object_shape(doc, &pointer, schema)
+    }
+}
+
+/// The shape of an object schema (its properties, from `allOf` unions and `$ref`s, each
+/// marked required or not; the names only some branch declares; whether it takes others), or
+/// opaque where the schema is no object.
+fn object_shape(doc: &Value, pointer: &str, schema: &Value) -> BodyShape {
+    let (mut properties, mut alternatives) = (Vec::new(), Vec::new());
+    let mut required = Vec::new();
+    let mut is_object = false;
+    collect_object(
+        doc,
+        pointer,
+        schema,
+        (&mut properties, &mut alternatives),
+        &mut required,
+        &mut is_object,
+        0,
+    );
+    if !is_object {
+        return BodyShape::Opaque;
+    }
+    for p in &mut properties {
+        p.required = required.contains(&p.name);
+    }
+    let additional = match (
+        schema.get("additionalProperties"),
+        schema.get("unevaluatedProperties"),
+    ) {
+        (Some(Value::Bool(false)), _) | (_, Some(Value::Bool(false))) => Additional::Forbidden,
+        (Some(_), _) | (None, Some(_)) => Additional::Allowed,
+        (None, None) => Additional::Absent,
+    };
+    alternatives.retain(|name| !properties.iter().any(|p| &p.name == name));
+    BodyShape::Object {
+        properties,
+        additional,
+        alternatives,
     }
 }
 
@@ -304,24 +311,9 @@ fn collect_object(
     }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (name, prop) in props {
-            if properties.iter().any(|p| &p.name == name) {
-                continue;
+            if !properties.iter().any(|p| &p.name == name) {
+                properties.push(property(doc, name, prop));
             }
-            let summary = summarize(doc, prop);
-            properties.push(Property {
-                name: name.clone(),
-                members: super::types::members(doc, prop, &summary),
-                summary,
-                required: false,
-                read_only: flag(doc, prop, "readOnly"),
-                write_only: flag(doc, prop, "writeOnly"),
-                enum_values: super::types::enum_values(doc, prop),
-                description: super::resolve::deref(doc, prop)
-                    .get("description")
-                    .or_else(|| prop.get("description"))
-                    .and_then(Value::as_str)
-                    .map(String::from),
-            });
         }
     }
     if let Some(names) = schema.get("required").and_then(Value::as_array) {
@@ -342,13 +334,43 @@ fn collect_object(
             );
         }
     }
-    // Inside an `allOf` branch, the properties of its `anyOf`/`oneOf` branches are declared
-    // too (a body may carry any of them), as alternatives: none is required of every body, nor
-    // omitted by a body that carries another branch's.
+    if depth > 0 {
+        let seen = (properties.as_slice(), alternatives);
+        collect_alternatives(doc, pointer, schema, seen, is_object, depth);
+    }
+}
+
+/// One declared property, as the audit and the catalog read it.
+fn property(doc: &Value, name: &str, prop: &Value) -> Property {
+    let summary = summarize(doc, prop);
+    Property {
+        name: name.to_string(),
+        members: super::types::members(doc, prop, &summary),
+        summary,
+        required: false,
+        read_only: flag(doc, prop, "readOnly"),
+        write_only: flag(doc, prop, "writeOnly"),
+        enum_values: super::types::enum_values(doc, prop),
+        description: super::resolve::deref(doc, prop)
+            .get("description")
+            .or_else(|| prop.get("description"))
+            .and_then(Value::as_str)
+            .map(String::from),
+    }
+}
+
+/// Inside an `allOf` branch, the properties of its `anyOf`/`oneOf` branches are declared too
+/// (a body may carry any of them), as alternatives: none is required of every body, nor
+/// omitted by a body that carries another branch's.
+fn collect_alternatives(
+    doc: &Value,
+    pointer: &str,
+    schema: &Value,
+    (properties, alternatives): (&[Property], &mut Vec<String>),
+    is_object: &mut bool,
+    depth: usize,
+) {
     for keyword in ["anyOf", "oneOf"] {
-        if depth == 0 {
-            break;
-        }
         for (i, branch) in schema
             .get(keyword)
             .and_then(Value::as_array)

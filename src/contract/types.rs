@@ -201,18 +201,7 @@ fn untyped(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
         .map(|v| v.as_slice())
         .or_else(|| schema.get("const").map(std::slice::from_ref));
     if let Some(values) = literal {
-        let nullable = values.iter().any(Value::is_null);
-        let mut names = values
-            .iter()
-            .filter(|v| !v.is_null())
-            .map(FieldType::of_value);
-        let ty = match names.next() {
-            Some(first) if names.all(|n| n == first) => {
-                FieldType::from_name(first).unwrap_or(FieldType::Any)
-            }
-            _ => FieldType::Any,
-        };
-        return TypeSummary { ty, nullable };
+        return of_values(values);
     }
     if schema.get("properties").is_some()
         || schema.get("additionalProperties").is_some()
@@ -244,24 +233,46 @@ fn untyped(doc: &Value, schema: &Value, depth: usize) -> TypeSummary {
         .or_else(|| schema.get("oneOf"))
         .and_then(Value::as_array);
     if let Some(branches) = branches {
-        let summaries: Vec<TypeSummary> = branches
-            .iter()
-            .map(|s| summarize_at(doc, s, depth + 1))
-            .collect();
-        let nullable = summaries.iter().any(|s| s.nullable);
-        let mut concrete = summaries
-            .iter()
-            .filter(|s| !(s.nullable && s.ty == FieldType::Any));
-        let ty = match concrete.next() {
-            Some(first) if concrete.all(|s| s.ty == first.ty) => first.ty.clone(),
-            _ => FieldType::Any,
-        };
-        return TypeSummary { ty, nullable };
+        return of_branches(doc, branches, depth);
     }
     TypeSummary {
         ty: FieldType::Any,
         nullable: false,
     }
+}
+
+/// The type of an `enum` or `const`: its values' one type, or any; nullable with a null.
+fn of_values(values: &[Value]) -> TypeSummary {
+    let nullable = values.iter().any(Value::is_null);
+    let mut names = values
+        .iter()
+        .filter(|v| !v.is_null())
+        .map(FieldType::of_value);
+    let ty = match names.next() {
+        Some(first) if names.all(|n| n == first) => {
+            FieldType::from_name(first).unwrap_or(FieldType::Any)
+        }
+        _ => FieldType::Any,
+    };
+    TypeSummary { ty, nullable }
+}
+
+/// The type of an `anyOf` or `oneOf`: its branches' one concrete type, or any; nullable when
+/// a branch is.
+fn of_branches(doc: &Value, branches: &[Value], depth: usize) -> TypeSummary {
+    let summaries: Vec<TypeSummary> = branches
+        .iter()
+        .map(|s| summarize_at(doc, s, depth + 1))
+        .collect();
+    let nullable = summaries.iter().any(|s| s.nullable);
+    let mut concrete = summaries
+        .iter()
+        .filter(|s| !(s.nullable && s.ty == FieldType::Any));
+    let ty = match concrete.next() {
+        Some(first) if concrete.all(|s| s.ty == first.ty) => first.ty.clone(),
+        _ => FieldType::Any,
+    };
+    TypeSummary { ty, nullable }
 }
 
 #[cfg(test)]

@@ -138,18 +138,8 @@ impl Bundler<'_> {
         }
         if !self.files.contains_key(&file) {
             let fail = |reason: String| SpecError::at(error_file, at, reason);
-            self.confine(&file)
+            self.read_file(&file)
                 .map_err(|why| fail(format!("$ref `{reference}` {why}")))?;
-            let stamped = SpecFile::before_reading(&file);
-            let (doc, revision, _) = read_document_revision(&file, self.options.max_bytes)
-                .map_err(|e| fail(format!("$ref `{reference}` cannot be followed: {e}")))?;
-            if !doc.is_object() {
-                return Err(fail(format!(
-                    "$ref `{reference}` names a file that is not a JSON or YAML object"
-                )));
-            }
-            self.files.insert(file.clone(), doc);
-            self.read.push((stamped, revision));
         }
         let target =
             check_pointer(&self.files[&file], &pointer, error_file, at, reference)?.clone();
@@ -162,6 +152,21 @@ impl Bundler<'_> {
 }
 
 impl Bundler<'_> {
+    /// Read a file a `$ref` names, within the root's directory and `max_bytes`, and keep it;
+    /// why not, as the rest of a sentence that begins with the reference.
+    fn read_file(&mut self, file: &Path) -> Result<(), String> {
+        self.confine(file)?;
+        let stamped = SpecFile::before_reading(file);
+        let (doc, revision, _) = read_document_revision(file, self.options.max_bytes)
+            .map_err(|e| format!("cannot be followed: {e}"))?;
+        if !doc.is_object() {
+            return Err("names a file that is not a JSON or YAML object".into());
+        }
+        self.files.insert(file.to_path_buf(), doc);
+        self.read.push((stamped, revision));
+        Ok(())
+    }
+
     /// Why `file` may not be read, if it may not (the end of a sentence that starts with the
     /// `$ref`): it is missing, outside the confined directory (after symlinks and `..`), not
     /// a regular file, or no file may be read at all.

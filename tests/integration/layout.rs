@@ -76,19 +76,6 @@ const STORIES: [(&str, &str); 2] = [
     ("src/cli/demo/mcp_act.rs", "mcp_act"),
 ];
 
-/// Functions over 60 lines when the rule came to cover all of `src/` (issue 51), each to be
-/// split; the list may only shrink: one no longer long must leave it.
-const NOT_YET_SPLIT: &[(&str, &str)] = &[
-    ("src/contract/schemas.rs", "build_shape"),
-    ("src/contract/schemas.rs", "collect_object"),
-    ("src/contract/compile.rs", "compile"),
-    ("src/contract/compile.rs", "compile_operation"),
-    ("src/contract/compile.rs", "compile_param"),
-    ("src/contract/sanitize.rs", "sanitize"),
-    ("src/contract/types.rs", "untyped"),
-    ("src/spec/bundle.rs", "retarget"),
-];
-
 #[test]
 fn no_function_in_the_source_is_over_60_lines() {
     let mut long = std::collections::BTreeMap::new();
@@ -109,19 +96,10 @@ fn no_function_in_the_source_is_over_60_lines() {
         seen > 1000,
         "the scan found only {seen} functions: it is not reading the source"
     );
-    let listed = |file: &str, name: &str| NOT_YET_SPLIT.contains(&(file, name));
-    let new: Vec<String> = (long.iter())
-        .filter(|((file, name), _)| !listed(file, name))
+    let long: Vec<String> = (long.iter())
         .map(|((file, name), lines)| format!("{file}: {name} has {lines} lines"))
         .collect();
-    assert!(new.is_empty(), "{} over 60 lines: {new:#?}", new.len());
-    let split: Vec<_> = (NOT_YET_SPLIT.iter())
-        .filter(|(file, name)| !long.contains_key(&(file.to_string(), name.to_string())))
-        .collect();
-    assert!(
-        split.is_empty(),
-        "split now, take them off NOT_YET_SPLIT: {split:?}"
-    );
+    assert!(long.is_empty(), "{} over 60 lines: {long:#?}", long.len());
 }
 
 /// A module path (`["proxy", "late"]`) for each file under `src/`.
