@@ -116,7 +116,7 @@ async fn accept(listener: Listener, gateway: Gateway, allowed_hosts: Vec<String>
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(limits.session_idle_timeout);
     let sessions = Arc::new(sessions);
-    let front = Front {
+    let front = Guard {
         service: StreamableHttpService::new(move || Ok(gateway.clone()), sessions.clone(), config),
         sessions,
         limits,
@@ -130,13 +130,13 @@ type McpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infalli
 /// before rmcp parses it, and a new session past `mcp.max_sessions` is refused; each refusal
 /// is a JSON-RPC error.
 #[derive(Clone)]
-struct Front {
+struct Guard {
     service: StreamableHttpService<Gateway, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     limits: crate::settings::McpSettings,
 }
 
-impl Front {
+impl Guard {
     async fn answer(
         self,
         req: hyper::Request<hyper::body::Incoming>,

@@ -141,7 +141,7 @@ async fn mcp_side(
         sidecar.settings.proxy.body_stall_timeout,
         sidecar.body_stalls(),
     );
-    let front = front::Front::new(upstream, calls, live, limits, stall)?;
+    let front = front::HttpFront::new(upstream, calls, live, limits, stall)?;
     let socket = TcpListener::bind(*listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

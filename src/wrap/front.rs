@@ -39,7 +39,7 @@ type Relayed = BoxBody<Bytes, hyper::Error>;
 const MAX_SESSIONS: usize = 1024;
 
 #[derive(Clone)]
-pub struct Front {
+pub struct HttpFront {
     upstream: Uri,
     client: Client<HttpConnector, Full<Bytes>>,
     calls: Arc<Calls>,
@@ -51,7 +51,7 @@ pub struct Front {
     sessions: Arc<Mutex<lru::LruCache<u64, Session>>>,
 }
 
-impl Front {
+impl HttpFront {
     /// `upstream` is the server's MCP endpoint: `http://host:port/path`.
     pub fn new(
         upstream: &str,
@@ -62,7 +62,7 @@ impl Front {
             Option<std::time::Duration>,
             prometheus_client::metrics::counter::Counter,
         ),
-    ) -> anyhow::Result<Front> {
+    ) -> anyhow::Result<HttpFront> {
         let uri: Uri = upstream
             .parse()
             .map_err(|e| anyhow::anyhow!("--mcp-upstream {upstream}: {e}"))?;
@@ -71,7 +71,7 @@ impl Front {
                 "--mcp-upstream {upstream}: expected http://host:port/path (the server beside driftwatch)"
             );
         }
-        Ok(Front {
+        Ok(HttpFront {
             upstream: uri,
             client: Client::builder(TokioExecutor::new()).build_http(),
             calls,
@@ -279,7 +279,7 @@ fn own(status: StatusCode, message: &str) -> Response<Relayed> {
 /// An SSE stream's events, read as they pass: each event's `data` lines, joined, are one
 /// message. A line past the bound is dropped, and its event is not read.
 struct Events {
-    front: Front,
+    front: HttpFront,
     session: u64,
     line: Vec<u8>,
     data: Vec<u8>,
@@ -287,7 +287,7 @@ struct Events {
 }
 
 impl Events {
-    fn new(front: Front, session: u64) -> Events {
+    fn new(front: HttpFront, session: u64) -> Events {
         Events {
             front,
             session,
