@@ -40,6 +40,27 @@ fn two(apis: Vec<ApiConfig>, edit: impl FnOnce(&mut Config)) -> Config {
     c
 }
 
+/// Two APIs, each before an upstream of its own (both answer `{"ok":true}`): channels, selected
+/// by the prefix `/channels/`, and billing, selected as `billing` says.
+async fn channels_and_billing(
+    billing: impl FnOnce(&mut ApiConfig),
+) -> (Config, Upstream, Upstream) {
+    let (channels_up, billing_up) = (
+        upstream::start(ok(), Duration::ZERO, None).await,
+        upstream::start(ok(), Duration::ZERO, None).await,
+    );
+    let config = two(
+        vec![
+            api("channels", "channels.openapi.yaml", &channels_up, |a| {
+                a.prefix = Some("/channels/".into())
+            }),
+            api("billing", "billing.openapi.yaml", &billing_up, billing),
+        ],
+        |_| {},
+    );
+    (config, channels_up, billing_up)
+}
+
 /// The events in `/findings`, as (api, operation, kind, field).
 async fn events(admin: std::net::SocketAddr) -> Vec<(String, String, String, String)> {
     let body = admin_get(admin, "/findings").await.json();
@@ -61,22 +82,9 @@ async fn events(admin: std::net::SocketAddr) -> Vec<(String, String, String, Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_apis_behind_one_reverse_proxy_each_get_their_upstream_spec_metrics_and_events() {
-    let (channels_up, billing_up) = (
-        upstream::start(ok(), Duration::ZERO, None).await,
-        upstream::start(ok(), Duration::ZERO, None).await,
-    );
-    let dw = start(two(
-        vec![
-            api("channels", "channels.openapi.yaml", &channels_up, |a| {
-                a.prefix = Some("/channels/".into())
-            }),
-            api("billing", "billing.openapi.yaml", &billing_up, |a| {
-                a.hosts = vec!["billing.test".into()]
-            }),
-        ],
-        |_| {},
-    ))
-    .await;
+    let (config, channels_up, billing_up) =
+        channels_and_billing(|a| a.hosts = vec!["billing.test".into()]).await;
+    let dw = start(config).await;
     let sent = [
         ("/channels/api/v1/playouts?pageSize=abc", "x"),
         ("/v2/invoices?customer_id=cus_1", "billing.test:8080"),
@@ -461,21 +469,8 @@ async fn wrap_learns_and_live_checks_every_api() {
     use driftwatch::admin::ToolsView;
     use driftwatch::proxy::ToolSource;
     use serde_json::{Value, json};
-    let (channels_up, billing_up) = (
-        upstream::start(ok(), Duration::ZERO, None).await,
-        upstream::start(ok(), Duration::ZERO, None).await,
-    );
-    let config = two(
-        vec![
-            api("channels", "channels.openapi.yaml", &channels_up, |a| {
-                a.prefix = Some("/channels/".into())
-            }),
-            api("billing", "billing.openapi.yaml", &billing_up, |a| {
-                a.hosts = vec!["billing.test".into()]
-            }),
-        ],
-        |_| {},
-    );
+    let (config, _channels_up, _billing_up) =
+        channels_and_billing(|a| a.hosts = vec!["billing.test".into()]).await;
     let (dw, sidecar) = super::sidecar::start_with(config, ToolSource::Calls).await;
     let calls = sidecar.calls().unwrap().clone();
     let live = std::sync::Arc::new(driftwatch::wrap::live::Live::new(
@@ -564,23 +559,12 @@ async fn wrap_learns_and_live_checks_every_api() {
 /// Issue 51: `/spec` showed one `mode`, the first API's, though each `[[api]]` may have its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_shows_each_apis_own_mode() {
-    let (channels_up, billing_up) = (
-        upstream::start(ok(), Duration::ZERO, None).await,
-        upstream::start(ok(), Duration::ZERO, None).await,
-    );
-    let dw = start(two(
-        vec![
-            api("channels", "channels.openapi.yaml", &channels_up, |a| {
-                a.prefix = Some("/channels/".into())
-            }),
-            api("billing", "billing.openapi.yaml", &billing_up, |a| {
-                a.prefix = Some("/billing/".into());
-                a.mode = Some(driftwatch::policy::Mode::Enforce);
-            }),
-        ],
-        |_| {},
-    ))
+    let (config, _channels_up, _billing_up) = channels_and_billing(|a| {
+        a.prefix = Some("/billing/".into());
+        a.mode = Some(driftwatch::policy::Mode::Enforce);
+    })
     .await;
+    let dw = start(config).await;
     let spec = admin_get(dw.admin, "/spec").await.json();
     let modes: Vec<(&str, &str)> = (spec["apis"].as_array().unwrap().iter())
         .map(|a| (a["api"].as_str().unwrap(), a["mode"].as_str().unwrap()))
