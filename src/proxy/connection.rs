@@ -169,14 +169,12 @@ async fn serve(
 fn inside(builder: &auto::Builder<TokioExecutor>, requests: Requests) -> Inside {
     let builder = builder.clone();
     Arc::new(move |stream: Stream, route: Route, tls: bool| {
-        let host = route.api.name().to_string();
         let service = requests.clone().inside(route, tls);
         let builder = builder.clone();
         Box::pin(async move {
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(api = host, "intercepted connection ended: {e}");
-            }
+            builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .await
         })
     })
 }

@@ -29,7 +29,7 @@ use super::tee::{ResponseBody, own};
 use super::tunnel::NotOpened;
 use crate::config::UnknownHosts;
 use crate::settings::HostPort;
-use crate::sink::{Tunnel, Tunnels};
+use crate::sink::Tunnel;
 
 pub(super) type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -52,9 +52,13 @@ impl After {
 }
 
 /// Serves the requests inside an intercepted tunnel: the stream as the client opened it, the
-/// tunnel's route, and whether the stream is TLS. Given by the connection, which owns the
-/// service the requests go through.
-pub(super) type Inside = Arc<dyn Fn(Stream, Route, bool) -> Work + Send + Sync>;
+/// tunnel's route, and whether the stream is TLS; how the connection ended. Given by the
+/// connection, which owns the service the requests go through.
+pub(super) type Inside = Arc<dyn Fn(Stream, Route, bool) -> Served + Send + Sync>;
+
+/// The connection inside a tunnel, served to its end.
+pub(super) type Served =
+    Pin<Box<dyn Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + Send>>;
 
 /// The forward listener's part of a connection's service.
 #[derive(Clone)]
@@ -73,15 +77,14 @@ impl Front {
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        let tunnels = &s.sinks.tunnels;
-        if let Some(refused) = refusal(s, tunnels, &host) {
+        if let Some(refused) = refusal(s, &host) {
             return refused;
         }
         let to = match super::tunnel::dial(s, &host).await {
             Ok(to) => to,
-            Err(not) => return not_opened(tunnels, &host, not),
+            Err(not) => return not_opened(s, &host, not),
         };
-        tunnels.count(&host.to_string(), Tunnel::Passed);
+        s.sinks.tunnels.count(&host.to_string(), Tunnel::Passed);
         let upgrade = hyper::upgrade::on(req);
         self.after.set(Box::pin(async move {
             let Ok(upgraded) = upgrade.await else { return };
@@ -133,7 +136,9 @@ impl Front {
                     return;
                 }
             };
-            inside(stream, route, tls).await;
+            if let Err(e) = inside(stream, route, tls).await {
+                tracing::debug!(%host, "intercepted connection ended: {e}");
+            }
         }));
         established()
     }
@@ -146,16 +151,15 @@ impl Front {
         req: Request<Incoming>,
         host: HostPort,
     ) -> Response<ResponseBody> {
-        let tunnels = &s.sinks.tunnels;
-        if let Some(refused) = refusal(s, tunnels, &host) {
+        if let Some(refused) = refusal(s, &host) {
             return refused;
         }
         match pass_on(s, req, &host).await {
             Ok(response) => {
-                tunnels.count(&host.to_string(), Tunnel::Passed);
+                s.sinks.tunnels.count(&host.to_string(), Tunnel::Passed);
                 response
             }
-            Err(not) => not_opened(tunnels, &host, not),
+            Err(not) => not_opened(s, &host, not),
         }
     }
 }
@@ -177,23 +181,23 @@ async fn opened(
 }
 
 /// Under `forward.unknown_hosts = "refuse"`, the 403 for a host no API serves, counted.
-fn refusal(s: &Sidecar, tunnels: &Tunnels, host: &HostPort) -> Option<Response<ResponseBody>> {
+fn refusal(s: &Sidecar, host: &HostPort) -> Option<Response<ResponseBody>> {
     (s.settings.forward.unknown_hosts == UnknownHosts::Refuse).then(|| {
-        tunnels.count(&host.to_string(), Tunnel::Refused);
+        s.sinks.tunnels.count(&host.to_string(), Tunnel::Refused);
         refused(host)
     })
 }
 
 /// A tunnel the policy denied (403, counted as refused) or that could not reach its host
 /// (502, counted as failed).
-fn not_opened(tunnels: &Tunnels, host: &HostPort, not: NotOpened) -> Response<ResponseBody> {
+fn not_opened(s: &Sidecar, host: &HostPort, not: NotOpened) -> Response<ResponseBody> {
     match not {
         NotOpened::Denied(why) => {
-            tunnels.count(&host.to_string(), Tunnel::Refused);
+            s.sinks.tunnels.count(&host.to_string(), Tunnel::Refused);
             answer(StatusCode::FORBIDDEN, "Tunnel denied", &why)
         }
         NotOpened::Unreachable(reason) => {
-            tunnels.count(&host.to_string(), Tunnel::Failed);
+            s.sinks.tunnels.count(&host.to_string(), Tunnel::Failed);
             unreachable(host, &reason)
         }
     }

@@ -159,10 +159,10 @@ fn by_host(apis: &[Arc<Api>], host: &HostPort, port: Port, by: By) -> Option<Rou
     if port == Port::Destination {
         return None;
     }
-    let named = |api: &&Arc<Api>| api.upstream_of(|h| h.host == host.host).is_some();
-    let mut by_name = apis.iter().filter(named);
+    let mut by_name =
+        (apis.iter()).filter_map(|api| Some((api, api.upstream_of(|h| h.host == host.host)?)));
     match (by_name.next(), by_name.next()) {
-        (Some(api), None) => Some(route(api, api.upstream_of(|h| h.host == host.host)?)),
+        (Some((api, upstream)), None) => Some(route(api, upstream)),
         _ => None,
     }
 }

@@ -134,7 +134,7 @@ impl Live {
         for entry in mapping.tools.values_mut().filter(|e| e.write.is_none()) {
             let ops: Vec<_> = entry
                 .references()
-                .filter_map(|r| crate::catalog::find_operation(contract, r))
+                .filter_map(|r| find_operation(contract, r))
                 .collect();
             let merges = |op: &&crate::contract::Operation| {
                 survival
@@ -237,17 +237,29 @@ fn share(tools: &[Tool], mappings: &[Mapping], revisions: &[Arc<Revision>]) -> V
 }
 
 /// What `/tools/check` serves: the report as `tools --format json` writes it, or, with
-/// several APIs, `{"apis": {NAME: report, ...}}`.
+/// several APIs, `{"apis": {NAME: report, ...}}` in the APIs' order.
 fn report_json(reports: &[(&str, Report)]) -> anyhow::Result<String> {
     Ok(match reports {
         [(_, report)] => serde_json::to_string_pretty(report)?,
-        _ => {
-            let apis: serde_json::Map<String, Value> = (reports.iter())
-                .map(|(name, r)| Ok((name.to_string(), serde_json::to_value(r)?)))
-                .collect::<anyhow::Result<_>>()?;
-            serde_json::to_string_pretty(&serde_json::json!({ "apis": apis }))?
-        }
+        _ => serde_json::to_string_pretty(&PerApi {
+            apis: Apis(reports),
+        })?,
     })
+}
+
+/// Several APIs' reports, each written straight from its report (no copy as a `Value`).
+#[derive(serde::Serialize)]
+struct PerApi<'a> {
+    apis: Apis<'a>,
+}
+
+/// The reports by API name, as a JSON object in the APIs' order.
+struct Apis<'a>(&'a [(&'a str, Report)]);
+
+impl serde::Serialize for Apis<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, report)| (name, report)))
+    }
 }
 
 /// One event for a tool's new catalog defects (`action = "catalog"`).
