@@ -21,7 +21,8 @@
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines, access logs) for offline checks.
 //! - [`config`], [`settings`]: the config as written and layered (file < env < flags), and the
 //!   one validated, typed value built from it at start.
-//! - [`policy`]: observe/enforce, and the action per finding.
+//! - [`policy`]: observe/enforce, and the action per finding; [`repair`]: where a replace
+//!   write's resource is read and how its body is completed from that read (`repair`).
 //! - [`revision`]: the spec in force, and the narrow handle to read or reload it.
 //! - [`listener`]: how every listener accepts, within its bounds.
 //! - [`proxy`]: the live sidecar. Which API a request is for, from a `CONNECT`, an
@@ -56,6 +57,7 @@ pub mod mcp;
 pub mod memory;
 pub mod policy;
 pub mod proxy;
+pub mod repair;
 pub mod request;
 pub mod response;
 pub mod revision;

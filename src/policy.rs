@@ -1,6 +1,8 @@
 //! What to do with a request's findings: in `observe` mode, always forward; in `enforce` mode,
-//! block when any finding's action is `block`. The action comes from the operation's override,
-//! then the kind's, then the default (block `error` and `critical`, log the rest).
+//! block when any finding's action is `block`, and complete the body from a fresh read of the
+//! resource where a replace write's omitted fields are set to `repair`. The action comes from
+//! the operation's override, then the kind's, then the default (block `error` and `critical`,
+//! log the rest).
 
 use std::collections::HashMap;
 
@@ -29,6 +31,25 @@ impl Mode {
 pub enum Action {
     Log,
     Block,
+    /// Fill the fields a replace write omits from a fresh read of its resource (only for
+    /// `silent_clear_risk` and `omitted_on_replace`: [`Action::repairs`]).
+    Repair,
+}
+
+impl Action {
+    /// The kinds `repair` may be chosen for: the omitted fields of a replace write.
+    pub fn repairs(kind: Kind) -> bool {
+        matches!(kind, Kind::SilentClearRisk | Kind::OmittedOnReplace)
+    }
+
+    /// How an event names what was done with a finding.
+    pub fn done(self) -> &'static str {
+        match self {
+            Action::Log => "log",
+            Action::Block => "block",
+            Action::Repair => "repaired",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -78,6 +99,18 @@ impl Policy {
             .filter(|f| self.action(operation, f) == Action::Block)
             .collect()
     }
+
+    /// The findings whose field is to be filled from a fresh read (empty: nothing to repair).
+    pub fn repairing<'f>(
+        &self,
+        operation: Option<&str>,
+        findings: &'f [Finding],
+    ) -> Vec<&'f Finding> {
+        findings
+            .iter()
+            .filter(|f| Action::repairs(f.kind) && self.action(operation, f) == Action::Repair)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -110,5 +143,35 @@ mod tests {
         let observe = Policy::new(Mode::Observe, kinds, operations);
         assert_eq!(observe.action(Some("updateChannel"), &omitted), Action::Log);
         assert_eq!(observe.action(None, &mismatch), Action::Log);
+    }
+
+    #[test]
+    fn repair_is_chosen_like_block_and_only_in_enforce() {
+        let kinds: HashMap<Kind, Action> = [(Kind::SilentClearRisk, Action::Repair)].into();
+        let operations: HashMap<String, HashMap<Kind, Action>> = [(
+            "updateChannel".to_string(),
+            [(Kind::OmittedOnReplace, Action::Repair)].into(),
+        )]
+        .into();
+        let policy = Policy::new(Mode::Enforce, kinds.clone(), operations.clone());
+        let risk = Finding::new(Kind::SilentClearRisk, Location::Body, "/a");
+        let omitted = Finding::new(Kind::OmittedOnReplace, Location::Body, "/b");
+        let findings = [risk, omitted];
+        let fields = |op| -> Vec<String> {
+            policy
+                .repairing(op, &findings)
+                .iter()
+                .map(|f| f.field.to_string())
+                .collect()
+        };
+        assert_eq!(fields(Some("updateOther")), ["/a"]);
+        assert_eq!(fields(Some("updateChannel")), ["/a", "/b"]);
+        assert!(policy.blocking(Some("updateChannel"), &findings).is_empty());
+        let observe = Policy::new(Mode::Observe, kinds, operations);
+        assert!(
+            observe
+                .repairing(Some("updateChannel"), &findings)
+                .is_empty()
+        );
     }
 }

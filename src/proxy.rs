@@ -19,6 +19,7 @@ mod pool;
 mod problem;
 mod record;
 mod reload;
+mod repair;
 mod requests;
 mod route;
 mod sniff;

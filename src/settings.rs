@@ -598,6 +598,14 @@ fn policy(c: &Config, fail: &Fail<'_>) -> Result<Policy, ConfigError> {
                 ),
             ));
         }
+        if *action == Action::Repair && !Action::repairs(*kind) {
+            return Err(fail(
+                key,
+                format!(
+                    "`repair` fills the fields a replace write omits: it is for `silent_clear_risk` and `omitted_on_replace`, not `{kind}`"
+                ),
+            ));
+        }
     }
     Ok(Policy::new(
         c.proxy.mode,

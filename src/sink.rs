@@ -12,7 +12,7 @@ mod tools;
 mod tunnels;
 
 pub use events::{
-    Event, EventError, EventFinding, EventLog, EventOutput, SECRET_HEADERS, ToolFields,
+    Event, EventError, EventFinding, EventLog, EventOutput, Repair, SECRET_HEADERS, ToolFields,
 };
 pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};

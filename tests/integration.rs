@@ -38,6 +38,7 @@ mod integration {
     pub mod real_catalogs;
     pub mod real_specs;
     pub mod reload;
+    pub mod repair;
     pub mod responses;
     pub mod shared_memory;
     pub mod sidecar;

@@ -220,6 +220,7 @@ fn compile_operation(
         remembers: false,
         read_fields: None,
         resource: None,
+        read: None,
         read_hint: text(op, "x-driftwatch-read"),
         credentials: super::security::credentials(compiler.doc(), op),
         bearer: super::security::bearer(compiler.doc(), op),
@@ -359,6 +360,7 @@ fn link_reads_and_replaces(operations: &mut [Operation], reads: &[Option<usize>]
                 }
             }
             let resource = name(&operations[read]);
+            operations[i].read = Some(read);
             operations[i].resource = Some(resource.clone());
             operations[read].remembers = true;
             operations[read].replaced_by.push(i);

@@ -227,6 +227,9 @@ pub struct Operation {
     pub remembers: bool,
     /// A replace write: the response fields of the GET of the same resource.
     pub read_fields: Option<Vec<String>>,
+    /// A replace write: the GET of the same resource (its place in the contract's operations),
+    /// which a repair reads the resource by.
+    pub read: Option<usize>,
     /// The resource's name for silent-clear memory: the id of the GET that shows it (on the GET
     /// itself and on its replace write), or its method and template where another operation
     /// has the same id. Memory keys are this name plus path parameter values.

@@ -1,7 +1,9 @@
 //! The demo's Channels API: an in-memory store behind a small hyper server, behaving like a
 //! real ASP.NET-style API would: a PUT replaces the whole channel (every property not sent is
 //! reset, which is how `graphicsElementIds` gets silently cleared), unknown query parameters
-//! are ignored, and a value that does not bind to its type is a 400.
+//! are ignored, and a value that does not bind to its type is a 400. A channel's `ETag` is a
+//! hash of its content; a PUT whose `If-Match` is not the current one is answered 412 and
+//! changes nothing (a concurrency token, as ASP.NET's `[ConcurrencyCheck]` gives).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -79,6 +81,7 @@ pub async fn serve(listener: TcpListener) {
 
 async fn handle(store: Store, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().clone();
+    let req_if_match = req.headers().get(http::header::IF_MATCH).cloned();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let body = req
@@ -88,6 +91,7 @@ async fn handle(store: Store, req: Request<Incoming>) -> Result<Response<Full<By
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let if_match = req_if_match;
     let (status, value) = match (&method, segments.as_slice()) {
         (&Method::GET, ["api", "v1", "channels", id]) => match id
             .parse::<u64>()
@@ -97,14 +101,18 @@ async fn handle(store: Store, req: Request<Incoming>) -> Result<Response<Full<By
             Some(channel) => (StatusCode::OK, Value::Object(channel)),
             None => not_found(),
         },
-        (&Method::PUT, ["api", "v1", "channels", id]) => replace(&store, id, &body),
+        (&Method::PUT, ["api", "v1", "channels", id]) => replace(&store, id, &body, if_match),
         (&Method::PUT, ["api", "v1", "schedules", _]) => schedule(&body),
         (&Method::GET, ["api", "v1", "playouts"]) => playouts(&query),
         (&Method::GET, ["api", "v1", "playouts", _, "items"]) => items(&query),
         _ => not_found(),
     };
+    let channel = segments.get(2) == Some(&"channels") && status == StatusCode::OK;
     let mut resp = Response::new(Full::new(Bytes::from(value.to_string())));
     *resp.status_mut() = status;
+    if let (true, Some(channel)) = (channel, value.as_object()) {
+        resp.headers_mut().insert(http::header::ETAG, etag(channel));
+    }
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
@@ -126,7 +134,20 @@ fn bad_request(field: &str, message: &str) -> (StatusCode, Value) {
     )
 }
 
-fn replace(store: &Store, id: &str, body: &[u8]) -> (StatusCode, Value) {
+/// A channel's strong `ETag`: a hash of what it holds.
+fn etag(channel: &Map<String, Value>) -> http::HeaderValue {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    Value::Object(channel.clone()).to_string().hash(&mut h);
+    http::HeaderValue::from_str(&format!("\"{:016x}\"", h.finish())).expect("hex is header text")
+}
+
+fn replace(
+    store: &Store,
+    id: &str,
+    body: &[u8],
+    if_match: Option<http::HeaderValue>,
+) -> (StatusCode, Value) {
     let Ok(id) = id.parse::<u64>() else {
         return not_found();
     };
@@ -148,6 +169,12 @@ fn replace(store: &Store, id: &str, body: &[u8]) -> (StatusCode, Value) {
     let Some(current) = channels.get(&id) else {
         return not_found();
     };
+    if if_match.is_some_and(|tag| tag != "*" && tag != etag(current)) {
+        return (
+            StatusCode::PRECONDITION_FAILED,
+            json!({"title": "Precondition Failed", "status": 412}),
+        );
+    }
     let mut next = Map::new();
     for (name, value) in current {
         let kept = matches!(name.as_str(), "id" | "uniqueId");
@@ -219,7 +246,7 @@ mod tests {
         body.remove("graphicsElementIds");
         body.remove("id");
         body.insert("name".into(), json!("Retro TV HD"));
-        let (status, stored) = replace(&s, "7", Value::Object(body).to_string().as_bytes());
+        let (status, stored) = replace(&s, "7", Value::Object(body).to_string().as_bytes(), None);
         assert_eq!(status, 200);
         assert_eq!(stored["graphicsElementIds"], json!([]));
         assert_eq!(stored["name"], "Retro TV HD");
@@ -232,10 +259,28 @@ mod tests {
         let s = store();
         let mut body = seed();
         body.insert("ffmpegProfileId".into(), json!("2"));
-        let (status, err) = replace(&s, "7", Value::Object(body).to_string().as_bytes());
+        let (status, err) = replace(&s, "7", Value::Object(body).to_string().as_bytes(), None);
         assert_eq!(status, 400);
         assert!(err["errors"]["ffmpegProfileId"].is_array());
         assert_eq!(s.lock().unwrap()[&7]["ffmpegProfileId"], 1);
+    }
+
+    #[test]
+    fn a_put_whose_if_match_is_not_the_current_etag_is_412_and_changes_nothing() {
+        let s = store();
+        let tag = etag(&seed());
+        let mut body = seed();
+        body.insert("name".into(), json!("Retro TV HD"));
+        let text = Value::Object(body).to_string();
+        let stale = http::HeaderValue::from_static("\"0\"");
+        assert_eq!(replace(&s, "7", text.as_bytes(), Some(stale)).0, 412);
+        assert_eq!(s.lock().unwrap()[&7]["name"], "Retro TV");
+        assert_eq!(replace(&s, "7", text.as_bytes(), Some(tag.clone())).0, 200);
+        assert_eq!(
+            replace(&s, "7", text.as_bytes(), Some(tag)).0,
+            412,
+            "the tag moved on"
+        );
     }
 
     #[test]

@@ -509,6 +509,7 @@ fn record(
             .collect(),
         findings_left_out: 0,
         catalog_defects: Vec::new(),
+        repair: None,
         values: None,
     };
     s.publish(event);

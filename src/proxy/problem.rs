@@ -95,6 +95,31 @@ pub fn silent_clear(mut blocked: Response<Bytes>, findings: &[&Finding]) -> Resp
     blocked
 }
 
+/// 409 for a write set to `repair` that could not be completed: the fields it would erase,
+/// and why driftwatch could not fill them from a fresh read.
+pub fn unrepaired(mut blocked: Response<Bytes>, fields: &[String], why: &str) -> Response<Bytes> {
+    let Ok(mut body) = serde_json::from_slice::<Value>(blocked.body()) else {
+        return blocked;
+    };
+    let named: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+    let detail = format!(
+        "This PUT replaces the whole resource and would erase {}; driftwatch could not fill {} from a fresh read: {why}. Include {} with the current value.",
+        named.join(", "),
+        if fields.len() == 1 { "it" } else { "them" },
+        if fields.len() == 1 { "it" } else { "them" },
+    );
+    body["detail"] = Value::String(shorten(&detail));
+    body["status"] = Value::from(409);
+    body["type"] = Value::String("urn:driftwatch:problem:409".into());
+    body["title"] =
+        Value::String("Request refused: it would erase data and could not be repaired".into());
+    body["include_fields"] = Value::from(fields);
+    body["repair_refused"] = Value::String(why.into());
+    *blocked.body_mut() = Bytes::from(body.to_string());
+    *blocked.status_mut() = StatusCode::CONFLICT;
+    blocked
+}
+
 /// A refusal names the tool call it refused: the agent's MCP result then says which tool and
 /// which finding, whatever the server makes of the answer.
 pub fn with_tool(mut refused: Response<Bytes>, tool: &Attribution) -> Response<Bytes> {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use http::header::HeaderValue;
 use http::request::Parts;
-use http::{Method, Response, Uri};
+use http::{Method, Response, StatusCode, Uri};
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use crate::finding::{Finding, Kind};
 use crate::mcp::calls::Attribution;
 use crate::policy::Action;
 use crate::revision::Revision;
-use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome, ToolFields};
+use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome, Repair, ToolFields};
 
 /// W3C trace context: a name, not text parsed again on every request.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -64,6 +64,11 @@ pub(super) struct Ledger<'c> {
     pub findings: Vec<Finding>,
     /// Query, body and headers, when `events.log_values` is on and there are findings.
     pub values: Option<serde_json::Value>,
+    /// A replace write set to `repair`: what was filled from the read, or why it was refused.
+    pub repair: Option<Repair>,
+    /// The findings of the fields the repair filled: the audit of the completed body has none,
+    /// and they are recorded with the request as `repaired`.
+    pub repaired: Vec<Finding>,
 }
 
 impl<'c> Ledger<'c> {
@@ -95,6 +100,8 @@ impl<'c> Ledger<'c> {
             operation: None,
             findings: Vec::new(),
             values: None,
+            repair: None,
+            repaired: Vec::new(),
         }
     }
 
@@ -113,8 +120,13 @@ impl<'c> Ledger<'c> {
         let op_id = self.operation.map_or(NO_OPERATION, |op| op.id.as_str());
         let mut error = None;
         let (mut response, outcome, kinds) = match reply {
-            Reply::Forwarded { response, extra } => {
+            Reply::Forwarded {
+                mut response,
+                extra,
+            } => {
                 self.findings.extend(extra);
+                self.findings.append(&mut self.repaired);
+                self.said_repaired(&mut response);
                 (response, Outcome::Forwarded, BTreeSet::new())
             }
             Reply::Blocked { response, kinds } => (response, Outcome::Blocked, kinds),
@@ -144,6 +156,19 @@ impl<'c> Ledger<'c> {
         for kind in &kinds {
             s.sinks.metrics.blocked(api, op_id, kind.as_str());
         }
+        if let Some(repair) = &self.repair
+            && outcome != Outcome::ClientError
+            && outcome != Outcome::UpstreamError
+        {
+            let done = match (&repair.refused, response.status()) {
+                (Some(_), _) => "refused",
+                (None, StatusCode::PRECONDITION_FAILED) => "precondition_failed",
+                (None, _) => "repaired",
+            };
+            for field in &repair.fields {
+                s.sinks.metrics.repair(api, op_id, field, done);
+            }
+        }
         for f in &self.findings {
             s.sinks.metrics.finding(api, op_id, f);
         }
@@ -152,6 +177,17 @@ impl<'c> Ledger<'c> {
             self.event(s, rev, outcome, response.status().as_u16(), error);
         }
         response
+    }
+
+    /// A repaired write's answer names the fields driftwatch filled (`driftwatch-repaired`).
+    fn said_repaired(&self, response: &mut Response<ResponseBody>) {
+        let Some(repair) = self.repair.as_ref().filter(|r| r.refused.is_none()) else {
+            return;
+        };
+        if let Ok(v) = HeaderValue::from_str(&repair.fields.join(", ")) {
+            let name = http::HeaderName::from_static("driftwatch-repaired");
+            response.headers_mut().insert(name, v);
+        }
     }
 
     /// The problem+json answer for a fault, counted by cause and logged with whose it is.
@@ -196,11 +232,20 @@ impl<'c> Ledger<'c> {
         let blocked = |f: &Finding| {
             outcome == Outcome::Blocked && policy.action(operation.as_deref(), f) == Action::Block
         };
+        let filled = self.repair.as_ref().filter(|r| r.refused.is_none());
+        let repaired = |f: &Finding| {
+            let field = f.field.trim_start_matches('/');
+            Action::repairs(f.kind) && filled.is_some_and(|r| r.fields.iter().any(|n| n == field))
+        };
         let findings = self
             .findings
             .into_iter()
             .map(|finding| EventFinding {
-                action: if blocked(&finding) { "block" } else { "log" },
+                action: match () {
+                    _ if repaired(&finding) => Action::Repair.done(),
+                    _ if blocked(&finding) => Action::Block.done(),
+                    _ => Action::Log.done(),
+                },
                 finding,
             })
             .collect();
@@ -222,6 +267,7 @@ impl<'c> Ledger<'c> {
             findings,
             findings_left_out: 0,
             catalog_defects: Vec::new(),
+            repair: self.repair,
             values: self.values,
         };
         s.publish(event);

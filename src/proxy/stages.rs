@@ -25,6 +25,7 @@ use super::outgoing::{Peer, outgoing, send};
 use super::pool::Pool;
 use super::problem;
 use super::record::{Ledger, Reply};
+use super::repair::{Write, repair};
 use super::route::Route;
 use super::stall::Stalling;
 use super::tee::{ResponseBody, Tee, own};
@@ -67,6 +68,17 @@ async fn stages<'c>(
     let mut pending = check(s, rev, &parts, &read, ledger);
     super::tool::attribute(s, &rev.contract, &parts, &read, ledger);
     compare_with_last_get(s, ledger, &mut pending).await;
+    let (mut parts, mut read, mut forward) = (parts, read, forward);
+    let write = Write {
+        parts: &mut parts,
+        read: &mut read,
+        forward: &mut forward,
+        pending: &mut pending,
+        peer,
+    };
+    if let Some(refused) = repair(s, pool, rev, ledger, write).await {
+        return Ok(refused);
+    }
     if let Some(refused) = decide(ledger) {
         return Ok(refused);
     }

@@ -188,6 +188,18 @@ fn unknown_keys_and_bad_values_are_named() {
         )),
         "{e}"
     );
+    let file = write(
+        "r.toml",
+        "[enforce.operations.listChannels]\nunknown_query_param = \"repair\"\n",
+    );
+    let e = load(Some(&file), Vec::new(), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`repair` fills the fields a replace write omits"),
+        "{e}"
+    );
+    assert!(e.contains("not `unknown_query_param`"), "{e}");
     let file = write("f.toml", "[spec.write]\n\"PUT /a\" = \"overwrite\"\n");
     let e = load(Some(&file), Vec::new(), Vec::new())
         .unwrap_err()

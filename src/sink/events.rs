@@ -51,9 +51,27 @@ pub struct Event {
     /// `action = "catalog"`: what the live catalog check found wrong with the tool.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalog_defects: Vec<crate::catalog::Defect>,
+    /// A replace write whose omitted fields were to be filled from a fresh read (`repair`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
     /// Query, body and non-secret headers, only with `log_values = true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
+}
+
+/// What a repair did: names only, never the values it filled.
+#[derive(Debug, Clone, Serialize)]
+pub struct Repair {
+    /// The fields filled from the read (their names in the write), or that would have been.
+    pub fields: Vec<String>,
+    /// The request id of driftwatch's read of the resource, when one was sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_request_id: Option<String>,
+    /// The write was sent with `If-Match` set to the read's `ETag`.
+    pub if_match: bool,
+    /// Why the write was refused instead, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// An event's tool: the `tool` key kept where it was (the name, or `(ambiguous)`), and beside it
@@ -168,7 +186,7 @@ pub struct EventError {
 pub struct EventFinding {
     #[serde(flatten)]
     pub finding: Finding,
-    /// `block` or `log`: what the policy decided for this finding.
+    /// `block`, `log` or `repaired`: what was done about this finding.
     pub action: &'static str,
 }
 

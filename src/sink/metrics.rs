@@ -83,6 +83,17 @@ struct BlockedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RepairLabels {
+    operation: String,
+    /// A field of the operation's body, as the spec names it: bounded by the spec.
+    field: String,
+    /// `repaired`, `refused` or `precondition_failed`.
+    outcome: &'static str,
+    #[prometheus(flatten)]
+    api: ApiLabel,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Cause {
     cause: String,
 }
@@ -265,6 +276,7 @@ pub struct Metrics {
     findings: Family<FindingLabels, Counter>,
     unknown_params: Family<ParamLabels, Counter>,
     blocked: Family<BlockedLabels, Counter>,
+    repairs: Family<RepairLabels, Counter>,
     upstream_errors: Family<Cause, Counter>,
     client_errors: Family<Why, Counter>,
     unaudited: Family<Why, Counter>,
@@ -302,6 +314,7 @@ impl Metrics {
             findings: Family::default(),
             unknown_params: Family::default(),
             blocked: Family::default(),
+            repairs: Family::default(),
             upstream_errors: Family::default(),
             client_errors: Family::default(),
             unaudited: Family::default(),
@@ -364,6 +377,11 @@ impl Metrics {
             "blocked",
             "Requests refused in enforce mode, by operation and the kind that blocked them",
             self.blocked.clone(),
+        );
+        r.register(
+            "repairs",
+            "Fields of replace writes filled from a fresh read in enforce mode (repair), by operation, field and outcome: repaired, refused (the write was refused instead), precondition_failed (the API answered 412 to the If-Match)",
+            self.repairs.clone(),
         );
     }
 
@@ -572,6 +590,18 @@ impl Metrics {
             .get_or_create(&BlockedLabels {
                 operation: operation.into(),
                 kind: kind.into(),
+                api: api.clone(),
+            })
+            .inc();
+    }
+
+    /// One field of a repaired (or refused) write.
+    pub fn repair(&self, api: &ApiLabel, operation: &str, field: &str, outcome: &'static str) {
+        self.repairs
+            .get_or_create(&RepairLabels {
+                operation: operation.into(),
+                field: field.into(),
+                outcome,
                 api: api.clone(),
             })
             .inc();

@@ -285,6 +285,7 @@ fn event(api: &crate::proxy::Api, revision: &str, tool: String, defects: Vec<Def
         findings: Vec::new(),
         findings_left_out: 0,
         catalog_defects: defects,
+        repair: None,
         values: None,
     }
 }

@@ -1,0 +1,318 @@
+//! The repair stage, between check and decide: a replace write whose omitted fields are set to
+//! `repair` is completed from a fresh read of its resource and sent guarded by `If-Match`, or
+//! refused (409) saying which field and why. The read is the GET the memory pairs with the
+//! write, sent upstream with the write's own headers and credentials and nothing more; what to
+//! read and how to fill are the core's (`crate::repair`), this is the plumbing around them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, EXPECT, HeaderValue,
+    IF_MATCH, TRANSFER_ENCODING,
+};
+use http::request::Parts;
+use http::{HeaderMap, Method, Request};
+use http_body_util::{BodyExt, Limited};
+
+use super::Sidecar;
+use super::body::{BodyRead, UpstreamBody};
+use super::check::{Pending, check, compare_with_last_get};
+use super::headers::RequestId;
+use super::outgoing::{Peer, outgoing, send};
+use super::pool::Pool;
+use super::problem;
+use super::record::{Ledger, Reply};
+use super::tee::own;
+use crate::finding::{Finding, Kind};
+use crate::policy::Action;
+use crate::repair::{fill, read_path};
+use crate::revision::Revision;
+use crate::sink::Repair;
+
+/// Why a write set to `repair` was refused instead: what the agent and operator read.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error(
+        "the spec shows no GET of this resource to read it by (name one: `x-driftwatch-read`, or `[memory.resources]`)"
+    )]
+    NoRead,
+    #[error("the body is sent with a Content-Encoding, which driftwatch does not rewrite")]
+    Encoded,
+    #[error("the write's path does not fit its template, so the resource's cannot be made")]
+    NoPath,
+    #[error("the read of the resource failed: {0}")]
+    ReadFailed(String),
+    #[error("the read of the resource was answered {0}")]
+    ReadStatus(u16),
+    #[error("the read's answer could not be used: {0}")]
+    ReadBody(String),
+    #[error("`{field}` as the read shows it does not fit the write's body: {reason}")]
+    DoesNotFit { field: String, reason: String },
+}
+
+/// The resource as driftwatch read it.
+struct Read {
+    body: Bytes,
+    etag: Option<HeaderValue>,
+}
+
+/// What the stage needs of the request besides its ledger, and changes in place when it
+/// completes the body.
+pub(super) struct Write<'w> {
+    pub parts: &'w mut Parts,
+    pub read: &'w mut BodyRead,
+    pub forward: &'w mut UpstreamBody,
+    pub pending: &'w mut Pending,
+    pub peer: &'w Peer,
+}
+
+/// Complete a replace write set to `repair` from a fresh read of its resource, or refuse it.
+/// `None`: go on (nothing to repair, or repaired).
+pub(super) async fn repair<'c>(
+    s: &Arc<Sidecar>,
+    pool: &Pool,
+    rev: &'c Arc<Revision>,
+    ledger: &mut Ledger<'c>,
+    write: Write<'_>,
+) -> Option<Reply> {
+    let op = ledger.operation?;
+    let policy = &ledger.api.settings.policy;
+    let wanted: Vec<String> = policy
+        .repairing(Some(op.id.as_str()), &ledger.findings)
+        .iter()
+        .map(|f| f.field.trim_start_matches('/'))
+        .filter(|name| !name.contains('/'))
+        .map(str::to_string)
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let mut note = Repair {
+        fields: wanted,
+        read_request_id: None,
+        if_match: false,
+        refused: None,
+    };
+    match complete(s, pool, rev, ledger, write, &mut note).await {
+        Ok(()) => {
+            ledger.repair = Some(note);
+            None
+        }
+        Err(refusal) => {
+            note.refused = Some(refusal.to_string());
+            let reply = refused(ledger, &note, &refusal);
+            ledger.repair = Some(note);
+            Some(reply)
+        }
+    }
+}
+
+/// Read, fill, audit again; on success the request carries the completed body.
+async fn complete<'c>(
+    s: &Arc<Sidecar>,
+    pool: &Pool,
+    rev: &'c Arc<Revision>,
+    ledger: &mut Ledger<'c>,
+    w: Write<'_>,
+    note: &mut Repair,
+) -> Result<(), Refusal> {
+    let op = ledger.operation.expect("a repair is of an operation");
+    let BodyRead::Whole(body) = &*w.read else {
+        return Err(Refusal::ReadBody("the write's body was not read".into()));
+    };
+    if w.parts
+        .headers
+        .get(CONTENT_ENCODING)
+        .is_some_and(|e| e != "identity")
+    {
+        return Err(Refusal::Encoded);
+    }
+    let read_op = op.read.and_then(|i| rev.contract.operation_at(i));
+    let read_op = read_op.ok_or(Refusal::NoRead)?;
+    let path = read_path(&rev.contract, op, read_op, w.parts.uri.path()).ok_or(Refusal::NoPath)?;
+    let id = RequestId::new();
+    note.read_request_id = Some(id.as_str().to_string());
+    let fresh = fetch(s, pool, ledger, w.parts, &path, &id, w.peer).await?;
+    let map = s.settings.memory.field_map.get(&op.id);
+    let pairs: Vec<(&str, &str)> = note
+        .fields
+        .iter()
+        .map(|f| (f.as_str(), map.and_then(|m| m.get(f)).unwrap_or(f).as_str()))
+        .collect();
+    let filled = fill(body, &fresh.body, &pairs).map_err(|e| Refusal::ReadBody(e.to_string()))?;
+    note.fields = filled.fields;
+    let completed = Bytes::from(filled.body);
+    set_length(&mut w.parts.headers, completed.len());
+    // The completed body is audited again before it goes: the findings it has replace the
+    // write's, and those of the fields filled are kept aside as repaired.
+    let before = std::mem::take(&mut ledger.findings);
+    let read = BodyRead::Whole(completed.clone());
+    *w.pending = check(s, rev, w.parts, &read, ledger);
+    if let Some(unfit) = unfit(&ledger.findings, &note.fields) {
+        ledger.findings = before;
+        return Err(unfit);
+    }
+    compare_with_last_get(s, ledger, w.pending).await;
+    let filled_field = |f: &Finding| {
+        Action::repairs(f.kind)
+            && note
+                .fields
+                .iter()
+                .any(|n| f.field.trim_start_matches('/') == n)
+    };
+    ledger.repaired = before.into_iter().filter(filled_field).collect();
+    *w.read = read;
+    let trailers = match w.forward {
+        UpstreamBody::Buffered { trailers, .. } => trailers.take(),
+        UpstreamBody::Replay { .. } => None,
+    };
+    *w.forward = UpstreamBody::Buffered {
+        data: (!completed.is_empty()).then_some(completed),
+        trailers,
+        exact: true,
+    };
+    // A change made by another client between the read and the write fails with 412 instead
+    // of being overwritten. A weak ETag never matches `If-Match` (RFC 9110 §13.1.1): without a
+    // strong one the read is the freshest there is, and the write goes unguarded.
+    if let Some(etag) = fresh.etag.filter(|e| !e.as_bytes().starts_with(b"W/"))
+        && !w.parts.headers.contains_key(IF_MATCH)
+    {
+        w.parts.headers.insert(IF_MATCH, etag);
+        note.if_match = true;
+    }
+    Ok(())
+}
+
+/// The resource read upstream with the write's own headers (its credentials among them),
+/// less what describes the write's body or makes it conditional; identity-encoded and bounded
+/// by `audit.max_response_body`.
+async fn fetch(
+    s: &Arc<Sidecar>,
+    pool: &Pool,
+    ledger: &Ledger<'_>,
+    parts: &Parts,
+    path: &str,
+    id: &RequestId,
+    peer: &Peer,
+) -> Result<Read, Refusal> {
+    let mut headers = parts.headers.clone();
+    for name in [
+        CONTENT_TYPE,
+        CONTENT_LENGTH,
+        CONTENT_ENCODING,
+        TRANSFER_ENCODING,
+        EXPECT,
+    ] {
+        headers.remove(name);
+    }
+    let conditional: Vec<_> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("if-"))
+        .cloned()
+        .collect();
+    conditional.iter().for_each(|k| drop(headers.remove(k)));
+    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    headers.insert(
+        s.settings.events.request_id_header.clone(),
+        id.value().clone(),
+    );
+    let target = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    let mut request = Request::builder()
+        .method(Method::GET)
+        .uri(target)
+        .version(parts.version)
+        .body(())
+        .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
+    *request.headers_mut() = headers;
+    let (read_parts, ()) = request.into_parts();
+    let upstream = &ledger.api.upstreams[ledger.upstream];
+    let none = UpstreamBody::Buffered {
+        data: None,
+        trailers: None,
+        exact: true,
+    };
+    let request = outgoing(s, upstream, read_parts, none, peer)
+        .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
+    let timeout = s.settings.proxy.request_timeout;
+    let read = async {
+        let response = send(s, upstream, pool, request)
+            .await
+            .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
+        if !response.status().is_success() {
+            return Err(Refusal::ReadStatus(response.status().as_u16()));
+        }
+        let etag = response.headers().get(ETAG).cloned();
+        let limit = s.settings.audit.max_response_body;
+        let body = Limited::new(response.into_body(), limit).collect().await;
+        let body = body.map_err(|e| {
+            Refusal::ReadBody(format!("{e} (audit.max_response_body is {limit} bytes)"))
+        })?;
+        Ok(Read {
+            body: body.to_bytes(),
+            etag,
+        })
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(read) => read,
+        Err(_) => Err(Refusal::ReadFailed(format!(
+            "no whole answer within {} ms",
+            timeout.as_millis()
+        ))),
+    }
+}
+
+/// A body's length set as its `Content-Length` (the completed body is sent whole).
+fn set_length(headers: &mut HeaderMap, len: usize) {
+    headers.remove(TRANSFER_ENCODING);
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+}
+
+/// A finding of the completed body about a field it filled: the read shows the field in a
+/// shape the write does not take (an expanded object where the write takes an id).
+fn unfit(findings: &[Finding], filled: &[String]) -> Option<Refusal> {
+    findings
+        .iter()
+        .filter(|f| f.is_about_the_body() && !Action::repairs(f.kind))
+        .find_map(|f| {
+            let at = f.field.trim_start_matches('/');
+            let field = filled
+                .iter()
+                .find(|n| at == n.as_str() || at.starts_with(&format!("{n}/")))?;
+            Some(Refusal::DoesNotFit {
+                field: field.clone(),
+                reason: f.message.to_string(),
+            })
+        })
+}
+
+/// 409: the write would erase data and could not be completed, and why.
+fn refused(ledger: &Ledger<'_>, note: &Repair, refusal: &Refusal) -> Reply {
+    let fields: Vec<&Finding> = ledger
+        .findings
+        .iter()
+        .filter(|f| {
+            Action::repairs(f.kind)
+                && note
+                    .fields
+                    .iter()
+                    .any(|n| f.field.trim_start_matches('/') == n)
+        })
+        .collect();
+    let blocked = problem::blocked(&fields, ledger.request_id.as_str());
+    let response = problem::unrepaired(blocked, &note.fields, &refusal.to_string());
+    let response = match ledger.tool.as_deref() {
+        Some(tool) => problem::with_tool(response, tool),
+        None => response,
+    };
+    Reply::Blocked {
+        response: own(response),
+        kinds: fields
+            .iter()
+            .map(|f| f.kind)
+            .collect::<std::collections::BTreeSet<Kind>>(),
+    }
+}

@@ -1,0 +1,424 @@
+//! Repair end to end: a replace write set to `repair` is completed from driftwatch's own fresh
+//! read of the resource and sent guarded by `If-Match`, against APIs that hold state (the
+//! demo's Channels API, and a store with versions standing in for GitHub's), or refused with
+//! its reason where it cannot be.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use driftwatch::config::Config;
+use driftwatch::finding::Kind;
+use driftwatch::policy::{Action, Mode};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+
+use super::sidecar::{admin_get, config, raw, sample, scrape, start};
+use super::silent_clears::{demo_api, get, kinds_of, pair, put, stale_body};
+use super::upstream::{self, Recorded};
+use super::util::{eventually, shared_spec};
+
+/// Enforce mode with `kind` set to `repair`.
+fn repairing(c: &mut Config, kind: Kind) {
+    c.proxy.mode = Mode::Enforce;
+    c.enforce.kinds.insert(kind, Action::Repair);
+}
+
+/// The event of request `rid`, once recorded.
+async fn event_of(admin: SocketAddr, rid: &str) -> Value {
+    eventually(&format!("the event of {rid}"), || async {
+        let events = admin_get(admin, "/findings").await.json();
+        let found = events["events"]
+            .as_array()?
+            .iter()
+            .find(|e| e["request_id"] == rid)?;
+        Some(found.clone())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stale_rename_lands_and_the_list_it_omitted_is_kept() {
+    let api = demo_api().await;
+    let dw = start(config(&format!("http://{api}"), |c| {
+        repairing(c, Kind::SilentClearRisk)
+    }))
+    .await;
+    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
+        .await
+        .json();
+    eventually("the GET remembered", || async {
+        (sample(&scrape(dw.admin).await, "driftwatch_memory_entries") >= 1.0).then_some(())
+    })
+    .await;
+    let resp = raw(
+        dw.addr,
+        &put(
+            "/api/v1/channels/7",
+            "Bearer alice",
+            "p1",
+            &stale_body(&read),
+        ),
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(
+        resp.header("driftwatch-repaired"),
+        Some("graphicsElementIds")
+    );
+    let written = resp.json();
+    assert_eq!(written["name"], "Retro TV HD", "the agent's edit landed");
+    assert_eq!(
+        written["graphicsElementIds"],
+        json!([3, 7]),
+        "and the list was kept"
+    );
+    let now = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g2"))
+        .await
+        .json();
+    assert_eq!(
+        (&now["name"], &now["graphicsElementIds"]),
+        (&json!("Retro TV HD"), &json!([3, 7]))
+    );
+
+    let event = event_of(dw.admin, "p1").await;
+    let finding = &event["findings"][0];
+    assert_eq!(
+        (&finding["kind"], &finding["action"]),
+        (&json!("silent_clear_risk"), &json!("repaired"))
+    );
+    assert_eq!(event["repair"]["fields"], json!(["graphicsElementIds"]));
+    let read_id = event["repair"]["read_request_id"].as_str().unwrap();
+    assert_eq!(
+        read_id.len(),
+        32,
+        "driftwatch's read has an id of its own: {read_id}"
+    );
+    assert_eq!(
+        event["repair"]["if_match"], true,
+        "the demo API gives a strong ETag"
+    );
+    assert_eq!(
+        kinds_of(dw.admin, "p1", None).await,
+        [pair("silent_clear_risk", "/graphicsElementIds")]
+    );
+    assert!(
+        !event.to_string().contains("[3,7]"),
+        "names only, never values: {event}"
+    );
+    let m = scrape(dw.admin).await;
+    let repairs = |outcome: &str| {
+        sample(
+            &m,
+            &format!(
+                "driftwatch_repairs_total{{operation=\"updateChannel\",field=\"graphicsElementIds\",outcome=\"{outcome}\"}}"
+            ),
+        )
+    };
+    assert_eq!((repairs("repaired"), repairs("refused")), (1.0, 0.0));
+    assert_eq!(
+        sample(
+            &m,
+            "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"confirmed\"}"
+        ),
+        0.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_agent_sends_clears_as_asked() {
+    let api = demo_api().await;
+    let dw = start(config(&format!("http://{api}"), |c| {
+        repairing(c, Kind::OmittedOnReplace);
+        repairing(c, Kind::SilentClearRisk);
+    }))
+    .await;
+    let read = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g1"))
+        .await
+        .json();
+    let mut body = read.clone();
+    body["graphicsElementIds"] = json!([]);
+    body["logo"] = Value::Null;
+    let resp = raw(
+        dw.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p1", &body),
+    )
+    .await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.header("driftwatch-repaired"),
+        None,
+        "nothing was omitted"
+    );
+    assert_eq!(
+        resp.json()["graphicsElementIds"],
+        json!([]),
+        "the empty list the agent sent"
+    );
+}
+
+/// A store of JSON resources by path, the way a real API with concurrency tokens keeps them:
+/// each has a version, its `ETag`; a PUT replaces the whole resource (an omitted field takes
+/// its default) and fails with 412 when its `If-Match` is not the current version. `meddle`
+/// runs after a GET is answered: another client's change, made in between.
+#[derive(Clone)]
+struct Store {
+    resources: Arc<Mutex<HashMap<String, Versioned>>>,
+    defaults: Object,
+    meddle: Arc<dyn Fn(&mut Object) -> bool + Send + Sync>,
+    /// `METHOD path` and the `If-Match` sent, in order.
+    requests: Arc<Mutex<Vec<Seen>>>,
+}
+
+type Object = Map<String, Value>;
+type Versioned = (u64, Object);
+type Seen = (String, Option<String>);
+
+impl Store {
+    /// The resource at `path` as it is now.
+    fn now(&self, path: &str) -> Object {
+        self.resources.lock().unwrap()[path].1.clone()
+    }
+}
+
+impl Store {
+    async fn serve(self) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let store = self.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| store.clone().answer(req));
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    async fn answer(self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        let (parts, body) = req.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        let path = parts.uri.path().to_string();
+        let if_match = parts
+            .headers
+            .get("if-match")
+            .map(|v| v.to_str().unwrap().to_string());
+        self.requests
+            .lock()
+            .unwrap()
+            .push((format!("{} {path}", parts.method), if_match.clone()));
+        let mut resources = self.resources.lock().unwrap();
+        let Some((version, current)) = resources.get_mut(&path) else {
+            return Ok(reply(404, None, json!({"message": "Not Found"})));
+        };
+        if parts.method == "GET" {
+            let answer = reply(200, Some(*version), Value::Object(current.clone()));
+            if (self.meddle)(current) {
+                *version += 1;
+            }
+            return Ok(answer);
+        }
+        if if_match.is_some_and(|tag| tag != format!("\"v{version}\"")) {
+            return Ok(reply(412, None, json!({"message": "Precondition Failed"})));
+        }
+        let sent: Map<String, Value> = serde_json::from_slice(&body).unwrap();
+        let mut next = self.defaults.clone();
+        next.extend(sent);
+        *current = next;
+        *version += 1;
+        Ok(reply(204, Some(*version), Value::Null))
+    }
+}
+
+fn reply(status: u16, version: Option<u64>, body: Value) -> Response<Full<Bytes>> {
+    let text = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap();
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    if let Some(v) = version {
+        r.headers_mut()
+            .insert("etag", format!("\"v{v}\"").parse().unwrap());
+    }
+    r
+}
+
+const PERMISSIONS: &str = "/repos/octo/app/actions/permissions";
+
+/// GitHub's Actions permissions of one repository, as its GET shows them; a PUT that leaves
+/// out `allowed_actions` puts it back to `all`.
+fn github_store(meddle: impl Fn(&mut Map<String, Value>) -> bool + Send + Sync + 'static) -> Store {
+    let shown = json!({"enabled": true, "allowed_actions": "selected",
+        "selected_actions_url": "https://api.github.com/repos/octo/app/actions/permissions/selected-actions",
+        "sha_pinning_required": false});
+    let defaults = json!({"enabled": true, "allowed_actions": "all",
+        "selected_actions_url": "https://api.github.com/repos/octo/app/actions/permissions/selected-actions",
+        "sha_pinning_required": false});
+    Store {
+        resources: Arc::new(Mutex::new(HashMap::from([(
+            PERMISSIONS.to_string(),
+            (1, shown.as_object().unwrap().clone()),
+        )]))),
+        defaults: defaults.as_object().unwrap().clone(),
+        meddle: Arc::new(meddle),
+        requests: Arc::default(),
+    }
+}
+
+async fn github_sidecar(api: SocketAddr) -> super::sidecar::Running {
+    start(config(&format!("http://{api}"), |c| {
+        c.spec.path = Some(shared_spec("github/api.github.com.json.gz"));
+        repairing(c, Kind::OmittedOnReplace);
+    }))
+    .await
+}
+
+fn github_put(rid: &str) -> Vec<u8> {
+    put(
+        PERMISSIONS,
+        "Bearer ghp_placeholder",
+        rid,
+        &json!({"enabled": false}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn githubs_permissions_put_keeps_allowed_actions_it_left_out() {
+    let store = github_store(|_| false);
+    let dw = github_sidecar(store.clone().serve().await).await;
+    let resp = raw(dw.addr, &github_put("p1")).await;
+    assert_eq!(resp.status, 204, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(
+        resp.header("driftwatch-repaired"),
+        Some("allowed_actions, sha_pinning_required")
+    );
+    let now = store.now(PERMISSIONS);
+    assert_eq!(now["enabled"], false, "the agent's change applied");
+    assert_eq!(
+        now["allowed_actions"], "selected",
+        "and what it left out kept"
+    );
+    let requests = store.requests.lock().unwrap().clone();
+    assert_eq!(
+        requests,
+        [
+            (format!("GET {PERMISSIONS}"), None),
+            (format!("PUT {PERMISSIONS}"), Some("\"v1\"".to_string()))
+        ],
+        "one read, then the write guarded by the read's ETag"
+    );
+    let event = event_of(dw.admin, "p1").await;
+    assert_eq!(
+        event["repair"]["fields"],
+        json!(["allowed_actions", "sha_pinning_required"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_between_the_read_and_the_write_is_not_overwritten() {
+    // Another client sets `allowed_actions` to `local_only` just after driftwatch's read.
+    let store = github_store(|r| {
+        r.insert("allowed_actions".into(), json!("local_only"));
+        true
+    });
+    let dw = github_sidecar(store.clone().serve().await).await;
+    let resp = raw(dw.addr, &github_put("p1")).await;
+    assert_eq!(resp.status, 412, "the API refused the stale write");
+    let now = store.now(PERMISSIONS);
+    assert_eq!(
+        (&now["enabled"], &now["allowed_actions"]),
+        (&json!(true), &json!("local_only"))
+    );
+    let m = scrape(dw.admin).await;
+    assert_eq!(
+        sample(
+            &m,
+            "driftwatch_repairs_total{operation=\"actions/set-github-actions-permissions-repository\",field=\"allowed_actions\",outcome=\"precondition_failed\"}"
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_does_not_fit_or_fails_refuses_the_write_with_its_reason() {
+    // The read shows the list expanded (objects where the write takes ids); then it fails.
+    let failing = Arc::new(Mutex::new(false));
+    let fails = failing.clone();
+    let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
+        if r.method != "GET" {
+            return (200, "{}".into());
+        }
+        if *fails.lock().unwrap() {
+            return (503, "{}".into());
+        }
+        let mut channel = Value::Object(driftwatch::demo::api::seed());
+        channel["graphicsElementIds"] = json!([{"id": 3}, {"id": 7}]);
+        (200, channel.to_string())
+    });
+    let up = upstream::start(responder, Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        repairing(c, Kind::OmittedOnReplace);
+        repairing(c, Kind::SilentClearRisk);
+    }))
+    .await;
+    let mut body = Value::Object(driftwatch::demo::api::seed());
+    body.as_object_mut()
+        .unwrap()
+        .shift_remove("graphicsElementIds");
+    let resp = raw(
+        dw.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p1", &body),
+    )
+    .await;
+    assert_eq!(resp.status, 409);
+    let problem = resp.json();
+    assert_eq!(problem["include_fields"], json!(["graphicsElementIds"]));
+    let why = problem["repair_refused"].as_str().unwrap();
+    assert!(
+        why.starts_with("`graphicsElementIds` as the read shows it does not fit the write's body"),
+        "{why}"
+    );
+    *failing.lock().unwrap() = true;
+    let resp = raw(
+        dw.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p2", &body),
+    )
+    .await;
+    assert_eq!(resp.status, 409);
+    assert_eq!(
+        resp.json()["repair_refused"],
+        "the read of the resource was answered 503"
+    );
+    let puts = up.recorded().iter().filter(|r| r.method == "PUT").count();
+    assert_eq!(puts, 0, "no refused write reached the API");
+    let event = event_of(dw.admin, "p2").await;
+    assert_eq!(event["action"], "blocked");
+    assert_eq!(
+        event["repair"]["refused"],
+        "the read of the resource was answered 503"
+    );
+    let m = scrape(dw.admin).await;
+    assert_eq!(
+        sample(
+            &m,
+            "driftwatch_repairs_total{operation=\"updateChannel\",field=\"graphicsElementIds\",outcome=\"refused\"}"
+        ),
+        2.0
+    );
+}
