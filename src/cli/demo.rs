@@ -1,7 +1,9 @@
 //! `driftwatch demo`: runs the embedded Channels API, driftwatch in front of it and the stale
 //! agent, and narrates what happens: first in observe mode (the silent clear happens, and is
-//! reported), then in enforce mode (the harmful requests are refused), then with a stale spec
-//! (the API's answers carry a field the spec lacks: the next silent clear). Loopback only.
+//! reported), then in enforce mode (the harmful requests are refused), then in repair mode (the
+//! stale rename is completed from a fresh read: the edit lands and nothing is erased), then
+//! with a stale spec (the API's answers carry a field the spec lacks: the next silent clear).
+//! Loopback only.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -77,10 +79,14 @@ impl Drop for Stage {
 }
 
 async fn stage(mode: Mode) -> anyhow::Result<Stage> {
-    stage_with(mode, SPEC).await
+    stage_with(mode, SPEC, |_| {}).await
 }
 
-async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
+async fn stage_with(
+    mode: Mode,
+    spec: &str,
+    edit: impl FnOnce(&mut Config),
+) -> anyhow::Result<Stage> {
     let api_listener = TcpListener::bind("127.0.0.1:0").await?;
     let api = api_listener.local_addr()?;
     let api_task = tokio::spawn(api::serve(api_listener));
@@ -88,6 +94,7 @@ async fn stage_with(mode: Mode, spec: &str) -> anyhow::Result<Stage> {
     config.proxy.upstream = Some(format!("http://{api}"));
     config.proxy.mode = mode;
     config.events.output = "none".into();
+    edit(&mut config);
     let settings = Settings::from_config(&config)?;
     let embedded = Some((Path::new(SPEC_NAME), spec.as_bytes()));
     let sidecar =
@@ -244,6 +251,7 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     drop(n);
     drop(enforce);
 
+    ok &= repair_act(out).await?;
     ok &= stale_spec_act(out).await?;
     ok &= mcp_act::mcp_act(out).await?;
 
@@ -281,13 +289,71 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     Ok(ok)
 }
 
+/// Repair: the stale rename again, with `silent_clear_risk = "repair"`. driftwatch reads the
+/// channel itself, fills what the tool left out and sends the PUT guarded by the read's ETag:
+/// the rename lands and the list stays.
+async fn repair_act(out: &mut (dyn Write + Send)) -> anyhow::Result<bool> {
+    let repair = stage_with(Mode::Enforce, SPEC, |c| {
+        let repair = crate::policy::Action::Repair;
+        c.enforce
+            .kinds
+            .insert(crate::finding::Kind::SilentClearRisk, repair);
+    })
+    .await?;
+    writeln!(
+        out,
+        "\n== Repair mode: the same rename, completed from a fresh read instead of refused =="
+    )?;
+    writeln!(out, "   ([enforce.kinds] silent_clear_risk = \"repair\")\n")?;
+    let mut agent = Agent::new(format!("http://{}", repair.proxy));
+    let mut n = Narrator {
+        out,
+        stage: &repair,
+        before: scrape(repair.admin).await?,
+    };
+    n.title("1. update_channel without graphicsElementIds")?;
+    let before = agent.get_channel().await?;
+    n.armed().await;
+    let (put, _) = agent.rename_channel(&before.body, "Retro TV HD").await?;
+    let events = repair.sidecar.sinks.recent.query(&Default::default());
+    let done = events.iter().find(|e| e.request_id == put.request_id);
+    let filled = done.and_then(|e| e.repair.as_ref());
+    let note = filled.map_or("no repair was made".into(), |r| {
+        let read = r.read_request_id.as_deref().unwrap_or("-");
+        let guard = if r.if_match {
+            ", sent with If-Match"
+        } else {
+            ""
+        };
+        format!(
+            "driftwatch read channel 7 [{read}], filled {}{guard}",
+            r.fields.join(", ")
+        )
+    });
+    n.call(&put, &note)?;
+    let mut ok = n.findings(&put, &["silent_clear_risk"]).await?;
+    let after = agent.get_channel().await?;
+    let (name, ids) = (&after.body["name"], &after.body["graphicsElementIds"]);
+    n.call(
+        &after,
+        &format!("name {name}, graphicsElementIds {ids}  <- renamed, and kept"),
+    )?;
+    let kept = *name == "Retro TV HD" && *ids == serde_json::json!([3, 7]);
+    ok &= expect(
+        n.out,
+        kept,
+        "repair applies the rename and keeps graphicsElementIds",
+    )?;
+    Ok(ok)
+}
+
 /// The third act: the API moved on and the spec did not. The agent's requests are fine; the
 /// API's answers carry a field the spec has never heard of, on a resource with a full replace.
 async fn stale_spec_act(out: &mut (dyn Write + Send)) -> anyhow::Result<bool> {
     let Some(spec) = crate::demo::stale_spec() else {
         return expect(out, false, "the embedded spec declares graphicsElementIds");
     };
-    let stale = stage_with(Mode::Observe, &spec).await?;
+    let stale = stage_with(Mode::Observe, &spec, |_| {}).await?;
     writeln!(
         out,
         "\n== A stale spec: generated before the API grew graphicsElementIds (revision {}) ==\n",
@@ -417,6 +483,7 @@ impl Narrator<'_> {
                 "driftwatch_unknown_query_params_total",
                 "driftwatch_blocked_total",
                 "driftwatch_silent_clears_total",
+                "driftwatch_repairs_total",
             ];
             if *value != was && shown.iter().any(|s| series.starts_with(s)) {
                 writeln!(self.out, "   metric      {series} {was} -> {value}")?;

@@ -156,19 +156,7 @@ impl<'c> Ledger<'c> {
         for kind in &kinds {
             s.sinks.metrics.blocked(api, op_id, kind.as_str());
         }
-        if let Some(repair) = &self.repair
-            && outcome != Outcome::ClientError
-            && outcome != Outcome::UpstreamError
-        {
-            let done = match (&repair.refused, response.status()) {
-                (Some(_), _) => "refused",
-                (None, StatusCode::PRECONDITION_FAILED) => "precondition_failed",
-                (None, _) => "repaired",
-            };
-            for field in &repair.fields {
-                s.sinks.metrics.repair(api, op_id, field, done);
-            }
-        }
+        self.count_repair(s, op_id, outcome, response.status());
         for f in &self.findings {
             s.sinks.metrics.finding(api, op_id, f);
         }
@@ -177,6 +165,22 @@ impl<'c> Ledger<'c> {
             self.event(s, rev, outcome, response.status().as_u16(), error);
         }
         response
+    }
+
+    /// Each field of a write set to `repair`, by what became of it.
+    fn count_repair(&self, s: &Sidecar, op_id: &str, outcome: Outcome, status: StatusCode) {
+        let Some(repair) = &self.repair else { return };
+        if matches!(outcome, Outcome::ClientError | Outcome::UpstreamError) {
+            return;
+        }
+        let done = match (&repair.refused, status) {
+            (Some(_), _) => "refused",
+            (None, StatusCode::PRECONDITION_FAILED) => "precondition_failed",
+            (None, _) => "repaired",
+        };
+        for field in &repair.fields {
+            s.sinks.metrics.repair(&self.api.label, op_id, field, done);
+        }
     }
 
     /// A repaired write's answer names the fields driftwatch filled (`driftwatch-repaired`).

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use compact_str::format_compact;
 use http::header::{
     ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, EXPECT, HeaderValue,
     IF_MATCH, TRANSFER_ENCODING,
@@ -114,18 +115,16 @@ async fn complete<'c>(
     pool: &Pool,
     rev: &'c Arc<Revision>,
     ledger: &mut Ledger<'c>,
-    w: Write<'_>,
+    mut w: Write<'_>,
     note: &mut Repair,
 ) -> Result<(), Refusal> {
     let op = ledger.operation.expect("a repair is of an operation");
     let BodyRead::Whole(body) = &*w.read else {
         return Err(Refusal::ReadBody("the write's body was not read".into()));
     };
-    if w.parts
-        .headers
-        .get(CONTENT_ENCODING)
-        .is_some_and(|e| e != "identity")
-    {
+    let body = body.clone();
+    let encoding = w.parts.headers.get(CONTENT_ENCODING);
+    if encoding.is_some_and(|e| e != "identity") {
         return Err(Refusal::Encoded);
     }
     let read_op = op.read.and_then(|i| rev.contract.operation_at(i));
@@ -133,36 +132,62 @@ async fn complete<'c>(
     let path = read_path(&rev.contract, op, read_op, w.parts.uri.path()).ok_or(Refusal::NoPath)?;
     let id = RequestId::new();
     note.read_request_id = Some(id.as_str().to_string());
-    let fresh = fetch(s, pool, ledger, w.parts, &path, &id, w.peer).await?;
+    let fresh = fetch(s, pool, ledger, read_parts(s, w.parts, &path, &id)?, w.peer).await?;
     let map = s.settings.memory.field_map.get(&op.id);
     let pairs: Vec<(&str, &str)> = note
         .fields
         .iter()
         .map(|f| (f.as_str(), map.and_then(|m| m.get(f)).unwrap_or(f).as_str()))
         .collect();
-    let filled = fill(body, &fresh.body, &pairs).map_err(|e| Refusal::ReadBody(e.to_string()))?;
+    let filled = fill(&body, &fresh.body, &pairs).map_err(|e| Refusal::ReadBody(e.to_string()))?;
     note.fields = filled.fields;
     let completed = Bytes::from(filled.body);
+    audit_again(s, rev, ledger, &mut w, completed.clone(), &note.fields).await?;
+    for f in &mut ledger.repaired {
+        f.message = format_compact!(
+            "{}; repaired: filled from driftwatch's read {}",
+            f.message,
+            id.as_str()
+        );
+    }
+    send_completed(w, completed, fresh.etag, note);
+    Ok(())
+}
+
+/// The completed body audited before it goes: its findings replace the write's, and those of
+/// the fields filled are kept aside as repaired. A filled field the audit finds fault with
+/// does not fit the write, and the write is refused with the request's findings as they were.
+async fn audit_again<'c>(
+    s: &Arc<Sidecar>,
+    rev: &'c Arc<Revision>,
+    ledger: &mut Ledger<'c>,
+    w: &mut Write<'_>,
+    completed: Bytes,
+    filled: &[String],
+) -> Result<(), Refusal> {
     set_length(&mut w.parts.headers, completed.len());
-    // The completed body is audited again before it goes: the findings it has replace the
-    // write's, and those of the fields filled are kept aside as repaired.
     let before = std::mem::take(&mut ledger.findings);
-    let read = BodyRead::Whole(completed.clone());
+    let read = BodyRead::Whole(completed);
     *w.pending = check(s, rev, w.parts, &read, ledger);
-    if let Some(unfit) = unfit(&ledger.findings, &note.fields) {
+    if let Some(unfit) = unfit(&ledger.findings, filled) {
         ledger.findings = before;
         return Err(unfit);
     }
     compare_with_last_get(s, ledger, w.pending).await;
-    let filled_field = |f: &Finding| {
-        Action::repairs(f.kind)
-            && note
-                .fields
-                .iter()
-                .any(|n| f.field.trim_start_matches('/') == n)
+    let was_filled = |f: &Finding| {
+        let field = f.field.trim_start_matches('/');
+        Action::repairs(f.kind) && filled.iter().any(|n| field == n)
     };
-    ledger.repaired = before.into_iter().filter(filled_field).collect();
+    ledger.repaired = before.into_iter().filter(was_filled).collect();
     *w.read = read;
+    Ok(())
+}
+
+/// The completed body as the one forwarded, guarded by the read's ETag: a change made by
+/// another client between the read and the write fails with 412 instead of being overwritten.
+/// A weak ETag never matches `If-Match` (RFC 9110 §13.1.1): without a strong one the read is
+/// the freshest there is, and the write goes unguarded. The agent's own `If-Match` stands.
+fn send_completed(w: Write<'_>, completed: Bytes, etag: Option<HeaderValue>, note: &mut Repair) {
     let trailers = match w.forward {
         UpstreamBody::Buffered { trailers, .. } => trailers.take(),
         UpstreamBody::Replay { .. } => None,
@@ -172,30 +197,18 @@ async fn complete<'c>(
         trailers,
         exact: true,
     };
-    // A change made by another client between the read and the write fails with 412 instead
-    // of being overwritten. A weak ETag never matches `If-Match` (RFC 9110 §13.1.1): without a
-    // strong one the read is the freshest there is, and the write goes unguarded.
-    if let Some(etag) = fresh.etag.filter(|e| !e.as_bytes().starts_with(b"W/"))
+    if let Some(etag) = etag.filter(|e| !e.as_bytes().starts_with(b"W/"))
         && !w.parts.headers.contains_key(IF_MATCH)
     {
         w.parts.headers.insert(IF_MATCH, etag);
         note.if_match = true;
     }
-    Ok(())
 }
 
-/// The resource read upstream with the write's own headers (its credentials among them),
-/// less what describes the write's body or makes it conditional; identity-encoded and bounded
-/// by `audit.max_response_body`.
-async fn fetch(
-    s: &Arc<Sidecar>,
-    pool: &Pool,
-    ledger: &Ledger<'_>,
-    parts: &Parts,
-    path: &str,
-    id: &RequestId,
-    peer: &Peer,
-) -> Result<Read, Refusal> {
+/// The read: a GET of `path` (the write's query kept) with the write's own headers, its
+/// credentials among them, less what describes the write's body or makes it conditional;
+/// identity-encoded, under a request id of its own.
+fn read_parts(s: &Sidecar, parts: &Parts, path: &str, id: &RequestId) -> Result<Parts, Refusal> {
     let mut headers = parts.headers.clone();
     for name in [
         CONTENT_TYPE,
@@ -228,7 +241,18 @@ async fn fetch(
         .body(())
         .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
     *request.headers_mut() = headers;
-    let (read_parts, ()) = request.into_parts();
+    Ok(request.into_parts().0)
+}
+
+/// The resource read upstream, within `proxy.request_timeout_ms` and bounded by
+/// `audit.max_response_body`.
+async fn fetch(
+    s: &Arc<Sidecar>,
+    pool: &Pool,
+    ledger: &Ledger<'_>,
+    read_parts: Parts,
+    peer: &Peer,
+) -> Result<Read, Refusal> {
     let upstream = &ledger.api.upstreams[ledger.upstream];
     let none = UpstreamBody::Buffered {
         data: None,
