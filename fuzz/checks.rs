@@ -378,7 +378,7 @@ pub fn mcp_relay(data: &[u8]) {
         bytes: 4096,
     };
     let calls = Calls::default();
-    let mut sessions: Vec<Session> = (1..=3).map(|id| Session::new(id, limits)).collect();
+    let mut sessions: Vec<Session> = (1..=3).map(|id| Session::new(id, limits, true)).collect();
     let mut model: BTreeMap<(u64, String), Vec<&str>> = BTreeMap::new();
     let mut saturated = false;
     for step in data.chunks_exact(2) {

@@ -269,6 +269,9 @@ pub struct McpConfig {
     pub max_message_values: usize,
     /// Bytes of one message at most (HTTP body or stdio line).
     pub max_message_bytes: usize,
+    /// `wrap`: a tool result whose request driftwatch refused says why, when the server's
+    /// result does not.
+    pub explain_refusals: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -435,6 +438,7 @@ impl Default for McpConfig {
             max_message_depth: 64,
             max_message_values: 100_000,
             max_message_bytes: 4 << 20,
+            explain_refusals: true,
         }
     }
 }

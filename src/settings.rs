@@ -59,6 +59,8 @@ pub struct McpSettings {
     pub session_idle_timeout: Duration,
     /// `max_message_depth`, `max_message_values` and `max_message_bytes`.
     pub messages: crate::mcp::message::Limits,
+    /// `wrap`: a refused call's result says why (`mcp.explain_refusals`).
+    pub explain_refusals: bool,
 }
 
 impl ProxySettings {
@@ -405,6 +407,7 @@ fn mcp(c: &Config) -> McpSettings {
             values: c.mcp.max_message_values,
             bytes: c.mcp.max_message_bytes,
         },
+        explain_refusals: c.mcp.explain_refusals,
     }
 }
 

@@ -135,13 +135,17 @@ async fn mcp_side(
         let child = child.context("a COMMAND to relay")?;
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         tracing::info!(command = %plan.command[0], "relaying the MCP server's stdio");
-        return Ok(Some(relay::both(stdin, stdout, calls, live, limits)?));
+        let explain = sidecar.settings.mcp.explain_refusals;
+        return Ok(Some(relay::both(
+            stdin, stdout, calls, live, limits, explain,
+        )?));
     };
     let stall = (
         sidecar.settings.proxy.body_stall_timeout,
         sidecar.body_stalls(),
     );
-    let front = front::HttpFront::new(upstream, calls, live, limits, stall)?;
+    let explain = sidecar.settings.mcp.explain_refusals;
+    let front = front::HttpFront::new(upstream, calls, live, (limits, explain), stall)?;
     let socket = TcpListener::bind(*listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

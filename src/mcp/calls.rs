@@ -76,7 +76,15 @@ pub struct Attribution {
     /// The arguments of the one call it was tied to (one call in flight, or told by its
     /// values): what the server did with them is learned from the request.
     pub arguments: Option<Arc<[(String, Value)]>>,
+    /// That one call (its session and JSON-RPC id), to which a refusal of the request is told.
+    pub call: Option<CallKey>,
 }
+
+/// A call in flight: its MCP session and its JSON-RPC id as JSON text.
+pub type CallKey = (u64, String);
+
+/// Bytes of a refusal's text kept for a call's answer.
+const MAX_REFUSAL_BYTES: usize = 2048;
 
 impl Attribution {
     pub fn header(name: &str) -> Attribution {
@@ -85,6 +93,7 @@ impl Attribution {
             by: By::Header,
             candidates: Vec::new(),
             arguments: None,
+            call: None,
         }
     }
 
@@ -110,13 +119,16 @@ struct Call {
     /// Its arguments by name (groups' members included), bounded as `values` is.
     arguments: Arc<[(String, Value)]>,
     began: Instant,
+    key: CallKey,
+    /// What driftwatch refused of a request it made, for its answer to say.
+    refusal: Option<Arc<str>>,
 }
 
 #[derive(Default)]
 struct State {
     /// By (session, JSON-RPC id as JSON text): a client that reuses an id in flight has two
     /// calls under it, and its answer, which cannot say which, ends both.
-    in_flight: HashMap<(u64, String), Vec<Call>>,
+    in_flight: HashMap<CallKey, Vec<Call>>,
     /// Per tool, the operations it reached: (the sidecar's API, its index; operationId).
     learned: BTreeMap<String, BTreeSet<(usize, String)>>,
     /// Per tool, what its server does with each argument.
@@ -198,19 +210,33 @@ impl Calls {
             state.incomplete_until = Some(now + CALL_TTL);
             return;
         }
+        let key = (session, id.to_string());
         let call = Call {
             tool: tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)].into(),
             values,
             arguments,
             began: now,
+            key: key.clone(),
+            refusal: None,
         };
-        let key = (session, id.to_string());
         state.in_flight.entry(key).or_default().push(call);
     }
 
     /// The call's answer (or its cancellation) went back: its later requests are not its own.
-    pub fn end(&self, session: u64, id: &Value) {
-        self.state().in_flight.remove(&(session, id.to_string()));
+    /// What driftwatch refused of its requests comes back, for the answer to say.
+    pub fn end(&self, session: u64, id: &Value) -> Option<Arc<str>> {
+        let calls = self.state().in_flight.remove(&(session, id.to_string()))?;
+        calls.into_iter().find_map(|c| c.refusal)
+    }
+
+    /// driftwatch refused a request of the call `key`: `said` is what its answer should say.
+    pub fn refused(&self, key: &CallKey, said: &str) {
+        let said: Arc<str> = said[..said.floor_char_boundary(MAX_REFUSAL_BYTES)].into();
+        if let Some(calls) = self.state().in_flight.get_mut(key) {
+            calls
+                .iter_mut()
+                .for_each(|c| c.refusal = Some(said.clone()));
+        }
     }
 
     /// A session ended: its calls will never be answered.
@@ -233,12 +259,14 @@ impl Calls {
             by,
             candidates: Vec::new(),
             arguments: arguments.then(|| call.arguments.clone()),
+            call: arguments.then(|| call.key.clone()),
         };
         let ambiguous = |fit: BTreeSet<Arc<str>>| Attribution {
             tool: None,
             by: By::Ambiguous,
             candidates: fit.into_iter().take(MAX_CANDIDATES).collect(),
             arguments: None,
+            call: None,
         };
         if state.incomplete_until.is_some() {
             // A call past the bound may be the cause: what is tracked cannot name it.

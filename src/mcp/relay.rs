@@ -3,6 +3,12 @@
 //! a `tools/list` is the catalog the server serves. Each message is held to the MCP message
 //! bounds before it is parsed; one that is not is passed on unread. Pure: the stdio relay and
 //! the HTTP front feed it bytes.
+//!
+//! The one change made to what passes: the answer to a call whose API request driftwatch
+//! refused, when the server's result does not carry the refusal (most MCP servers pass on only
+//! "Request failed with status code 409"), gains one text item saying what was refused and
+//! why, and is marked `isError`; the agent can then act on it instead of retrying the same
+//! call. Off with `mcp.explain_refusals = false`.
 
 use std::collections::HashSet;
 
@@ -19,14 +25,30 @@ pub struct Session {
     pub id: u64,
     lists: HashSet<String>,
     limits: Limits,
+    /// A refused call's answer says why (`mcp.explain_refusals`).
+    explain: bool,
 }
 
+/// What a message from the server was, for the relay.
+#[derive(Debug, Default)]
+pub struct Answered {
+    /// The result of a `tools/list` it answers.
+    pub listed: Option<Value>,
+    /// The message to pass on instead, where a refused call's answer now says why.
+    pub rewritten: Option<Vec<u8>>,
+}
+
+/// Every problem driftwatch answers with is typed under this: a result carrying it passed
+/// the refusal on.
+const PROBLEM_TYPE: &str = "urn:driftwatch:problem";
+
 impl Session {
-    pub fn new(id: u64, limits: Limits) -> Session {
+    pub fn new(id: u64, limits: Limits, explain: bool) -> Session {
         Session {
             id,
             lists: HashSet::new(),
             limits,
+            explain,
         }
     }
 
@@ -55,22 +77,42 @@ impl Session {
         }
     }
 
-    /// A message from the server; gives back the result of a `tools/list` it answers.
-    pub fn from_server(&mut self, calls: &Calls, bytes: &[u8]) -> Option<Value> {
-        let mut listed = None;
-        for mut m in self.messages(bytes) {
+    /// A message from the server: the end of the calls it answers, the catalog of a
+    /// `tools/list` answer, and a refused call's answer made to say why.
+    pub fn from_server(&mut self, calls: &Calls, bytes: &[u8]) -> Answered {
+        let mut answered = Answered::default();
+        let Some((mut messages, batch)) = self.parsed(bytes) else {
+            return answered;
+        };
+        let mut changed = false;
+        for m in &mut messages {
             if m.get("method").is_some() {
                 continue; // the server's own request or notification
             }
             let Some(id) = m.get("id") else { continue };
-            calls.end(self.id, id);
+            let refusal = calls.end(self.id, id);
             if self.lists.remove(&id.to_string())
-                && let Some(result) = m.get_mut("result")
+                && let Some(result) = m.get("result")
             {
-                listed = Some(result.take());
+                answered.listed = Some(result.clone());
+            }
+            if let Some(said) = refusal.filter(|_| self.explain) {
+                changed |= explain(m, &said);
             }
         }
-        listed
+        if changed {
+            let whole = if batch {
+                Value::Array(messages)
+            } else {
+                messages.swap_remove(0)
+            };
+            let mut out = whole.to_string().into_bytes();
+            // The message's own ending (a stdio line's newline) is kept.
+            let text_end = bytes.iter().rposition(|b| !b.is_ascii_whitespace());
+            out.extend_from_slice(&bytes[text_end.map_or(0, |i| i + 1)..]);
+            answered.rewritten = Some(out);
+        }
+        answered
     }
 
     /// Whether a `tools/list` of this session awaits its answer: one past the bounds went by
@@ -80,15 +122,55 @@ impl Session {
     }
 
     fn messages(&self, bytes: &[u8]) -> Vec<Value> {
-        if check(bytes, self.limits).is_err() {
-            return Vec::new();
-        }
+        self.parsed(bytes).map(|(m, _)| m).unwrap_or_default()
+    }
+
+    /// The messages within the bounds, and whether they came as a batch.
+    fn parsed(&self, bytes: &[u8]) -> Option<(Vec<Value>, bool)> {
+        check(bytes, self.limits).ok()?;
         match serde_json::from_slice(bytes) {
-            Ok(Value::Array(batch)) => batch,
-            Ok(one @ Value::Object(_)) => vec![one],
-            _ => Vec::new(),
+            Ok(Value::Array(batch)) => Some((batch, true)),
+            Ok(one @ Value::Object(_)) => Some((vec![one], false)),
+            _ => None,
         }
     }
+}
+
+/// An answer that does not carry driftwatch's refusal gains it: a tool result keeps its
+/// content and gains one text item, `isError` set; a JSON-RPC error (what some servers make of
+/// a failed API call) keeps its code and has the refusal added to its message.
+fn explain(message: &mut Value, said: &str) -> bool {
+    let carried = |v: &Value| v.to_string().contains(PROBLEM_TYPE);
+    if let Some(error) = message.get_mut("error").and_then(Value::as_object_mut) {
+        let text = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if text.contains(PROBLEM_TYPE) {
+            return false;
+        }
+        let text = match text.is_empty() {
+            true => said.to_string(),
+            false => format!("{text}; {said}"),
+        };
+        error.insert("message".into(), Value::String(text));
+        return true;
+    }
+    let Some(result) = message.get_mut("result").filter(|r| !carried(r)) else {
+        return false;
+    };
+    let Some(result) = result.as_object_mut() else {
+        return false;
+    };
+    let item = serde_json::json!({"type": "text", "text": said});
+    match result.get_mut("content").and_then(Value::as_array_mut) {
+        Some(content) => content.push(item),
+        None => {
+            result.insert("content".into(), Value::Array(vec![item]));
+        }
+    }
+    result.insert("isError".into(), Value::Bool(true));
+    true
 }
 
 #[cfg(test)]
@@ -104,25 +186,21 @@ mod tests {
     #[test]
     fn a_call_is_in_flight_from_its_request_to_its_answer_and_a_list_answer_is_given_back() {
         let calls = Calls::default();
-        let mut s = Session::new(1, LIMITS);
+        let mut s = Session::new(1, LIMITS, true);
         s.from_client(&calls, br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_me","arguments":{}}}"#);
         assert_eq!(calls.in_flight(), 1);
         // A notification from the server ends nothing.
-        assert_eq!(
-            s.from_server(
-                &calls,
-                br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#
-            ),
-            None
+        let notified = s.from_server(
+            &calls,
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
         );
+        assert!(notified.listed.is_none() && notified.rewritten.is_none());
         assert_eq!(calls.in_flight(), 1);
-        assert_eq!(
-            s.from_server(
-                &calls,
-                br#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#
-            ),
-            None
+        let answered = s.from_server(
+            &calls,
+            br#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#,
         );
+        assert!(answered.listed.is_none() && answered.rewritten.is_none());
         assert_eq!(calls.in_flight(), 0);
 
         s.from_client(
@@ -133,13 +211,79 @@ mod tests {
             &calls,
             br#"{"jsonrpc":"2.0","id":"l","result":{"tools":[{"name":"a"}]}}"#,
         );
-        assert_eq!(listed.unwrap()["tools"][0]["name"], "a");
+        assert_eq!(listed.listed.unwrap()["tools"][0]["name"], "a");
+    }
+
+    #[test]
+    fn a_refused_calls_answer_says_why_unless_it_already_does() {
+        let calls = Calls::default();
+        let mut s = Session::new(1, LIMITS, true);
+        let call = |id: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t"}}}}"#
+            )
+        };
+        let refuse = |id: u32| calls.refused(&(1, id.to_string()), "driftwatch refused it: why");
+        s.from_client(&calls, call(1).as_bytes());
+        refuse(1);
+        let server = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"Request failed with status code 409\"}]}}\r\n";
+        let out = s.from_server(&calls, server.as_bytes()).rewritten.unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with("}\r\n"),
+            "the line's ending is kept: {text:?}"
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["result"]["isError"], true);
+        assert_eq!(
+            v["result"]["content"][0]["text"],
+            "Request failed with status code 409"
+        );
+        assert_eq!(
+            v["result"]["content"][1]["text"],
+            "driftwatch refused it: why"
+        );
+        // A result that passed the problem on, and an unrefused call, pass unchanged.
+        s.from_client(&calls, call(2).as_bytes());
+        refuse(2);
+        let carried = r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"{\"type\":\"urn:driftwatch:problem:409\"}"}]}}"#;
+        assert!(
+            s.from_server(&calls, carried.as_bytes())
+                .rewritten
+                .is_none()
+        );
+        s.from_client(&calls, call(3).as_bytes());
+        let clean = r#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#;
+        assert!(s.from_server(&calls, clean.as_bytes()).rewritten.is_none());
+        // A JSON-RPC error keeps its code and says why in its message.
+        s.from_client(&calls, call(5).as_bytes());
+        refuse(5);
+        let error =
+            r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32603,"message":"failed: 422  []"}}"#;
+        let out = s.from_server(&calls, error.as_bytes()).rewritten.unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["error"]["code"], -32603);
+        assert_eq!(
+            v["error"]["message"],
+            "failed: 422  []; driftwatch refused it: why"
+        );
+        // Turned off, a refused call's answer passes unchanged.
+        let mut quiet = Session::new(1, LIMITS, false);
+        quiet.from_client(&calls, call(4).as_bytes());
+        refuse(4);
+        let answer = r#"{"jsonrpc":"2.0","id":4,"result":{"content":[]}}"#;
+        assert!(
+            quiet
+                .from_server(&calls, answer.as_bytes())
+                .rewritten
+                .is_none()
+        );
     }
 
     #[test]
     fn a_cancelled_call_ends_and_a_message_past_the_bounds_is_not_read() {
         let calls = Calls::default();
-        let mut s = Session::new(1, LIMITS);
+        let mut s = Session::new(1, LIMITS, true);
         s.from_client(
             &calls,
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,

@@ -134,6 +134,30 @@ pub fn with_tool(mut refused: Response<Bytes>, tool: &Attribution) -> Response<B
     refused
 }
 
+/// What a refusal says to the agent when its MCP server passes on only the status: the
+/// status, the detail, and each finding's kind and field.
+pub fn said(refused: &Response<Bytes>) -> String {
+    let body: Value = serde_json::from_slice(refused.body()).unwrap_or_default();
+    let status = refused.status();
+    let detail = body["detail"].as_str().unwrap_or_default();
+    let mut text = format!(
+        "driftwatch refused the API request this tool call made ({} {}): {detail}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or_default()
+    );
+    let findings = body["findings"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for f in findings {
+        let (kind, field) = (f["kind"].as_str(), f["field"].as_str());
+        if let (Some(kind), Some(field)) = (kind, field) {
+            text.push_str(&format!(" [{kind} {field}]"));
+        }
+    }
+    text
+}
+
 fn shorten(detail: &str) -> String {
     crate::finding::shorten(detail, DETAIL_MAX)
 }

@@ -36,10 +36,12 @@ pub(super) enum Reply {
         response: Response<ResponseBody>,
         extra: Vec<Finding>,
     },
-    /// Refused in enforce mode; each kind that blocked it, once.
+    /// Refused in enforce mode; each kind that blocked it, once, and what the refusal says to
+    /// the tool call behind it.
     Blocked {
         response: Response<ResponseBody>,
         kinds: BTreeSet<Kind>,
+        said: String,
     },
     /// Not forwarded, or no answer: the client's fault or the upstream's.
     Failed(ProxyError),
@@ -129,7 +131,14 @@ impl<'c> Ledger<'c> {
                 self.said_repaired(&mut response);
                 (response, Outcome::Forwarded, BTreeSet::new())
             }
-            Reply::Blocked { response, kinds } => (response, Outcome::Blocked, kinds),
+            Reply::Blocked {
+                response,
+                kinds,
+                said,
+            } => {
+                self.tell_the_call(s, &said);
+                (response, Outcome::Blocked, kinds)
+            }
             Reply::Failed(failure) => {
                 let detail = failure.to_string();
                 let response = self.failed(s, rev, &failure, &detail);
@@ -165,6 +174,14 @@ impl<'c> Ledger<'c> {
             self.event(s, rev, outcome, response.status().as_u16(), error);
         }
         response
+    }
+
+    /// A refused request's tool call is told, for its answer to say why (`wrap`).
+    fn tell_the_call(&self, s: &Sidecar, said: &str) {
+        let call = self.tool.as_ref().and_then(|t| t.call.as_ref());
+        if let (Some(calls), Some(call)) = (s.calls(), call) {
+            calls.refused(call, said);
+        }
     }
 
     /// Each field of a write set to `repair`, by what became of it.

@@ -333,6 +333,7 @@ fn refused(ledger: &Ledger<'_>, note: &Repair, refusal: &Refusal) -> Reply {
         None => response,
     };
     Reply::Blocked {
+        said: problem::said(&response),
         response: own(response),
         kinds: fields
             .iter()

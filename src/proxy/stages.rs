@@ -118,6 +118,7 @@ fn decide(ledger: &Ledger<'_>) -> Option<Reply> {
     };
     let kinds: BTreeSet<Kind> = blocking.iter().map(|f| f.kind).collect();
     Some(Reply::Blocked {
+        said: problem::said(&refused),
         response: own(refused),
         kinds,
     })

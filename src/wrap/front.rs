@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
@@ -45,6 +45,8 @@ pub struct HttpFront {
     calls: Arc<Calls>,
     live: Arc<Live>,
     limits: Limits,
+    /// A refused call's answer says why (`mcp.explain_refusals`).
+    explain: bool,
     /// A request body that sends nothing this long is cut (408), counted in `stalls`.
     stall: Option<std::time::Duration>,
     stalls: prometheus_client::metrics::counter::Counter,
@@ -57,7 +59,7 @@ impl HttpFront {
         upstream: &str,
         calls: Arc<Calls>,
         live: Arc<Live>,
-        limits: Limits,
+        (limits, explain): (Limits, bool),
         stall: (
             Option<std::time::Duration>,
             prometheus_client::metrics::counter::Counter,
@@ -77,6 +79,7 @@ impl HttpFront {
             calls,
             live,
             limits,
+            explain,
             stall: stall.0,
             stalls: stall.1,
             sessions: Arc::new(Mutex::new(lru::LruCache::new(
@@ -174,7 +177,7 @@ impl HttpFront {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
         if sse {
             let events = Some(Events::new(self.clone(), session));
             let tapped = Tapped {
@@ -186,11 +189,18 @@ impl HttpFront {
         }
         // A JSON answer: read whole within the bound, or passed on unread.
         let (read, body) = self.read_within(body).await;
-        match read {
-            Some(whole) => self.read_answer(session, &whole),
-            None => self.unread(session),
+        let Some(whole) = read else {
+            self.unread(session);
+            return Response::from_parts(parts, body);
+        };
+        match self.read_answer(session, &whole) {
+            Some(rewritten) => {
+                parts.headers.insert(CONTENT_LENGTH, rewritten.len().into());
+                let body = Full::new(Bytes::from(rewritten));
+                Response::from_parts(parts, body.map_err(|e| match e {}).boxed())
+            }
+            None => Response::from_parts(parts, body),
         }
-        Response::from_parts(parts, body)
     }
 
     /// The body's bytes while they fit the bound, and the body to pass on: those bytes, then
@@ -230,14 +240,18 @@ impl HttpFront {
 
     fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let session = sessions.get_or_insert_mut(key, || Session::new(key, self.limits));
+        let session =
+            sessions.get_or_insert_mut(key, || Session::new(key, self.limits, self.explain));
         f(session, &self.calls)
     }
 
-    fn read_answer(&self, session: u64, message: &[u8]) {
-        if let Some(list) = self.with_session(session, |s, calls| s.from_server(calls, message)) {
+    /// Read an answer of the server's; the message to pass on instead, if it was rewritten.
+    fn read_answer(&self, session: u64, message: &[u8]) -> Option<Vec<u8>> {
+        let answered = self.with_session(session, |s, calls| s.from_server(calls, message));
+        if let Some(list) = answered.listed {
             self.live.listed(list);
         }
+        answered.rewritten
     }
 }
 
@@ -312,7 +326,9 @@ impl Events {
             if line.is_empty() {
                 let data = std::mem::take(&mut self.data);
                 match std::mem::take(&mut self.spoiled) {
-                    false if !data.is_empty() => self.front.read_answer(self.session, &data),
+                    false if !data.is_empty() => {
+                        let _ = self.front.read_answer(self.session, &data);
+                    }
                     true => self.front.unread(self.session),
                     false => {}
                 }

@@ -30,8 +30,9 @@ pub fn both(
     calls: Arc<Calls>,
     live: Arc<Live>,
     limits: Limits,
+    explain: bool,
 ) -> std::io::Result<Relayed> {
-    let session = Arc::new(Mutex::new(Session::new(0, limits)));
+    let session = Arc::new(Mutex::new(Session::new(0, limits, explain)));
     let (client_side, client_calls) = (session.clone(), calls.clone());
     let spawn = |name: &str| std::thread::Builder::new().name(name.into());
     // Never joined: it blocks on stdin until the client closes it or the process ends.
@@ -42,6 +43,7 @@ pub fn both(
             if let Some(line) = line {
                 s.from_client(&client_calls, line);
             }
+            None
         };
         if let Err(e) = lines(std::io::stdin().lock(), stdin, limits.bytes, read) {
             tracing::debug!("the client's stream to the server ended: {e}");
@@ -56,13 +58,14 @@ pub fn both(
                 if s.awaits_list() {
                     live.unreadable(limits.bytes);
                 }
-                return;
+                return None;
             };
-            let listed = s.from_server(&calls, line);
+            let answered = s.from_server(&calls, line);
             drop(s);
-            if let Some(list) = listed {
+            if let Some(list) = answered.listed {
                 live.listed(list);
             }
+            answered.rewritten
         };
         if let Err(e) = lines(stdout, std::io::stdout().lock(), limits.bytes, read) {
             tracing::debug!("the server's stream to the client ended: {e}");
@@ -134,12 +137,13 @@ fn lock(child: &Mutex<Child>) -> std::sync::MutexGuard<'_, Child> {
 }
 
 /// Copy `from` to `to`, handing each whole line of at most `bound` bytes to `read` before it
-/// is written. The stream's bytes are written as they are, whatever they hold.
+/// is written. The stream's bytes are written as they are, whatever they hold, except a line
+/// `read` gives a replacement for (a refused call's answer made to say why).
 fn lines(
     mut from: impl Read,
     mut to: impl Write,
     bound: usize,
-    mut read: impl FnMut(Option<&[u8]>),
+    mut read: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
@@ -162,8 +166,10 @@ fn lines(
                 to.write_all(head)?;
             } else {
                 line.extend_from_slice(head);
-                read((line.len() <= bound).then_some(&line[..]));
-                to.write_all(&line)?;
+                match read((line.len() <= bound).then_some(&line[..])) {
+                    Some(replaced) => to.write_all(&replaced)?,
+                    None => to.write_all(&line)?,
+                }
                 line.clear();
             }
             chunk = rest;
@@ -173,7 +179,7 @@ fn lines(
         } else {
             line.extend_from_slice(chunk);
             if line.len() > bound {
-                read(None);
+                let _ = read(None);
                 to.write_all(&line)?;
                 line.clear();
                 passing = true;
@@ -196,7 +202,8 @@ mod tests {
         lines(input.as_bytes(), &mut out, 50, |l| {
             seen.push(l.map_or("(unread)".into(), |l| {
                 String::from_utf8_lossy(l).into_owned()
-            }))
+            }));
+            None
         })
         .unwrap();
         assert_eq!(out, input.as_bytes());

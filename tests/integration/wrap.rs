@@ -365,34 +365,45 @@ fn github_by_hand() -> BTreeMap<String, String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_its_tools_named() {
-    let (_, go) = servers();
-    let pki = super::transport::pki_for("wrap-go", &["localhost", "127.0.0.1"]);
-    let api = pairing_api(Some(pki.acceptor.clone()));
-    let dir = std::env::temp_dir().join(format!("driftwatch-wrap-go-{}", std::process::id()));
+/// `wrap --config` for the Go server through the forward proxy to `api` as GitHub, with
+/// `api_extra` added to its `[[api]]` table.
+fn go_config(
+    name: &str,
+    pki: &super::transport::Pki,
+    api: &Upstream,
+    api_extra: &str,
+) -> [String; 2] {
+    let dir = std::env::temp_dir().join(format!("driftwatch-wrap-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let spec = super::util::shared_spec("github/api.github.com.json.gz");
     let config = format!(
         "[proxy]\nkind = \"forward\"\n[forward]\nca_dir = {ca:?}\n[upstream_tls]\nca_file = {pem:?}\n\
-         [[api]]\nname = \"github\"\nspec = {spec:?}\nhosts = [\"api.github.com\"]\nupstream = \"https://127.0.0.1:{port}\"\n",
+         [[api]]\nname = \"github\"\nspec = {spec:?}\nhosts = [\"api.github.com\"]\nupstream = \"https://127.0.0.1:{port}\"\n{api_extra}",
         ca = dir.join("ca").display().to_string(),
         pem = pki.ca_pem.display().to_string(),
         spec = spec.display().to_string(),
         port = api.addr.port(),
     );
     std::fs::write(dir.join("driftwatch.toml"), config).unwrap();
+    [
+        "--config".to_string(),
+        dir.join("driftwatch.toml").display().to_string(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_its_tools_named() {
+    let (_, go) = servers();
+    let pki = super::transport::pki_for("wrap-go", &["localhost", "127.0.0.1"]);
+    let api = pairing_api(Some(pki.acceptor.clone()));
+    let wrap = go_config("go", &pki, &api, "");
     let plan = json!([
         {"call": ["get_me", {}]},
         {"call": ["get_issue", {"owner": "octo-org", "repo": "hello-world", "issue_number": 42}]},
         {"together": [["get_issue", {"owner": "pair-one", "repo": "r", "issue_number": 1}],
                       ["get_pull_request", {"owner": "pair-two", "repo": "r", "pullNumber": 2}]]},
     ]);
-    let wrap = [
-        "--config".to_string(),
-        dir.join("driftwatch.toml").display().to_string(),
-    ];
     let server = [go.display().to_string(), "stdio".into()];
     let mut session = Session::start("go", plan, &wrap, &server);
     let events = session.events(4).await;
@@ -430,6 +441,54 @@ async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_it
         .collect();
     assert_eq!(learned, by_hand, "{map}");
     drop(out);
+}
+
+/// A call whose request driftwatch refuses, through a server that passes on only the status
+/// (github-mcp-server formats go-github's error, which reads a `message` our problem body does
+/// not have): the result the SDK gets keeps the server's text and gains the refusal's detail
+/// and fields (its answer is a JSON-RPC error, so there the message gains them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_calls_result_says_why_when_the_server_drops_the_body() {
+    let (_, go) = servers();
+    let pki = super::transport::pki_for("wrap-refusal", &["localhost", "127.0.0.1"]);
+    let api = pairing_api(Some(pki.acceptor.clone()));
+    let wrap = go_config("refusal", &pki, &api, "mode = \"enforce\"\n");
+    let plan = json!([
+        {"call": ["update_issue", {"owner": "octo-org", "repo": "hello-world", "issue_number": 42, "state": "reopened"}]},
+        {"call": ["get_me", {}]},
+    ]);
+    let server = [go.display().to_string(), "stdio".into()];
+    let mut session = Session::start("refusal", plan, &wrap, &server);
+    session.events(1).await;
+    let out = session.release();
+    // github-mcp-server answers a failed API call with a JSON-RPC error (the SDK raises it).
+    let refused = &out["results"][0];
+    println!("the refused call's answer: {refused}");
+    let text = refused["error"].as_str().unwrap();
+    let (server_said, ours) = text.split_once("driftwatch refused").unwrap();
+    assert!(
+        server_said.contains(": 422"),
+        "the server's own text is kept: {text}"
+    );
+    assert!(
+        !server_said.contains("does not match"),
+        "the server dropped the detail: {text}"
+    );
+    assert!(ours.contains("(422 Unprocessable Entity)"), "{text}");
+    assert!(ours.contains("/state"), "the field is named: {text}");
+    // get_me fails on the mock's string id: the server's own error, which nothing refused.
+    let other = &out["results"][1];
+    let other_text = other.to_string();
+    assert!(
+        other_text.contains("failed to get user") && !other_text.contains("driftwatch refused"),
+        "an answer driftwatch refused nothing of passes as the server gave it: {other}"
+    );
+    let puts: Vec<_> = api
+        .recorded()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect();
+    assert!(puts.is_empty(), "the refused request never reached the API");
 }
 
 /// Notion's server speaking streamable HTTP (its `--transport http`), run by wrap beside the
