@@ -4,20 +4,17 @@
 //! stdio relay reads lines. A request body is read whole (within `mcp.max_message_bytes`,
 //! past it 413; one that sends nothing for `proxy.body_stall_timeout_ms`, 408) before it goes
 //! on, so a call is in flight before the server sees it; a JSON answer is read whole, or past
-//! the bound passed on unread as it comes; an SSE stream is read event by event as it passes,
-//! never held. Sessions are followed most recently used first, so made-up session ids push
+//! the bound passed on unread as it comes; an SSE stream is read event by event as it passes
+//! (`sse.rs`). Sessions are followed most recently used first, so made-up session ids push
 //! out only each other.
 
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
-use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -26,6 +23,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::live::Live;
+use super::sse::{Events, Reader, Tapped};
 use crate::mcp::calls::Calls;
 use crate::mcp::message::{Limits, Refused};
 use crate::mcp::relay::Session;
@@ -179,7 +177,9 @@ impl HttpFront {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let (mut parts, body) = response.into_parts();
         if sse {
-            let events = Some(Events::new(self.clone(), session));
+            // An event may be rewritten (a refused call's answer): its length is not known.
+            parts.headers.remove(CONTENT_LENGTH);
+            let events = Some(Events::new(Box::new(self.clone()), session));
             let tapped = Tapped {
                 first: None,
                 body,
@@ -230,6 +230,23 @@ impl HttpFront {
         }
     }
 
+    fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let session =
+            sessions.get_or_insert_mut(key, || Session::new(key, self.limits, self.explain));
+        f(session, &self.calls)
+    }
+}
+
+impl Reader for HttpFront {
+    fn read_answer(&self, session: u64, message: &[u8]) -> Option<Vec<u8>> {
+        let answered = self.with_session(session, |s, calls| s.from_server(calls, message));
+        if let Some(list) = answered.listed {
+            self.live.listed(list);
+        }
+        answered.rewritten
+    }
+
     /// An answer past the bound went by unread: if a `tools/list` of its session awaited
     /// one, the live check says it could not read the catalog instead of waiting for ever.
     fn unread(&self, session: u64) {
@@ -238,20 +255,8 @@ impl HttpFront {
         }
     }
 
-    fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let session =
-            sessions.get_or_insert_mut(key, || Session::new(key, self.limits, self.explain));
-        f(session, &self.calls)
-    }
-
-    /// Read an answer of the server's; the message to pass on instead, if it was rewritten.
-    fn read_answer(&self, session: u64, message: &[u8]) -> Option<Vec<u8>> {
-        let answered = self.with_session(session, |s, calls| s.from_server(calls, message));
-        if let Some(list) = answered.listed {
-            self.live.listed(list);
-        }
-        answered.rewritten
+    fn bound(&self) -> usize {
+        self.limits.bytes
     }
 }
 
@@ -288,105 +293,6 @@ fn own(status: StatusCode, message: &str) -> Response<Relayed> {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
-}
-
-/// An SSE stream's events, read as they pass: each event's `data` lines, joined, are one
-/// message. A line past the bound is dropped, and its event is not read.
-struct Events {
-    front: HttpFront,
-    session: u64,
-    line: Vec<u8>,
-    data: Vec<u8>,
-    spoiled: bool,
-}
-
-impl Events {
-    fn new(front: HttpFront, session: u64) -> Events {
-        Events {
-            front,
-            session,
-            line: Vec::new(),
-            data: Vec::new(),
-            spoiled: false,
-        }
-    }
-
-    fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if b != b'\n' {
-                if self.line.len() < self.front.limits.bytes {
-                    self.line.push(b);
-                } else {
-                    self.spoiled = true;
-                }
-                continue;
-            }
-            let line = std::mem::take(&mut self.line);
-            let line = line.strip_suffix(b"\r").unwrap_or(&line);
-            if line.is_empty() {
-                let data = std::mem::take(&mut self.data);
-                match std::mem::take(&mut self.spoiled) {
-                    false if !data.is_empty() => {
-                        let _ = self.front.read_answer(self.session, &data);
-                    }
-                    true => self.front.unread(self.session),
-                    false => {}
-                }
-            } else if let Some(value) = line.strip_prefix(b"data:") {
-                if !self.data.is_empty() {
-                    self.data.push(b'\n');
-                }
-                let value = value.strip_prefix(b" ").unwrap_or(value);
-                if self.data.len() + value.len() <= self.front.limits.bytes {
-                    self.data.extend_from_slice(value);
-                } else {
-                    self.spoiled = true;
-                }
-            }
-        }
-    }
-}
-
-/// The server's body passed on as it comes: first the bytes already read (an answer past the
-/// bound), then its frames, their bytes read by `events` (an SSE stream's) when there are any.
-struct Tapped {
-    first: Option<Bytes>,
-    body: Incoming,
-    events: Option<Events>,
-}
-
-impl Body for Tapped {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(first))));
-        }
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled
-            && let Some(data) = frame.data_ref()
-            && let Some(events) = &mut self.events
-        {
-            let data = data.clone();
-            events.feed(&data);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        match &self.first {
-            Some(_) => http_body::SizeHint::default(),
-            None => self.body.size_hint(),
-        }
-    }
 }
 
 #[cfg(test)]

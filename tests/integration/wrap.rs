@@ -491,6 +491,80 @@ async fn a_refused_calls_result_says_why_when_the_server_drops_the_body() {
     assert!(puts.is_empty(), "the refused request never reached the API");
 }
 
+/// `driftwatch wrap` with `wrap_args`, fronting scripts/status-only-mcp.py (the official SDK's
+/// streamable HTTP, SSE answers) whose one tool renames channel 7 of the demo API `api`
+/// through a stale schema; the SDK client's result of that call.
+async fn rename_through_the_front(name: &str, api: SocketAddr, wrap_args: &[&str]) -> Value {
+    let (admin, front, server) = (free_port(), free_port(), free_port());
+    let mut dw = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["wrap", "--admin-listen", &admin.to_string(), "--spec"])
+        .arg(super::util::example("channels.openapi.yaml"))
+        .args(["--upstream", &format!("http://{api}")])
+        .args(wrap_args)
+        .args(["--mcp-upstream", &format!("http://{server}/mcp")])
+        .args(["--mcp-listen", &front.to_string(), "--"])
+        .arg(python(PYTHON_SDK))
+        .arg(root().join("scripts/status-only-mcp.py"))
+        .args([&server.port().to_string(), "{url}"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    super::util::eventually("the server's HTTP port", || async {
+        tokio::net::TcpStream::connect(server).await.ok().map(drop)
+    })
+    .await;
+    let plan = json!([{"call": ["rename_channel", {"channel_id": 7, "name": "Retro TV HD"}]}]);
+    let mut session = Session::open(name, plan, admin, &[format!("http://{front}/mcp")]);
+    session.events(1).await;
+    let out = session.release();
+    let _ = Command::new("kill")
+        .args(["-TERM", &dw.id().to_string()])
+        .status();
+    let _ = dw.wait();
+    out["results"][0].clone()
+}
+
+/// Over the front's SSE: a refused call's result, which the server cut to "status code
+/// 409", says why; in repair mode the same call succeeds and the list it omitted is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_sse_a_refused_call_says_why_and_a_repaired_one_lands() {
+    let api = super::silent_clears::demo_api().await;
+    let refused = rename_through_the_front("sse-refused", api, &["--mode", "enforce"]).await;
+    println!("refused: {refused}");
+    assert_eq!(refused["is_error"], true);
+    let text = refused["text"].as_str().unwrap();
+    assert!(
+        text.contains("Request failed with status code 409 driftwatch refused"),
+        "the server's text is kept, and ours follows it: {text}"
+    );
+    assert!(
+        text.contains("driftwatch refused the API request this tool call made (409 Conflict)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[silent_clear_risk /graphicsElementIds]"),
+        "{text}"
+    );
+
+    let config =
+        std::env::temp_dir().join(format!("driftwatch-sse-repair-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[proxy]\nmode = \"enforce\"\n[enforce.kinds]\nsilent_clear_risk = \"repair\"\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let repaired = rename_through_the_front("sse-repaired", api, &["--config", &config]).await;
+    assert_eq!(repaired["is_error"], false, "{repaired}");
+    assert_eq!(repaired["text"], "renamed channel 7 to Retro TV HD");
+    let get = super::silent_clears::get("/api/v1/channels/7", "Bearer a", "g");
+    let now = super::sidecar::raw(api, &get).await.json();
+    assert_eq!(
+        (&now["name"], &now["graphicsElementIds"]),
+        (&json!("Retro TV HD"), &json!([3, 7]))
+    );
+}
+
 /// Notion's server speaking streamable HTTP (its `--transport http`), run by wrap beside the
 /// MCP front its clients reach: the same attribution as over stdio, and the catalog its SSE
 /// or JSON answers carry is checked live.
