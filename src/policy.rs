@@ -118,14 +118,23 @@ mod tests {
     use super::*;
     use crate::finding::Location;
 
+    type Tables = (
+        HashMap<Kind, Action>,
+        HashMap<String, HashMap<Kind, Action>>,
+    );
+
+    /// One kind's action, and one for `updateChannel`.
+    fn tables(kind: (Kind, Action), update_channel: (Kind, Action)) -> Tables {
+        let operations = [("updateChannel".to_string(), [update_channel].into())];
+        ([kind].into(), operations.into())
+    }
+
     #[test]
     fn defaults_then_kind_then_operation() {
-        let kinds: HashMap<Kind, Action> = [(Kind::UnknownQueryParam, Action::Log)].into();
-        let operations: HashMap<String, HashMap<Kind, Action>> = [(
-            "updateChannel".to_string(),
-            [(Kind::OmittedOnReplace, Action::Block)].into(),
-        )]
-        .into();
+        let (kinds, operations) = tables(
+            (Kind::UnknownQueryParam, Action::Log),
+            (Kind::OmittedOnReplace, Action::Block),
+        );
         let policy = Policy::new(Mode::Enforce, kinds.clone(), operations.clone());
         let unknown = Finding::new(Kind::UnknownQueryParam, Location::Query, "x");
         let mismatch = Finding::new(Kind::ParamTypeMismatch, Location::Query, "x");
@@ -147,12 +156,10 @@ mod tests {
 
     #[test]
     fn repair_is_chosen_like_block_and_only_in_enforce() {
-        let kinds: HashMap<Kind, Action> = [(Kind::SilentClearRisk, Action::Repair)].into();
-        let operations: HashMap<String, HashMap<Kind, Action>> = [(
-            "updateChannel".to_string(),
-            [(Kind::OmittedOnReplace, Action::Repair)].into(),
-        )]
-        .into();
+        let (kinds, operations) = tables(
+            (Kind::SilentClearRisk, Action::Repair),
+            (Kind::OmittedOnReplace, Action::Repair),
+        );
         let policy = Policy::new(Mode::Enforce, kinds.clone(), operations.clone());
         let risk = Finding::new(Kind::SilentClearRisk, Location::Body, "/a");
         let omitted = Finding::new(Kind::OmittedOnReplace, Location::Body, "/b");

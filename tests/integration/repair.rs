@@ -30,6 +30,19 @@ fn repairing(c: &mut Config, kind: Kind) {
     c.enforce.kinds.insert(kind, Action::Repair);
 }
 
+/// Alice's PUT of channel 7 through `dw` (request `rid`).
+async fn put_channel(
+    dw: &super::sidecar::Running,
+    rid: &str,
+    body: &Value,
+) -> super::sidecar::RawResponse {
+    raw(
+        dw.addr,
+        &put("/api/v1/channels/7", "Bearer alice", rid, body),
+    )
+    .await
+}
+
 /// The event of request `rid`, once recorded.
 async fn event_of(admin: SocketAddr, rid: &str) -> Value {
     eventually(&format!("the event of {rid}"), || async {
@@ -57,16 +70,7 @@ async fn the_stale_rename_lands_and_the_list_it_omitted_is_kept() {
         (sample(&scrape(dw.admin).await, "driftwatch_memory_entries") >= 1.0).then_some(())
     })
     .await;
-    let resp = raw(
-        dw.addr,
-        &put(
-            "/api/v1/channels/7",
-            "Bearer alice",
-            "p1",
-            &stale_body(&read),
-        ),
-    )
-    .await;
+    let resp = put_channel(&dw, "p1", &stale_body(&read)).await;
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     assert_eq!(
         resp.header("driftwatch-repaired"),
@@ -145,11 +149,7 @@ async fn what_the_agent_sends_clears_as_asked() {
     let mut body = read.clone();
     body["graphicsElementIds"] = json!([]);
     body["logo"] = Value::Null;
-    let resp = raw(
-        dw.addr,
-        &put("/api/v1/channels/7", "Bearer alice", "p1", &body),
-    )
-    .await;
+    let resp = put_channel(&dw, "p1", &body).await;
     assert_eq!(resp.status, 200);
     assert_eq!(
         resp.header("driftwatch-repaired"),
@@ -381,11 +381,7 @@ async fn a_read_that_does_not_fit_or_fails_refuses_the_write_with_its_reason() {
     body.as_object_mut()
         .unwrap()
         .shift_remove("graphicsElementIds");
-    let resp = raw(
-        dw.addr,
-        &put("/api/v1/channels/7", "Bearer alice", "p1", &body),
-    )
-    .await;
+    let resp = put_channel(&dw, "p1", &body).await;
     assert_eq!(resp.status, 409);
     let problem = resp.json();
     assert_eq!(problem["include_fields"], json!(["graphicsElementIds"]));
@@ -395,11 +391,7 @@ async fn a_read_that_does_not_fit_or_fails_refuses_the_write_with_its_reason() {
         "{why}"
     );
     *failing.lock().unwrap() = true;
-    let resp = raw(
-        dw.addr,
-        &put("/api/v1/channels/7", "Bearer alice", "p2", &body),
-    )
-    .await;
+    let resp = put_channel(&dw, "p2", &body).await;
     assert_eq!(resp.status, 409);
     assert_eq!(
         resp.json()["repair_refused"],

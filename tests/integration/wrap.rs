@@ -77,6 +77,14 @@ fn free_port() -> SocketAddr {
     super::util::free_addr()
 }
 
+/// Wait (bounded) until `addr` accepts connections.
+async fn listening(addr: SocketAddr, what: &str) {
+    super::util::eventually(what, || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
+    })
+    .await;
+}
+
 /// A session of the SDK against `driftwatch wrap ARGS -- SERVER...`, open until `release`.
 struct Session {
     child: Child,
@@ -509,10 +517,7 @@ async fn rename_through_the_front(name: &str, api: SocketAddr, wrap_args: &[&str
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    super::util::eventually("the server's HTTP port", || async {
-        tokio::net::TcpStream::connect(server).await.ok().map(drop)
-    })
-    .await;
+    listening(server, "the server's HTTP port").await;
     let plan = json!([{"call": ["rename_channel", {"channel_id": 7, "name": "Retro TV HD"}]}]);
     let mut session = Session::open(name, plan, admin, &[format!("http://{front}/mcp")]);
     session.events(1).await;
@@ -592,10 +597,7 @@ async fn an_http_mcp_server_behind_the_front_has_its_calls_attributed_and_catalo
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    super::util::eventually("the Notion server's HTTP port", || async {
-        tokio::net::TcpStream::connect(server).await.ok().map(drop)
-    })
-    .await;
+    listening(server, "the Notion server's HTTP port").await;
     let plan = json!([
         {"call": ["API-retrieve-a-page", {"page_id": "p-0"}]},
         {"together": [["API-retrieve-a-page", {"page_id": "pair-a"}],
