@@ -253,19 +253,27 @@ impl<'c> Ledger<'c> {
         let blocked = |f: &Finding| {
             outcome == Outcome::Blocked && policy.action(operation.as_deref(), f) == Action::Block
         };
-        let filled = self.repair.as_ref().filter(|r| r.refused.is_none());
-        let repaired = |f: &Finding| {
+        // A field set to repair was filled, or (the repair refused) blocked the request.
+        let repair = |f: &Finding| {
             let field = f.field.trim_start_matches('/');
-            Action::repairs(f.kind) && filled.is_some_and(|r| r.fields.iter().any(|n| n == field))
+            let named = |r: &&Repair| r.fields.iter().any(|n| n == field);
+            let r = self
+                .repair
+                .as_ref()
+                .filter(|r| Action::repairs(f.kind) && named(r))?;
+            Some(match r.refused {
+                None => Action::Repair,
+                Some(_) => Action::Block,
+            })
         };
         let findings = self
             .findings
             .into_iter()
             .map(|finding| EventFinding {
-                action: match () {
-                    _ if repaired(&finding) => Action::Repair.done(),
-                    _ if blocked(&finding) => Action::Block.done(),
-                    _ => Action::Log.done(),
+                action: match repair(&finding) {
+                    Some(done) => done.done(),
+                    None if blocked(&finding) => Action::Block.done(),
+                    None => Action::Log.done(),
                 },
                 finding,
             })

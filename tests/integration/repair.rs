@@ -401,6 +401,14 @@ async fn a_read_that_does_not_fit_or_fails_refuses_the_write_with_its_reason() {
     assert_eq!(puts, 0, "no refused write reached the API");
     let event = event_of(dw.admin, "p2").await;
     assert_eq!(event["action"], "blocked");
+    let omitted = event["findings"].as_array().unwrap().iter();
+    let omitted: Vec<_> = omitted
+        .filter(|f| f["kind"] == "omitted_on_replace")
+        .collect();
+    assert_eq!(
+        omitted[0]["action"], "block",
+        "the finding set to repair blocked it: {event}"
+    );
     assert_eq!(
         event["repair"]["refused"],
         "the read of the resource was answered 503"
