@@ -422,3 +422,61 @@ async fn a_read_that_does_not_fit_or_fails_refuses_the_write_with_its_reason() {
         2.0
     );
 }
+
+/// The same repair through the forward proxy: curl sends the PUT to `https://api.test` through
+/// `HTTPS_PROXY`'s CONNECT, driftwatch intercepts it with its CA, reads channel 7 and sends the
+/// completed write to the demo API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_forward_proxy_an_intercepted_put_is_repaired() {
+    use driftwatch::config::{ApiConfig, ProxyKind};
+    let api = demo_api().await;
+    let ca_dir = std::env::temp_dir().join(format!("driftwatch-repair-fwd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ca_dir);
+    let mut c = Config::default();
+    c.proxy.kind = ProxyKind::Forward;
+    c.forward.ca_dir = ca_dir.clone();
+    c.events.output = "none".into();
+    c.api = vec![ApiConfig {
+        name: "channels".into(),
+        spec: super::util::example("channels.openapi.yaml")
+            .display()
+            .to_string(),
+        hosts: vec!["api.test:443".into()],
+        upstream: Some(format!("http://{api}")),
+        ..ApiConfig::default()
+    }];
+    repairing(&mut c, Kind::OmittedOnReplace);
+    let dw = start(c).await;
+    let mut body = driftwatch::demo::api::seed();
+    for field in ["id", "uniqueId", "graphicsElementIds"] {
+        body.shift_remove(field);
+    }
+    body.insert("name".into(), json!("Retro TV HD"));
+    let out = std::process::Command::new("curl")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .args(["-s", "-D", "-", "-o", "/dev/null", "-X", "PUT"])
+        .args(["-H", "content-type: application/json", "--data-binary"])
+        .arg(Value::Object(body).to_string())
+        .args(["-x", &format!("http://{}", dw.addr), "--cacert"])
+        .arg(ca_dir.join("ca.pem"))
+        .arg("https://api.test/api/v1/channels/7")
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(
+        head.starts_with("http/2 200") || head.starts_with("http/1.1 200"),
+        "{head}"
+    );
+    assert!(
+        head.contains("driftwatch-repaired: graphicselementids"),
+        "{head}"
+    );
+    let now = raw(api, &get("/api/v1/channels/7", "Bearer alice", "g"))
+        .await
+        .json();
+    assert_eq!(
+        (&now["name"], &now["graphicsElementIds"]),
+        (&json!("Retro TV HD"), &json!([3, 7]))
+    );
+}
