@@ -253,24 +253,11 @@ impl<'c> Ledger<'c> {
         let blocked = |f: &Finding| {
             outcome == Outcome::Blocked && policy.action(operation.as_deref(), f) == Action::Block
         };
-        // A field set to repair was filled, or (the repair refused) blocked the request.
-        let repair = |f: &Finding| {
-            let field = f.field.trim_start_matches('/');
-            let named = |r: &&Repair| r.fields.iter().any(|n| n == field);
-            let r = self
-                .repair
-                .as_ref()
-                .filter(|r| Action::repairs(f.kind) && named(r))?;
-            Some(match r.refused {
-                None => Action::Repair,
-                Some(_) => Action::Block,
-            })
-        };
         let findings = self
             .findings
             .into_iter()
             .map(|finding| EventFinding {
-                action: match repair(&finding) {
+                action: match repaired(self.repair.as_ref(), &finding) {
                     Some(done) => done.done(),
                     None if blocked(&finding) => Action::Block.done(),
                     None => Action::Log.done(),
@@ -301,4 +288,14 @@ impl<'c> Ledger<'c> {
         };
         s.publish(event);
     }
+}
+
+/// What a repair did about `f`: filled its field (`Repair`), or, refused, blocked the request.
+fn repaired(repair: Option<&Repair>, f: &Finding) -> Option<Action> {
+    let field = f.field.trim_start_matches('/');
+    let r = repair.filter(|r| Action::repairs(f.kind) && r.fields.iter().any(|n| n == field))?;
+    Some(match r.refused {
+        None => Action::Repair,
+        Some(_) => Action::Block,
+    })
 }

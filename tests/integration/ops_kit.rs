@@ -78,6 +78,10 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     redis.client().await;
     let dw = start(config(&format!("http://{refused}"), |c| {
         c.proxy.mode = driftwatch::policy::Mode::Enforce;
+        let repair = driftwatch::policy::Action::Repair;
+        c.enforce
+            .kinds
+            .insert(driftwatch::finding::Kind::OmittedOnReplace, repair);
         c.audit.max_body = 16;
         c.memory.backend = driftwatch::config::MemoryBackend::Redis;
         c.memory.redis_url = Some(redis.url());
@@ -88,6 +92,9 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         "GET /api/v1/playouts?page_size=1 HTTP/1.1\r\nhost: x\r\nx-mcp-tool: list_playouts\r\n\r\n"
             .to_string(),
         "GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n".to_string(),
+        // A replace write set to repair, whose read finds the upstream closed: refused.
+        "PUT /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{\"name\":\"a\"}"
+            .to_string(),
         format!(
             "PUT /api/v1/schedules/1 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{:<40}",
             "{\"name\":\"a\"}"
@@ -114,7 +121,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     assert!(families.insert(wrap_only.into()) && samples.insert(wrap_only.into()));
     assert_eq!(
         families.len(),
-        41,
+        42,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -274,7 +281,7 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
         "Findings by kind",
         "Silent clears by operation and field",
         "Top unknown query parameters",
-        "Blocked requests (enforce mode)",
+        "Blocked and repaired requests (enforce mode)",
         "Upstream rejections after drift",
         "Audit overhead",
         "Spec revision in force",
