@@ -364,7 +364,8 @@ pub fn store_entry(contract: &Contract, data: &[u8]) {
 /// 1,024 is not tracked and makes every later request ambiguous). Asserted at every step:
 /// the count in flight is the model's; nothing in flight attributes nothing; one call in
 /// flight is named; past the bound nothing is named; and a tool named is a tool in flight, by
-/// any attribution (never a call already answered).
+/// any attribution (never a call already answered). A request tied to one call is refused
+/// every other step: that call's answer, and no other, comes back rewritten, marked isError.
 pub fn mcp_relay(data: &[u8]) {
     use driftwatch::mcp::calls::{By, Calls, RequestValues};
     use driftwatch::mcp::message::Limits;
@@ -380,6 +381,7 @@ pub fn mcp_relay(data: &[u8]) {
     let calls = Calls::default();
     let mut sessions: Vec<Session> = (1..=3).map(|id| Session::new(id, limits, true)).collect();
     let mut model: BTreeMap<(u64, String), Vec<&str>> = BTreeMap::new();
+    let mut refused: std::collections::BTreeSet<(u64, String)> = Default::default();
     let mut saturated = false;
     for step in data.chunks_exact(2) {
         let (what, which) = (step[0], step[1]);
@@ -402,17 +404,29 @@ pub fn mcp_relay(data: &[u8]) {
             }
             2 => {
                 let answer = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}});
-                session.from_server(&calls, answer.to_string().as_bytes());
-                model.remove(&(sid, id.to_string()));
+                let answered = session.from_server(&calls, answer.to_string().as_bytes());
+                let key = (sid, id.to_string());
+                let was_refused = refused.remove(&key) && model.remove(&key).is_some();
+                model.remove(&key);
+                match answered.rewritten {
+                    Some(out) => {
+                        assert!(was_refused, "only a refused call's answer is rewritten");
+                        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+                        assert_eq!(v["result"]["isError"], true);
+                    }
+                    None => assert!(!was_refused, "a refused call's answer says so"),
+                }
             }
             3 => {
                 let cancel = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
                 session.from_client(&calls, cancel.to_string().as_bytes());
                 model.remove(&(sid, id.to_string()));
+                refused.remove(&(sid, id.to_string()));
             }
             4 => {
                 calls.end_session(sid);
                 model.retain(|(s, _), _| *s != sid);
+                refused.retain(|(s, _)| *s != sid);
             }
             _ => {
                 // An answer past the bound: passed on unread, it ends nothing.
@@ -438,6 +452,14 @@ pub fn mcp_relay(data: &[u8]) {
                 }
             }
             (_, None) => panic!("calls in flight ({tools:?}) and no attribution"),
+        }
+        if let Some(key) = got.and_then(|a| a.call).filter(|_| which & 1 == 1) {
+            assert!(
+                model.contains_key(&key),
+                "a call tied to a request is in flight"
+            );
+            calls.refused(&key, "driftwatch refused it");
+            refused.insert(key);
         }
     }
 }

@@ -158,15 +158,25 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: draining"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: draining"),
+/// SIGTERM or SIGINT, listened for from the call on, not from the first poll: `wrap` makes it
+/// before it starts the server, so a signal that comes while the server starts stops it. (Made
+/// after, a SIGTERM in that window took the default action: wrap ended, and the server's
+/// grandchild was left running.)
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        async fn received(signal: Option<Signal>) {
+            match signal {
+                Some(mut s) => drop(s.recv().await),
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            () = received(term) => tracing::info!("SIGTERM: draining"),
+            () = received(int) => tracing::info!("SIGINT: draining"),
+        }
     }
 }
 

@@ -80,6 +80,8 @@ pub async fn run(settings: Settings, mut plan: Plan) -> anyhow::Result<i32> {
         plan.map.take(),
     ));
     tokio::spawn(live.clone().check_on_change());
+    // Listened for before the server starts: a signal while it starts still stops it.
+    let stop = crate::start::shutdown_signal();
     let mut child = match plan.command.is_empty() {
         true => None,
         false => {
@@ -94,7 +96,7 @@ pub async fn run(settings: Settings, mut plan: Plan) -> anyhow::Result<i32> {
     tracing::info!(admin = %admin.local_addr()?, proxy = %url, "driftwatch wrap: serving");
     let (done, status) = tokio::sync::oneshot::channel();
     let ended = async move {
-        let _ = done.send(until_done(child, relayed).await);
+        let _ = done.send(until_done(child, relayed, stop).await);
     };
     let view: Arc<dyn crate::admin::ToolsView> = live;
     serve_with_tools(proxy, admin, sidecar, Some(view), ended).await?;
@@ -158,11 +160,15 @@ async fn mcp_side(
 }
 
 /// Until the server exits (its status is wrap's), or, with no server of wrap's own, a signal.
-async fn until_done(child: Option<Child>, relayed: Option<relay::Relayed>) -> Option<ExitStatus> {
+async fn until_done(
+    child: Option<Child>,
+    relayed: Option<relay::Relayed>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Option<ExitStatus> {
     match child {
-        Some(child) => relay::until_exit(child, relayed).await,
+        Some(child) => relay::until_exit(child, relayed, stop).await,
         None => {
-            crate::start::shutdown_signal().await;
+            stop.await;
             None
         }
     }

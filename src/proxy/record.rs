@@ -202,7 +202,8 @@ impl<'c> Ledger<'c> {
 
     /// A repaired write's answer names the fields driftwatch filled (`driftwatch-repaired`).
     fn said_repaired(&self, response: &mut Response<ResponseBody>) {
-        let Some(repair) = self.repair.as_ref().filter(|r| r.refused.is_none()) else {
+        let filled = |r: &&Repair| r.refused.is_none() && !r.fields.is_empty();
+        let Some(repair) = self.repair.as_ref().filter(filled) else {
             return;
         };
         if let Ok(v) = HeaderValue::from_str(&repair.fields.join(", ")) {

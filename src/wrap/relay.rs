@@ -77,7 +77,11 @@ pub fn both(
 /// Wait for the server to exit, then for the last of its output to reach the client: its exit
 /// status is wrap's. On SIGTERM or SIGINT the server is stopped and `None` comes back: wrap
 /// was asked to stop, and exits 0 once drained.
-pub async fn until_exit(child: Child, relayed: Option<Relayed>) -> Option<ExitStatus> {
+pub async fn until_exit(
+    child: Child,
+    relayed: Option<Relayed>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Option<ExitStatus> {
     let child = Arc::new(Mutex::new(child));
     let exited = {
         let child = child.clone();
@@ -92,7 +96,7 @@ pub async fn until_exit(child: Child, relayed: Option<Relayed>) -> Option<ExitSt
     };
     let status = tokio::select! {
         status = exited => Some(status),
-        () = crate::start::shutdown_signal() => {
+        () = stop => {
             stop_group(&child).await;
             tracing::info!("asked to stop: the MCP server is stopped, draining");
             None
