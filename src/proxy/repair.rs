@@ -169,7 +169,7 @@ async fn audit_again<'c>(
     let before = std::mem::take(&mut ledger.findings);
     let read = BodyRead::Whole(completed);
     *w.pending = check(s, rev, w.parts, &read, ledger);
-    if let Some(unfit) = unfit(&ledger.findings, filled) {
+    if let Some(unfit) = unfit(&ledger.findings, &before, filled) {
         ledger.findings = before;
         return Err(unfit);
     }
@@ -295,22 +295,34 @@ fn set_length(headers: &mut HeaderMap, len: usize) {
     headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
 }
 
-/// A finding of the completed body about a field it filled: the read shows the field in a
-/// shape the write does not take (an expanded object where the write takes an id).
-fn unfit(findings: &[Finding], filled: &[String]) -> Option<Refusal> {
-    findings
+/// A finding of the completed body that the write's own body did not have: a filled field the
+/// read shows in a shape the write does not take (an expanded object where the write takes an
+/// id), or a body the audit can no longer read whole (a filled value nested past the parser).
+/// Nothing filled goes unaudited.
+fn unfit(findings: &[Finding], before: &[Finding], filled: &[String]) -> Option<Refusal> {
+    let had = |f: &Finding| {
+        before
+            .iter()
+            .any(|b| b.kind == f.kind && b.field == f.field)
+    };
+    let f = findings
         .iter()
-        .filter(|f| f.is_about_the_body() && !Action::repairs(f.kind))
-        .find_map(|f| {
-            let at = f.field.trim_start_matches('/');
-            let field = filled
-                .iter()
-                .find(|n| at == n.as_str() || at.starts_with(&format!("{n}/")))?;
-            Some(Refusal::DoesNotFit {
-                field: field.clone(),
-                reason: f.message.to_string(),
-            })
-        })
+        .find(|f| f.is_about_the_body() && !Action::repairs(f.kind) && !had(f))?;
+    let at = f.field.trim_start_matches('/');
+    let named = filled
+        .iter()
+        .find(|n| at == n.as_str() || at.starts_with(&format!("{n}/")));
+    let reason = match f.kind {
+        Kind::Unaudited => format!(
+            "the completed body could not be audited ({})",
+            f.observed.as_deref().unwrap_or("unread")
+        ),
+        _ => f.message.to_string(),
+    };
+    Some(Refusal::DoesNotFit {
+        field: named.cloned().unwrap_or_else(|| filled.join("`, `")),
+        reason,
+    })
 }
 
 /// 409: the write would erase data and could not be completed, and why.

@@ -480,3 +480,56 @@ async fn through_the_forward_proxy_an_intercepted_put_is_repaired() {
         (&json!("Retro TV HD"), &json!([3, 7]))
     );
 }
+
+/// What the read's answer holds is the API's, never trusted: an answer past
+/// `audit.max_response_body`, one that never comes within `proxy.request_timeout_ms`, and one
+/// nested past any parser's depth each refuse the write with the reason, and the sidecar goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_read_refuses_the_write_and_nothing_else() {
+    let mut body = Value::Object(driftwatch::demo::api::seed());
+    body.as_object_mut()
+        .unwrap()
+        .shift_remove("graphicsElementIds");
+    let huge = format!("{{\"graphicsElementIds\":[{}1]}}", "1,".repeat(600_000));
+    let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    let deep = format!("{{\"graphicsElementIds\":{}}}", nested(100_000));
+    let cases: [(String, Duration, &str); 3] = [
+        (
+            huge,
+            Duration::ZERO,
+            "(audit.max_response_body is 1048576 bytes)",
+        ),
+        (
+            "{}".into(),
+            Duration::from_secs(3),
+            "the read of the resource failed",
+        ),
+        (
+            deep,
+            Duration::ZERO,
+            "the completed body could not be audited (nesting deeper than 128)",
+        ),
+    ];
+    for (answer, delay, said) in cases {
+        let responder = Arc::new(move |r: &Recorded| -> (u16, String) {
+            match r.method.as_str() {
+                "GET" => (200, answer.clone()),
+                _ => (200, "{}".into()),
+            }
+        });
+        let up = upstream::start(responder, delay, None).await;
+        let dw = start(config(&format!("http://{}", up.addr), |c| {
+            repairing(c, Kind::OmittedOnReplace);
+            c.proxy.request_timeout_ms = 500;
+        }))
+        .await;
+        let resp = put_channel(&dw, "p1", &body).await;
+        assert_eq!(resp.status, 409, "{said}");
+        let why = resp.json()["repair_refused"].as_str().unwrap().to_string();
+        assert!(why.contains(said), "{said}: {why}");
+        let puts = up.recorded().iter().filter(|r| r.method == "PUT").count();
+        assert_eq!(puts, 0, "{said}: the write never went");
+        let alive = admin_get(dw.admin, "/healthz").await;
+        assert_eq!(alive.status, 200, "{said}: the sidecar goes on");
+    }
+}
