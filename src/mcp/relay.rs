@@ -136,19 +136,19 @@ impl Session {
     }
 }
 
-/// An answer that does not carry driftwatch's refusal gains it: a tool result keeps its
-/// content and gains one text item, `isError` set; a JSON-RPC error (what some servers make of
-/// a failed API call) keeps its code and has the refusal added to its message.
+/// An answer that does not carry driftwatch's refusal (no `urn:driftwatch:problem` anywhere in
+/// it) gains it: a tool result keeps its content and gains one text item, `isError` set; a
+/// JSON-RPC error (what some servers make of a failed API call) keeps its code and has the
+/// refusal added to its message.
 fn explain(message: &mut Value, said: &str) -> bool {
-    let carried = |v: &Value| v.to_string().contains(PROBLEM_TYPE);
+    if message.to_string().contains(PROBLEM_TYPE) {
+        return false;
+    }
     if let Some(error) = message.get_mut("error").and_then(Value::as_object_mut) {
         let text = error
             .get("message")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if text.contains(PROBLEM_TYPE) {
-            return false;
-        }
         let text = match text.is_empty() {
             true => said.to_string(),
             false => format!("{text}; {said}"),
@@ -156,10 +156,7 @@ fn explain(message: &mut Value, said: &str) -> bool {
         error.insert("message".into(), Value::String(text));
         return true;
     }
-    let Some(result) = message.get_mut("result").filter(|r| !carried(r)) else {
-        return false;
-    };
-    let Some(result) = result.as_object_mut() else {
+    let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else {
         return false;
     };
     let item = serde_json::json!({"type": "text", "text": said});

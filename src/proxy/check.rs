@@ -74,16 +74,14 @@ pub(super) fn check<'c>(
     s.sinks
         .metrics
         .audit_seconds(started.elapsed().as_secs_f64());
-    let Some((operation, mut findings, memory_key, truncated)) = audited else {
+    let Some(audited) = audited else {
         s.sinks.metrics.audit_error();
         let path = s.path_text(&rev.contract, parts.uri.path());
         tracing::error!(method = %parts.method, path, "internal audit error; request forwarded unaudited");
         return Pending::default();
     };
-    watch_routing(s, &ledger.api, rev, parts, operation.is_some(), &findings);
-    if matches!(read, BodyRead::TooLarge) {
-        unaudited_body(s, &mut findings);
-    }
+    let (operation, ref findings, _, truncated) = audited;
+    watch_routing(s, &ledger.api, rev, parts, operation.is_some(), findings);
     if truncated {
         s.sinks.metrics.limit_hit("findings_per_request");
     }
@@ -101,11 +99,53 @@ pub(super) fn check<'c>(
                 .metrics
                 .spec_warnings(&ledger.api.label, &rev.contract);
         }
+    }
+    record(s, rev, parts, read, ledger, audited)
+}
+
+/// The completed body of a repaired write, audited again: its findings replace the write's.
+/// What is counted once per request (the audit's time, routing, skipped parts, findings past
+/// the bound) `check` counted; `None` if the audit panicked (counted).
+pub(super) fn check_again<'c>(
+    s: &Sidecar,
+    rev: &'c Revision,
+    parts: &Parts,
+    completed: &BodyRead,
+    ledger: &mut Ledger<'c>,
+) -> Option<Pending> {
+    let BodyRead::Whole(body) = completed else {
+        return None;
+    };
+    let audited = audit_request(s, ledger.api.index, rev, parts, Some(body));
+    if audited.is_none() {
+        s.sinks.metrics.audit_error();
+    }
+    Some(record(s, rev, parts, completed, ledger, audited?))
+}
+
+/// An audit's findings into the request's ledger, each named by its operation; what the
+/// response must carry back.
+fn record<'c>(
+    s: &Sidecar,
+    rev: &'c Revision,
+    parts: &Parts,
+    read: &BodyRead,
+    ledger: &mut Ledger<'c>,
+    (operation, mut findings, memory_key, _): Audited<'c>,
+) -> Pending {
+    if matches!(read, BodyRead::TooLarge) {
+        unaudited_body(s, &mut findings);
+    }
+    if let Some(op) = operation {
         for f in findings.iter_mut().filter(|f| f.operation.is_none()) {
             f.operation = Some(op.id.as_str().into());
         }
     }
     if !findings.is_empty() && s.settings.events.log_values {
+        let body = match read {
+            BodyRead::Whole(bytes) => Some(&bytes[..]),
+            _ => None,
+        };
         ledger.values = Some(values(s, &rev.contract.secrets, parts, body));
     }
     ledger.operation = operation;

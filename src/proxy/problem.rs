@@ -67,57 +67,68 @@ pub fn blocked(findings: &[&Finding], request_id: &str) -> Response<Bytes> {
 
 /// 409 for a write that would erase data: the fields the agent must send back (their current
 /// values are in the GET it already has).
-pub fn silent_clear(mut blocked: Response<Bytes>, findings: &[&Finding]) -> Response<Bytes> {
+pub fn silent_clear(blocked: Response<Bytes>, findings: &[&Finding]) -> Response<Bytes> {
     let fields: Vec<&str> = findings
         .iter()
         .filter(|f| f.kind == crate::finding::Kind::SilentClearRisk)
         .map(|f| f.field.trim_start_matches('/'))
         .collect();
+    let detail = format!(
+        "This PUT replaces the whole resource and would erase {}: include {} with the current value from your last GET.",
+        quoted(&fields),
+        them(fields.len())
+    );
+    let title = "Request refused: it would silently erase data";
+    conflict(blocked, title, &detail, &fields, None)
+}
+
+/// 409 for a write set to `repair` that could not be completed: the fields it would erase,
+/// and why driftwatch could not fill them from a fresh read.
+pub fn unrepaired(blocked: Response<Bytes>, fields: &[String], why: &str) -> Response<Bytes> {
+    let detail = format!(
+        "This PUT replaces the whole resource and would erase {}; driftwatch could not fill {} from a fresh read: {why}. Include {} with the current value.",
+        quoted(fields),
+        them(fields.len()),
+        them(fields.len()),
+    );
+    let title = "Request refused: it would erase data and could not be repaired";
+    let why = ("repair_refused", Value::String(why.into()));
+    conflict(blocked, title, &detail, fields, Some(why))
+}
+
+/// `blocked` made the 409 of a write that would erase data: its title and detail, the fields
+/// to include, and one more member where given.
+fn conflict(
+    mut blocked: Response<Bytes>,
+    title: &str,
+    detail: &str,
+    fields: &[impl AsRef<str>],
+    extra: Option<(&str, Value)>,
+) -> Response<Bytes> {
     let Ok(mut body) = serde_json::from_slice::<Value>(blocked.body()) else {
         return blocked;
     };
-    let detail = format!(
-        "This PUT replaces the whole resource and would erase {}: include {} with the current value from your last GET.",
-        fields
-            .iter()
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        if fields.len() == 1 { "it" } else { "them" }
-    );
-    body["detail"] = Value::String(shorten(&detail));
+    body["detail"] = Value::String(shorten(detail));
     body["status"] = Value::from(409);
     body["type"] = Value::String("urn:driftwatch:problem:409".into());
-    body["title"] = Value::String("Request refused: it would silently erase data".into());
-    body["include_fields"] = Value::from(fields);
+    body["title"] = Value::String(title.into());
+    body["include_fields"] = fields.iter().map(|f| f.as_ref()).collect();
+    if let Some((key, value)) = extra {
+        body[key] = value;
+    }
     *blocked.body_mut() = Bytes::from(body.to_string());
     *blocked.status_mut() = StatusCode::CONFLICT;
     blocked
 }
 
-/// 409 for a write set to `repair` that could not be completed: the fields it would erase,
-/// and why driftwatch could not fill them from a fresh read.
-pub fn unrepaired(mut blocked: Response<Bytes>, fields: &[String], why: &str) -> Response<Bytes> {
-    let Ok(mut body) = serde_json::from_slice::<Value>(blocked.body()) else {
-        return blocked;
-    };
-    let named: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
-    let detail = format!(
-        "This PUT replaces the whole resource and would erase {}; driftwatch could not fill {} from a fresh read: {why}. Include {} with the current value.",
-        named.join(", "),
-        if fields.len() == 1 { "it" } else { "them" },
-        if fields.len() == 1 { "it" } else { "them" },
-    );
-    body["detail"] = Value::String(shorten(&detail));
-    body["status"] = Value::from(409);
-    body["type"] = Value::String("urn:driftwatch:problem:409".into());
-    body["title"] =
-        Value::String("Request refused: it would erase data and could not be repaired".into());
-    body["include_fields"] = Value::from(fields);
-    body["repair_refused"] = Value::String(why.into());
-    *blocked.body_mut() = Bytes::from(body.to_string());
-    *blocked.status_mut() = StatusCode::CONFLICT;
-    blocked
+/// `a`, `b`: field names as a detail quotes them.
+fn quoted(fields: &[impl AsRef<str>]) -> String {
+    let quoted: Vec<String> = fields.iter().map(|f| format!("`{}`", f.as_ref())).collect();
+    quoted.join(", ")
+}
+
+fn them(n: usize) -> &'static str {
+    if n == 1 { "it" } else { "them" }
 }
 
 /// A refusal names the tool call it refused: the agent's MCP result then says which tool and

@@ -293,8 +293,7 @@ impl<'c> Ledger<'c> {
 
 /// What a repair did about `f`: filled its field (`Repair`), or, refused, blocked the request.
 fn repaired(repair: Option<&Repair>, f: &Finding) -> Option<Action> {
-    let field = f.field.trim_start_matches('/');
-    let r = repair.filter(|r| Action::repairs(f.kind) && r.fields.iter().any(|n| n == field))?;
+    let r = repair.filter(|r| r.names(f))?;
     Some(match r.refused {
         None => Action::Repair,
         Some(_) => Action::Block,

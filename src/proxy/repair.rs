@@ -18,7 +18,7 @@ use http_body_util::{BodyExt, Limited};
 
 use super::Sidecar;
 use super::body::{BodyRead, UpstreamBody};
-use super::check::{Pending, check, compare_with_last_get};
+use super::check::{Pending, check_again, compare_with_last_get};
 use super::headers::RequestId;
 use super::outgoing::{Peer, outgoing, send};
 use super::pool::Pool;
@@ -50,6 +50,8 @@ enum Refusal {
     ReadBody(String),
     #[error("`{field}` as the read shows it does not fit the write's body: {reason}")]
     DoesNotFit { field: String, reason: String },
+    #[error("the completed body could not be audited (an internal audit error, counted)")]
+    Unaudited,
 }
 
 /// The resource as driftwatch read it.
@@ -142,7 +144,7 @@ async fn complete<'c>(
     let filled = fill(&body, &fresh.body, &pairs).map_err(|e| Refusal::ReadBody(e.to_string()))?;
     note.fields = filled.fields;
     let completed = Bytes::from(filled.body);
-    audit_again(s, rev, ledger, &mut w, completed.clone(), &note.fields).await?;
+    audit_again(s, rev, ledger, &mut w, completed.clone(), note).await?;
     for f in &mut ledger.repaired {
         f.message = format_compact!(
             "{}; repaired: filled from driftwatch's read {}",
@@ -163,22 +165,24 @@ async fn audit_again<'c>(
     ledger: &mut Ledger<'c>,
     w: &mut Write<'_>,
     completed: Bytes,
-    filled: &[String],
+    note: &Repair,
 ) -> Result<(), Refusal> {
     set_length(&mut w.parts.headers, completed.len());
     let before = std::mem::take(&mut ledger.findings);
     let read = BodyRead::Whole(completed);
-    *w.pending = check(s, rev, w.parts, &read, ledger);
-    if let Some(unfit) = unfit(&ledger.findings, &before, filled) {
+    let refusal = match check_again(s, rev, w.parts, &read, ledger) {
+        None => Some(Refusal::Unaudited),
+        Some(pending) => {
+            *w.pending = pending;
+            unfit(&ledger.findings, &before, &note.fields)
+        }
+    };
+    if let Some(refusal) = refusal {
         ledger.findings = before;
-        return Err(unfit);
+        return Err(refusal);
     }
     compare_with_last_get(s, ledger, w.pending).await;
-    let was_filled = |f: &Finding| {
-        let field = f.field.trim_start_matches('/');
-        Action::repairs(f.kind) && filled.iter().any(|n| field == n)
-    };
-    ledger.repaired = before.into_iter().filter(was_filled).collect();
+    ledger.repaired = before.into_iter().filter(|f| note.names(f)).collect();
     *w.read = read;
     Ok(())
 }
@@ -327,17 +331,7 @@ fn unfit(findings: &[Finding], before: &[Finding], filled: &[String]) -> Option<
 
 /// 409: the write would erase data and could not be completed, and why.
 fn refused(ledger: &Ledger<'_>, note: &Repair, refusal: &Refusal) -> Reply {
-    let fields: Vec<&Finding> = ledger
-        .findings
-        .iter()
-        .filter(|f| {
-            Action::repairs(f.kind)
-                && note
-                    .fields
-                    .iter()
-                    .any(|n| f.field.trim_start_matches('/') == n)
-        })
-        .collect();
+    let fields: Vec<&Finding> = ledger.findings.iter().filter(|f| note.names(f)).collect();
     let blocked = problem::blocked(&fields, ledger.request_id.as_str());
     let response = problem::unrepaired(blocked, &note.fields, &refusal.to_string());
     let response = match ledger.tool.as_deref() {

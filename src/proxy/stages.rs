@@ -59,16 +59,15 @@ async fn stages<'c>(
     pool: &Pool,
     rev: &'c Arc<Revision>,
     ledger: &mut Ledger<'c>,
-    parts: Parts,
+    mut parts: Parts,
     body: Incoming,
     peer: &Peer,
 ) -> Result<Reply, ProxyError> {
     vet(&parts)?;
-    let (read, forward) = read(s, &parts, body).await?;
+    let (mut read, mut forward) = read(s, &parts, body).await?;
     let mut pending = check(s, rev, &parts, &read, ledger);
     super::tool::attribute(s, &rev.contract, &parts, &read, ledger);
     compare_with_last_get(s, ledger, &mut pending).await;
-    let (mut parts, mut read, mut forward) = (parts, read, forward);
     let write = Write {
         parts: &mut parts,
         read: &mut read,

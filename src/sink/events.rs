@@ -74,6 +74,14 @@ pub struct Repair {
     pub refused: Option<String>,
 }
 
+impl Repair {
+    /// Whether `f` is the omission of one of its fields.
+    pub fn names(&self, f: &Finding) -> bool {
+        let field = f.field.trim_start_matches('/');
+        crate::policy::Action::repairs(f.kind) && self.fields.iter().any(|n| n == field)
+    }
+}
+
 /// An event's tool: the `tool` key kept where it was (the name, or `(ambiguous)`), and beside it
 /// how it was found and, when ambiguous, the tools of the calls that fit.
 #[derive(Debug, Default, Serialize)]
