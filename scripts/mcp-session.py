@@ -6,7 +6,11 @@ once (all in flight together); `{"hold": FILE}` keeps the session open until FIL
 another. Writes OUT (JSON): the server's `tools/list` result, each call's result text and
 isError, and each repeated call's latency in seconds.
 Usage: python mcp-session.py PLAN OUT -- COMMAND ARGS...  (the server runs with this process's
-environment), or PLAN OUT -- http://HOST:PORT/PATH for a streamable HTTP endpoint
+environment), or PLAN OUT -- http://HOST:PORT/PATH for a streamable HTTP endpoint.
+With MCP_SESSION_OTLP set (an OTLP/HTTP traces URL), the OpenTelemetry SDK (PyPI
+`opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http`) is the client's tracer provider,
+as service `agent`: the SDK then opens a span per call and puts its `traceparent` in
+`params._meta` (SEP-414), and each span is exported as it ends.
 """
 
 import asyncio
@@ -69,12 +73,32 @@ async def run(plan, command):
     return out
 
 
+def traced():
+    """The OpenTelemetry SDK as the tracer provider, when MCP_SESSION_OTLP names a receiver."""
+    endpoint = os.environ.get("MCP_SESSION_OTLP")
+    if not endpoint:
+        return None
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
 def main():
+    provider = traced()
     plan_path, out_path, sep, *command = sys.argv[1:]
     assert sep == "--", "usage: mcp-session.py PLAN OUT -- COMMAND ARGS..."
     with open(plan_path) as f:
         plan = json.load(f)
     out = asyncio.run(run(plan, command))
+    if provider is not None:
+        provider.shutdown()
     with open(out_path, "w") as f:
         json.dump(out, f)
 

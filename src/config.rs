@@ -4,10 +4,11 @@
 //! unknown key anywhere is an error naming it: a typo must not leave a default in force.
 
 mod layers;
+mod otel;
 
 pub use layers::{ConfigError, Flag, Layers, Origin, Origins};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -30,6 +31,7 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub mcp: McpConfig,
     pub forward: ForwardConfig,
+    pub telemetry: TelemetryConfig,
     /// One table per API (`[[api]]`); none: the one API of `[spec]` and `proxy.upstream`.
     pub api: Vec<ApiConfig>,
 }
@@ -88,6 +90,59 @@ pub struct ForwardConfig {
     /// `host:port` a tunnel may reach although it resolves to a loopback, link-local or
     /// unspecified address, or to one of driftwatch's own listeners (denied otherwise).
     pub tunnel_allow: Vec<String>,
+}
+
+/// OpenTelemetry traces, exported over OTLP/HTTP (protobuf); off until an endpoint is set.
+/// The standard `OTEL_*` variables set these keys too, below `DRIFTWATCH_TELEMETRY_*`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The collector's base URL; traces go to its `/v1/traces` (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub endpoint: Option<String>,
+    /// The whole URL traces go to, taken as it is (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
+    pub traces_endpoint: Option<String>,
+    /// Headers sent with every export, such as a collector's API key
+    /// (`OTEL_EXPORTER_OTLP_HEADERS`, `key=value,...`). Never logged.
+    pub headers: BTreeMap<String, String>,
+    /// `service.name` of every span (`OTEL_SERVICE_NAME`).
+    pub service_name: String,
+    /// More resource attributes (`OTEL_RESOURCE_ATTRIBUTES`, `key=value,...`).
+    pub resource_attributes: BTreeMap<String, String>,
+    /// `always_on`, `always_off`, `traceidratio` and their `parentbased_` forms
+    /// (`OTEL_TRACES_SAMPLER`).
+    pub sampler: String,
+    /// The ratio of `traceidratio` samplers (`OTEL_TRACES_SAMPLER_ARG`).
+    pub sampler_arg: Option<f64>,
+    /// Whether a forwarded request carries driftwatch's span as its `traceparent`: `always`
+    /// (replacing the client's), `when_absent`, `never`.
+    pub propagation: String,
+    /// Spans waiting for export at most; past it a span is dropped and counted.
+    pub queue_size: usize,
+    /// Spans in one export at most.
+    pub batch_size: usize,
+    /// How long a span waits for its batch to fill before it is sent anyway.
+    pub export_interval_ms: u64,
+    /// One export within this, retries included; past it the batch is dropped and counted.
+    pub export_timeout_ms: u64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> TelemetryConfig {
+        TelemetryConfig {
+            endpoint: None,
+            traces_endpoint: None,
+            headers: BTreeMap::new(),
+            service_name: "driftwatch".into(),
+            resource_attributes: BTreeMap::new(),
+            sampler: "parentbased_always_on".into(),
+            sampler_arg: None,
+            propagation: "when_absent".into(),
+            queue_size: 2048,
+            batch_size: 512,
+            export_interval_ms: 1000,
+            export_timeout_ms: 10_000,
+        }
+    }
 }
 
 impl Default for ForwardConfig {
@@ -470,7 +525,8 @@ impl Default for EventsConfig {
 }
 
 /// Sections of the file, for mapping `DRIFTWATCH_SECTION_KEY` to `[section] key`.
-pub(crate) const SECTIONS: [&str; 10] = [
+pub(crate) const SECTIONS: [&str; 11] = [
+    "telemetry",
     "forward",
     "upstream_tls",
     "spec",

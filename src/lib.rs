@@ -66,6 +66,7 @@ pub mod silent;
 pub mod sink;
 pub mod spec;
 pub mod start;
+pub mod telemetry;
 pub mod traffic;
 pub mod trust;
 pub mod wrap;

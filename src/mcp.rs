@@ -6,6 +6,7 @@
 //! client would be.
 
 pub mod bindings;
+pub mod call_span;
 pub mod calls;
 pub mod message;
 pub mod relay;

@@ -32,6 +32,7 @@ pub use stall::{BodyError, Stalling};
 mod store;
 mod tee;
 mod tool;
+mod trace;
 pub mod unrouted;
 mod upstream;
 mod vet;
@@ -84,6 +85,8 @@ pub struct Sidecar {
     /// The MCP server's calls in flight (`driftwatch wrap`): each request's tool is asked of
     /// them. `None` elsewhere: the tool comes from `events.tool_header` only.
     calls: Option<Arc<Calls>>,
+    /// The tracer, when `[telemetry]` names a collector.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 /// Where a request's tool comes from.
@@ -192,8 +195,16 @@ impl Sidecar {
             ),
             _ => None,
         };
-        let calls =
-            (tools == ToolSource::Calls).then(|| Arc::new(Calls::counted(sinks.tools.untracked())));
+        let telemetry = match &settings.telemetry.export {
+            Some(export) => Some(Arc::new(crate::telemetry::Telemetry::start(
+                export,
+                sinks.metrics.span_counts(),
+            )?)),
+            None => None,
+        };
+        let calls = (tools == ToolSource::Calls).then(|| {
+            Arc::new(Calls::counted(sinks.tools.untracked()).traced(telemetry.clone()))
+        });
         Ok(Sidecar {
             memory: crate::memory::Memory::new(
                 settings.memory.max_entries,
@@ -211,6 +222,7 @@ impl Sidecar {
             settings,
             ready: Arc::new(AtomicBool::new(false)),
             calls,
+            telemetry,
         })
     }
 

@@ -5,6 +5,7 @@
 //! checks or edits a setting again.
 
 mod apis;
+mod telemetry;
 mod upstream;
 
 use std::collections::HashMap;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 pub use apis::{ApiSettings, ForwardSettings, HostPort};
+pub use telemetry::{Export, Propagation, Root, Sampler, TelemetrySettings};
 pub use upstream::Upstream;
 
 use crate::config::{
@@ -49,6 +51,8 @@ pub struct Settings {
     /// Every API served: each `[[api]]`, or the one of `[spec]` and `proxy.upstream`; never
     /// empty. Each has its own spec, upstream and policy.
     pub apis: Vec<ApiSettings>,
+    /// OpenTelemetry traces: off unless `[telemetry]` names a collector.
+    pub telemetry: TelemetrySettings,
 }
 
 /// `driftwatch mcp`'s listener and the bounds on a message before it is parsed.
@@ -249,6 +253,7 @@ impl Settings {
                 c.admin.idle_timeout_ms,
             ),
             mcp: mcp(c),
+            telemetry: telemetry::telemetry(c, &fail)?,
         })
     }
 }

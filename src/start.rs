@@ -68,8 +68,12 @@ pub async fn serve_with_tools(
         sidecar.limit_hits(),
     );
     let admin_task = tokio::spawn(crate::admin::serve(admin, Arc::new(handle)));
+    let telemetry = sidecar.telemetry.clone();
     let served = crate::proxy::run(proxy, sidecar, shutdown).await;
     admin_task.abort();
+    if let Some(telemetry) = telemetry {
+        telemetry.finish(std::time::Duration::from_secs(5)).await;
+    }
     served
 }
 

@@ -46,6 +46,7 @@ mod integration {
     pub mod spec_loading;
     pub mod stories;
     pub mod timeouts;
+    pub mod traces;
     pub mod transport;
     pub mod upstream;
     pub mod util;

@@ -95,6 +95,25 @@ impl Layers<'_> {
         if let Some(path) = self.file {
             merged.file(path)?;
         }
+        for (var, key, value) in super::otel::keys(&self.env) {
+            merged.set("telemetry", key, value, Origin::Env(var.into()))?;
+        }
+        for var in super::otel::PROTOCOL_VARS {
+            let Some((_, value)) = self.env.iter().find(|(name, _)| name == var) else {
+                continue;
+            };
+            if value.trim() != super::otel::PROTOCOL {
+                return Err(ConfigError::Invalid {
+                    key: "telemetry.endpoint".into(),
+                    origin: Origin::Env(var.into()),
+                    reason: format!(
+                        "driftwatch exports OTLP over {} only, not `{value}`: point it at the \
+                         collector's HTTP port (4318)",
+                        super::otel::PROTOCOL
+                    ),
+                });
+            }
+        }
         for (name, value) in self.env {
             if service_link(&name, &value) {
                 merged.origins.1.push(name);

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::call_span::{self, CallTrace};
+use crate::telemetry::{Span, SpanContext, Telemetry};
+
 /// Calls tracked at once; past it a call is not tracked (its requests are then ambiguous or
 /// unattributed, never wrongly named). An agent makes a handful at a time.
 const MAX_IN_FLIGHT: usize = 1024;
@@ -78,6 +81,10 @@ pub struct Attribution {
     pub arguments: Option<Arc<[(String, Value)]>>,
     /// That one call (its session and JSON-RPC id), to which a refusal of the request is told.
     pub call: Option<CallKey>,
+    /// The span of the call the request is a child of (traced, and one call's tool known).
+    pub parent: Option<SpanContext>,
+    /// For an ambiguous request: the spans of the calls that fit, which its span links to.
+    pub links: Vec<SpanContext>,
 }
 
 /// A call in flight: its MCP session and its JSON-RPC id as JSON text.
@@ -94,6 +101,8 @@ impl Attribution {
             candidates: Vec::new(),
             arguments: None,
             call: None,
+            parent: None,
+            links: Vec::new(),
         }
     }
 
@@ -122,6 +131,16 @@ struct Call {
     key: CallKey,
     /// What driftwatch refused of a request it made, for its answer to say.
     refusal: Option<Arc<str>>,
+    /// Its span, when traces are exported; it ends with the answer, or when let go.
+    span: Option<Span>,
+}
+
+impl Call {
+    fn span_context(&self) -> Option<SpanContext> {
+        use opentelemetry::trace::Span as _;
+        let cx = self.span.as_ref()?.span_context();
+        cx.is_valid().then(|| cx.clone())
+    }
 }
 
 #[derive(Default)]
@@ -173,6 +192,8 @@ pub struct Calls {
     untracked: Untracked,
     /// Woken when the learned map gains an entry: the live catalog check runs again.
     pub learned_changed: tokio::sync::Notify,
+    /// Each call's span is started here, when traces are exported.
+    telemetry: Option<Arc<Telemetry>>,
 }
 
 impl Calls {
@@ -184,12 +205,35 @@ impl Calls {
         }
     }
 
+    /// The same calls, each with a span when `telemetry` is there.
+    pub fn traced(mut self, telemetry: Option<Arc<Telemetry>>) -> Calls {
+        self.telemetry = telemetry;
+        self
+    }
+
+    /// Whether each call gets a span.
+    pub fn traced_calls(&self) -> bool {
+        self.telemetry.is_some()
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A `tools/call` went to the server.
     pub fn begin(&self, session: u64, id: &Value, tool: &str, arguments: Option<&Value>) {
+        self.begin_traced(session, id, tool, arguments, &CallTrace::default());
+    }
+
+    /// [`Calls::begin`], its span (when traced) under the client's and carrying `trace`.
+    pub fn begin_traced(
+        &self,
+        session: u64,
+        id: &Value,
+        tool: &str,
+        arguments: Option<&Value>,
+        trace: &CallTrace,
+    ) {
         let mut values = Vec::new();
         if let Some(arguments) = arguments {
             scalars(arguments, &mut values);
@@ -211,8 +255,10 @@ impl Calls {
             return;
         }
         let key = (session, id.to_string());
+        let tool = &tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)];
         let call = Call {
-            tool: tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)].into(),
+            span: (self.telemetry.as_deref()).map(|t| call_span::start(t, tool, id, trace)),
+            tool: tool.into(),
             values,
             arguments,
             began: now,
@@ -225,8 +271,20 @@ impl Calls {
     /// The call's answer (or its cancellation) went back: its later requests are not its own.
     /// What driftwatch refused of its requests comes back, for the answer to say.
     pub fn end(&self, session: u64, id: &Value) -> Option<Arc<str>> {
+        self.answered(session, id, None)
+    }
+
+    /// [`Calls::end`] by its answer (a JSON-RPC response), which the call's span then says.
+    pub fn answered(&self, session: u64, id: &Value, answer: Option<&Value>) -> Option<Arc<str>> {
         let calls = self.state().in_flight.remove(&(session, id.to_string()))?;
-        calls.into_iter().find_map(|c| c.refusal)
+        let mut refusal = None;
+        for call in calls {
+            refusal = refusal.or(call.refusal);
+            if let Some(span) = call.span {
+                call_span::end(span, answer);
+            }
+        }
+        refusal
     }
 
     /// driftwatch refused a request of the call `key`: `said` is what its answer should say.
@@ -260,17 +318,27 @@ impl Calls {
             candidates: Vec::new(),
             arguments: arguments.then(|| call.arguments.clone()),
             call: arguments.then(|| call.key.clone()),
+            parent: call.span_context(),
+            links: Vec::new(),
         };
-        let ambiguous = |fit: BTreeSet<Arc<str>>| Attribution {
+        let ambiguous = |fit: &[&Call]| Attribution {
             tool: None,
             by: By::Ambiguous,
-            candidates: fit.into_iter().take(MAX_CANDIDATES).collect(),
+            candidates: (fit.iter().map(|c| c.tool.clone()))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .take(MAX_CANDIDATES)
+                .collect(),
             arguments: None,
             call: None,
+            parent: None,
+            links: (fit.iter().filter_map(|c| c.span_context()))
+                .take(MAX_CANDIDATES)
+                .collect(),
         };
         if state.incomplete_until.is_some() {
             // A call past the bound may be the cause: what is tracked cannot name it.
-            return Some(ambiguous(calls.iter().map(|c| c.tool.clone()).collect()));
+            return Some(ambiguous(&calls));
         }
         match calls.as_slice() {
             [] => return None,
@@ -278,8 +346,10 @@ impl Calls {
             _ => {}
         }
         if calls.iter().all(|c| c.tool == calls[0].tool) {
-            // Which of the tool's calls it was is not known: nothing is learned of arguments.
-            return Some(named(calls[0], By::OnlyTool, false));
+            // Which of the tool's calls it was is not known: nothing is learned of arguments,
+            // and its span is the oldest call's.
+            let oldest = calls.iter().min_by_key(|c| c.began).unwrap_or(&calls[0]);
+            return Some(named(oldest, By::OnlyTool, false));
         }
         let values = values();
         let matched: Vec<Vec<&String>> = calls
@@ -301,11 +371,11 @@ impl Calls {
             return Some(named(calls[told[0]], By::Arguments, told.len() == 1));
         }
         let best = matched.iter().map(Vec::len).max().unwrap_or(0);
-        let fit = (0..calls.len())
+        let fit: Vec<&Call> = (0..calls.len())
             .filter(|i| matched[*i].len() == best)
-            .map(|i| calls[i].tool.clone())
+            .map(|i| calls[i])
             .collect();
-        Some(ambiguous(fit))
+        Some(ambiguous(&fit))
     }
 
     /// The tool reached `operation` of the sidecar's API `api` (its index); `true` when the

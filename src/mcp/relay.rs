@@ -14,8 +14,10 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::call_span::CallTrace;
 use super::calls::Calls;
 use super::message::{Limits, check};
+use crate::telemetry::context;
 
 /// `tools/list` requests awaiting their answer, per session; past it one is not followed.
 const MAX_LISTS: usize = 64;
@@ -27,6 +29,8 @@ pub struct Session {
     limits: Limits,
     /// A refused call's answer says why (`mcp.explain_refusals`).
     explain: bool,
+    /// What each call's span says of the session (its transport and protocol version).
+    trace: CallTrace,
 }
 
 /// What a message from the server was, for the relay.
@@ -49,7 +53,17 @@ impl Session {
             lists: HashSet::new(),
             limits,
             explain,
+            trace: CallTrace {
+                transport: "pipe",
+                ..CallTrace::default()
+            },
         }
+    }
+
+    /// The session's calls come over HTTP (the front).
+    pub fn over_http(mut self) -> Session {
+        self.trace.transport = "tcp";
+        self
     }
 
     /// A message from the client (one JSON-RPC message or a batch).
@@ -62,7 +76,18 @@ impl Session {
                 (Some("tools/call"), Some(id)) => {
                     let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
                     let arguments = params.and_then(|p| p.get("arguments"));
-                    calls.begin(self.id, id, name.unwrap_or_default(), arguments);
+                    let trace = CallTrace {
+                        parent: (calls.traced_calls())
+                            .then(|| context::from_meta(params.and_then(|p| p.get("_meta"))))
+                            .flatten(),
+                        ..self.trace.clone()
+                    };
+                    let name = name.unwrap_or_default();
+                    calls.begin_traced(self.id, id, name, arguments, &trace);
+                }
+                (Some("initialize"), Some(_)) => {
+                    let version = params.and_then(|p| p.get("protocolVersion"));
+                    self.trace.protocol = version.and_then(Value::as_str).map(str::to_owned);
                 }
                 (Some("tools/list"), Some(id)) if self.lists.len() < MAX_LISTS => {
                     self.lists.insert(id.to_string());
@@ -90,7 +115,7 @@ impl Session {
                 continue; // the server's own request or notification
             }
             let Some(id) = m.get("id") else { continue };
-            let refusal = calls.end(self.id, id);
+            let refusal = calls.answered(self.id, id, Some(m));
             if self.lists.remove(&id.to_string())
                 && let Some(result) = m.get("result")
             {

@@ -135,6 +135,8 @@ pub enum StartError {
     /// starts on its own memory and connects when the store is back.
     #[error("memory.redis_url `{url}`: {reason}")]
     Store { url: String, reason: String },
+    #[error("telemetry: {0}")]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
     #[error("events.output `{output}`: {source}")]
     Events {
         output: crate::sink::EventOutput,

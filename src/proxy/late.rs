@@ -241,6 +241,11 @@ fn work(rx: &Mutex<Receiver<Job>>, in_flight: &InFlight) {
 pub(super) struct LateMeta {
     pub tool: Option<Arc<crate::mcp::calls::Attribution>>,
     pub traceparent: Option<http::HeaderValue>,
+    /// The request's span, which events raised after the response name too.
+    pub trace: crate::sink::TraceIds,
+    /// Where the exit leaves the span for the response work to add its findings to and end
+    /// (`trace::end`); when nothing is left there, the last holder's drop ends it.
+    pub span: Option<super::trace::Slot>,
     pub uri: http::Uri,
 }
 
@@ -485,11 +490,13 @@ fn record(
             .finding(&api.label, f.operation.as_deref().unwrap_or(&op.id), f);
     }
     s.sinks.tools.findings(meta.tool.as_deref(), &findings);
+    super::trace::after_response(meta.span.as_ref(), &findings);
     let event = Event {
         api: api.settings.name.clone(),
         at: SystemTime::now(),
         request_id: request_id.as_str().to_owned(),
         traceparent: value_text(meta.traceparent.as_ref()),
+        trace: meta.trace,
         tool: crate::sink::ToolFields::of(meta.tool.as_deref()),
         operation: Some(op.id.clone()),
         method: op.method.clone(),

@@ -24,7 +24,10 @@ use crate::finding::{Finding, Kind};
 use crate::mcp::calls::Attribution;
 use crate::policy::Action;
 use crate::revision::Revision;
-use crate::sink::{Event, EventError, EventFinding, NO_OPERATION, Outcome, Repair, ToolFields};
+use crate::sink::{
+    Event, EventError, EventFinding, NO_OPERATION, Outcome, Repair, ToolFields, TraceIds,
+};
+use crate::telemetry::context;
 
 /// W3C trace context: a name, not text parsed again on every request.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -62,6 +65,14 @@ pub(super) struct Ledger<'c> {
     /// The tool call behind the request: the tool header's, or found by `tool::attribute`.
     pub tool: Option<Arc<Attribution>>,
     traceparent: Option<HeaderValue>,
+    /// When the request arrived: its span starts there.
+    pub started: SystemTime,
+    /// The parent its `traceparent` names (read only when traces are exported).
+    pub parent: Option<opentelemetry::Context>,
+    /// Its span, from `trace::start` to the exit.
+    pub span: Option<crate::telemetry::Span>,
+    /// Where the exit leaves the span for the response work (`trace::slot`).
+    pub late_span: Option<super::trace::Slot>,
     pub operation: Option<&'c Operation>,
     pub findings: Vec<Finding>,
     /// Query, body and headers, when `events.log_values` is on and there are findings.
@@ -99,6 +110,10 @@ impl<'c> Ledger<'c> {
                 .and_then(|v| v.to_str().ok())
                 .map(|name| Arc::new(Attribution::header(name))),
             traceparent: parts.headers.get(&TRACEPARENT).cloned(),
+            started: SystemTime::now(),
+            parent: (s.telemetry.as_ref()).and_then(|_| context::from_headers(&parts.headers)),
+            span: None,
+            late_span: None,
             operation: None,
             findings: Vec::new(),
             values: None,
@@ -107,11 +122,20 @@ impl<'c> Ledger<'c> {
         }
     }
 
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
     /// The request's side of an event raised after its response.
-    pub fn late_meta(&self) -> LateMeta {
+    pub fn late_meta(&mut self) -> LateMeta {
+        use opentelemetry::trace::Span as _;
         LateMeta {
+            span: super::trace::slot(self),
             tool: self.tool.clone(),
             traceparent: self.traceparent.clone(),
+            trace: (self.span.as_ref()).map_or_else(TraceIds::default, |span| {
+                TraceIds::of(span.span_context())
+            }),
             uri: self.uri.clone(),
         }
     }
@@ -170,10 +194,31 @@ impl<'c> Ledger<'c> {
             s.sinks.metrics.finding(api, op_id, f);
         }
         s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
+        let actions: Vec<&'static str> = (self.findings.iter())
+            .map(|f| self.action(outcome, f).done())
+            .collect();
+        super::trace::start(s, rev, &mut self);
+        let trace = super::trace::end(&mut self, outcome, response.status(), &actions);
         if !self.findings.is_empty() || error.is_some() {
-            self.event(s, rev, outcome, response.status().as_u16(), error);
+            let status = response.status().as_u16();
+            self.event(s, rev, (outcome, status, error), actions, trace);
         }
         response
+    }
+
+    /// What was done about `f`: repaired, blocked, or logged.
+    fn action(&self, outcome: Outcome, f: &Finding) -> Action {
+        let policy = &self.api.settings.policy;
+        let operation = self.operation.map(|op| op.id.as_str());
+        match repaired(self.repair.as_ref(), f) {
+            Some(done) => done,
+            None if outcome == Outcome::Blocked
+                && policy.action(operation, f) == Action::Block =>
+            {
+                Action::Block
+            }
+            None => Action::Log,
+        }
     }
 
     /// A refused request's tool call is told, for its answer to say why (`wrap`).
@@ -245,32 +290,21 @@ impl<'c> Ledger<'c> {
         self,
         s: &Sidecar,
         rev: &Revision,
-        outcome: Outcome,
-        status: u16,
-        error: Option<EventError>,
+        (outcome, status, error): (Outcome, u16, Option<EventError>),
+        actions: Vec<&'static str>,
+        trace: TraceIds,
     ) {
         let policy = &self.api.settings.policy;
         let operation = self.operation.map(|op| op.id.clone());
-        let blocked = |f: &Finding| {
-            outcome == Outcome::Blocked && policy.action(operation.as_deref(), f) == Action::Block
-        };
-        let findings = self
-            .findings
-            .into_iter()
-            .map(|finding| EventFinding {
-                action: match repaired(self.repair.as_ref(), &finding) {
-                    Some(done) => done.done(),
-                    None if blocked(&finding) => Action::Block.done(),
-                    None => Action::Log.done(),
-                },
-                finding,
-            })
+        let findings = (self.findings.into_iter().zip(actions))
+            .map(|(finding, action)| EventFinding { action, finding })
             .collect();
         let event = Event {
             api: self.api.settings.name.clone(),
             at: SystemTime::now(),
             request_id: self.request_id.as_str().to_owned(),
             traceparent: value_text(self.traceparent.as_ref()),
+            trace,
             tool: ToolFields::of(self.tool.as_deref()),
             path_template: self.operation.map(|op| op.template.clone()),
             operation,

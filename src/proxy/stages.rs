@@ -67,6 +67,7 @@ async fn stages<'c>(
     let (mut read, mut forward) = read(s, &parts, body).await?;
     let mut pending = check(s, rev, &parts, &read, ledger);
     super::tool::attribute(s, &rev.contract, &parts, &read, ledger);
+    super::trace::begin(s, rev, ledger, &mut parts.headers);
     compare_with_last_get(s, ledger, &mut pending).await;
     let write = Write {
         parts: &mut parts,
@@ -128,7 +129,7 @@ fn decide(ledger: &Ledger<'_>) -> Option<Reply> {
 fn stream_back(
     s: &Arc<Sidecar>,
     rev: &Arc<Revision>,
-    ledger: &Ledger<'_>,
+    ledger: &mut Ledger<'_>,
     mut response: Response<Incoming>,
     pending: Pending,
 ) -> Reply {
@@ -165,7 +166,7 @@ fn stream_back(
 fn late_work(
     s: &Arc<Sidecar>,
     rev: &Arc<Revision>,
-    ledger: &Ledger<'_>,
+    ledger: &mut Ledger<'_>,
     response: &Response<Incoming>,
     pending: Pending,
 ) -> Option<Late> {

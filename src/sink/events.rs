@@ -25,6 +25,9 @@ pub struct Event {
     pub api: Option<String>,
     pub request_id: String,
     pub traceparent: Option<String>,
+    /// driftwatch's span of the request, when traces are exported and it was sampled.
+    #[serde(flatten)]
+    pub trace: TraceIds,
     /// The tool call behind the request: `tool` (its name, or `(ambiguous)`), how it was found
     /// (`tool_attribution`), and for an ambiguous one the `tool_candidates`.
     #[serde(flatten)]
@@ -57,6 +60,29 @@ pub struct Event {
     /// Query, body and non-secret headers, only with `log_values = true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
+}
+
+/// The trace and span an event's request was recorded under: one step from an alert to its
+/// trace.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TraceIds {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+}
+
+impl TraceIds {
+    /// A sampled span's ids (an unsampled one is in no backend to look up).
+    pub fn of(cx: &crate::telemetry::SpanContext) -> TraceIds {
+        if !(cx.is_valid() && cx.is_sampled()) {
+            return TraceIds::default();
+        }
+        TraceIds {
+            trace_id: Some(cx.trace_id().to_string()),
+            span_id: Some(cx.span_id().to_string()),
+        }
+    }
 }
 
 /// What a repair did: names only, never the values it filled.

@@ -148,6 +148,21 @@ impl EncodeLabelValue for Inline {
 
 /// A reason the code names (`audit_off`, `body_stalled`): counted on the request path without
 /// making text.
+/// What became of a span: `exported`, `dropped` (its queue was full) or `failed` (its batch's
+/// export failed or timed out).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SpanOutcome {
+    outcome: &'static str,
+}
+
+/// The handles the span exporter counts on (`driftwatch_trace_spans_total`).
+#[derive(Clone, Debug, Default)]
+pub struct SpanCounts {
+    pub exported: Counter,
+    pub dropped: Counter,
+    pub failed: Counter,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Why {
     reason: &'static str,
@@ -285,6 +300,7 @@ pub struct Metrics {
     body_stalls: Counter,
     audit_errors: Counter,
     events_dropped: Counter,
+    trace_spans: Family<SpanOutcome, Counter>,
     responses_done: Counter,
     audit_duration: Histogram,
     upstream_duration: Histogram,
@@ -322,6 +338,7 @@ impl Metrics {
             body_stalls: Counter::default(),
             audit_errors: Counter::default(),
             events_dropped: Counter::default(),
+            trace_spans: Family::default(),
             responses_done: Counter::default(),
             audit_duration: Histogram::new(exponential_buckets(1e-6, 4.0, 10)),
             upstream_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 10)),
@@ -449,6 +466,12 @@ impl Metrics {
             "Audit events dropped because the event writer fell behind",
             self.events_dropped.clone(),
         );
+        r.register(
+            "trace_spans",
+            "Spans for OpenTelemetry export, by outcome: exported, dropped (queue full), failed",
+            self.trace_spans.clone(),
+        );
+        self.span_counts();
         r.register(
             "audit_duration_seconds",
             "Time spent auditing a request",
@@ -641,6 +664,16 @@ impl Metrics {
     /// The listeners' handle on the same counter.
     pub fn limit_hits(&self) -> LimitHits {
         LimitHits(self.limit_hits.clone())
+    }
+
+    /// The exporter's counters, each series made at zero.
+    pub fn span_counts(&self) -> SpanCounts {
+        let series = |outcome| self.trace_spans.get_or_create(&SpanOutcome { outcome }).clone();
+        SpanCounts {
+            exported: series("exported"),
+            dropped: series("dropped"),
+            failed: series("failed"),
+        }
     }
 
     pub fn audit_error(&self) {

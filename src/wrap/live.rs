@@ -269,6 +269,7 @@ fn event(api: &crate::proxy::Api, revision: &str, tool: String, defects: Vec<Def
         api: api.settings.name.clone(),
         request_id: String::new(),
         traceparent: None,
+        trace: crate::sink::TraceIds::default(),
         tool: ToolFields {
             tool: Some(tool),
             ..ToolFields::default()

@@ -29,6 +29,15 @@ pub const PYTHON_SDK: Sdk = Sdk {
     script: "scripts/mcp-client.py",
 };
 
+/// The official Python SDK with the OpenTelemetry SDK and its OTLP/HTTP exporter beside it
+/// (scripts/mcp-session.py traces its calls with them), and the receiver's messages.
+pub const TRACED_SDK: Sdk = Sdk {
+    venv: "target/tools/mcp-traced",
+    package: "mcp==2.3.0 opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2 opentelemetry-proto==1.45.2",
+    module: "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    script: "scripts/mcp-session.py",
+};
+
 /// FastMCP's client.
 const FASTMCP: Sdk = Sdk {
     venv: "target/tools/fastmcp-client",
@@ -55,7 +64,8 @@ pub fn python(sdk: Sdk) -> PathBuf {
             .expect("python3 -m venv");
         assert!(made.success());
         let pip = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", sdk.package])
+            .args(["install", "-q"])
+            .args(sdk.package.split_whitespace())
             .status()
             .expect("pip");
         assert!(pip.success(), "pip install {}", sdk.package);

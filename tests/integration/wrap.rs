@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::mcp::{PYTHON_SDK, python};
+use super::mcp::{PYTHON_SDK, Sdk, python};
 use super::sidecar::{admin_get, sample, scrape};
 use super::upstream::{self, Responder, Upstream};
 use super::util::eventually;
@@ -24,7 +24,7 @@ fn root() -> &'static Path {
 }
 
 /// Notion's package directory and the Go server's binary, installed when missing.
-fn servers() -> (PathBuf, PathBuf) {
+pub(super) fn servers() -> (PathBuf, PathBuf) {
     let out = Command::new("bash")
         .arg(root().join("scripts/wrap-servers"))
         .output()
@@ -42,7 +42,7 @@ fn servers() -> (PathBuf, PathBuf) {
 /// An API mock answering with a body no schema declares in full (every request gets an event).
 /// A request whose target holds `pair-` (the values of calls made together) is answered once
 /// its partner has arrived, or after 5 s.
-fn pairing_api(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
+pub(super) fn pairing_api(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
     let arrived = Arc::new((Mutex::new(0usize), Condvar::new()));
     let responder: Responder = Arc::new(move |r| {
         const BODY: &str = r#"{"object":"user","id":"u","driftwatch_probe":1}"#;
@@ -78,7 +78,7 @@ fn free_port() -> SocketAddr {
 }
 
 /// Wait (bounded) until `addr` accepts connections.
-async fn listening(addr: SocketAddr, what: &str) {
+pub(super) async fn listening(addr: SocketAddr, what: &str) {
     super::util::eventually(what, || async {
         tokio::net::TcpStream::connect(addr).await.ok().map(drop)
     })
@@ -86,28 +86,52 @@ async fn listening(addr: SocketAddr, what: &str) {
 }
 
 /// A session of the SDK against `driftwatch wrap ARGS -- SERVER...`, open until `release`.
-struct Session {
+pub(super) struct Session {
     child: Child,
     out: PathBuf,
     hold: PathBuf,
-    admin: SocketAddr,
+    pub admin: SocketAddr,
 }
 
 impl Session {
     /// The SDK starting `driftwatch wrap --admin-listen A WRAP -- SERVER` as its stdio server.
     fn start(name: &str, plan: Value, wrap: &[String], server: &[String]) -> Session {
+        Session::start_with(name, plan, wrap, server, PYTHON_SDK, &[])
+    }
+
+    /// [`Session::start`] with `sdk`'s client, run with `env` besides this process's.
+    pub(super) fn start_with(
+        name: &str,
+        plan: Value,
+        wrap: &[String],
+        server: &[String],
+        sdk: Sdk,
+        env: &[(&str, String)],
+    ) -> Session {
         let admin = free_port();
         let mut target: Vec<String> = vec![env!("CARGO_BIN_EXE_driftwatch").into(), "wrap".into()];
         target.extend(["--admin-listen".into(), admin.to_string()]);
         target.extend(wrap.iter().cloned());
         target.push("--".into());
         target.extend(server.iter().cloned());
-        Session::open(name, plan, admin, &target)
+        Session::open_with(name, plan, admin, &target, sdk, env)
     }
 
     /// The SDK speaking to `target` (a command, or a streamable HTTP endpoint), whose
     /// driftwatch answers on `admin`.
     fn open(name: &str, plan: Value, admin: SocketAddr, target: &[String]) -> Session {
+        Session::open_with(name, plan, admin, target, PYTHON_SDK, &[])
+    }
+
+    /// [`Session::open`] with `sdk`'s client, run with `env` besides this process's.
+    pub(super) fn open_with(
+        name: &str,
+        plan: Value,
+        admin: SocketAddr,
+        target: &[String],
+        sdk: Sdk,
+        env: &[(&str, String)],
+    ) -> Session {
         let dir = std::env::temp_dir().join(format!(
             "driftwatch-wrap-session-{name}-{}",
             std::process::id()
@@ -119,8 +143,9 @@ impl Session {
         plan.push(json!({"hold": hold}));
         let plan_path = dir.join("plan.json");
         std::fs::write(&plan_path, Value::from(plan).to_string()).unwrap();
-        let child = Command::new(python(PYTHON_SDK))
+        let child = Command::new(python(sdk))
             .arg(root().join("scripts/mcp-session.py"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args([&plan_path, &dir.join("out.json")])
             .arg("--")
             .args(target)
@@ -140,7 +165,7 @@ impl Session {
     }
 
     /// The events, once `n` of them carry findings.
-    async fn events(&mut self, n: usize) -> Vec<Value> {
+    pub(super) async fn events(&mut self, n: usize) -> Vec<Value> {
         let admin = self.admin;
         let mut events = Vec::new();
         for _ in 0..200 {
@@ -172,11 +197,21 @@ impl Session {
     }
 
     /// Let the session end; the SDK's output.
-    fn release(mut self) -> Value {
+    pub(super) fn release(mut self) -> Value {
         std::fs::write(&self.hold, "").unwrap();
         let out = self.child.wait_with_output_of_stderr();
         serde_json::from_slice(&std::fs::read(&self.out).unwrap_or_default())
             .unwrap_or_else(|_| panic!("the SDK's session failed:\n{out}"))
+    }
+}
+
+impl Drop for Session {
+    /// A test that failed leaves no client behind (its stdio server ends with its stdin).
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 

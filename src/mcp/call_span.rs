@@ -1,0 +1,70 @@
+//! A `tools/call`'s span, per the OpenTelemetry semantic conventions for MCP (GenAI,
+//! `docs/gen-ai/mcp.md`): named `tools/call {tool}`, of kind server (driftwatch answers for
+//! the server it wraps), parented on the `traceparent` the client put in `params._meta`
+//! (SEP-414). It ends with the call's answer: `error.type` is `tool_error` for a result marked
+//! `isError`, or the JSON-RPC error's code. The API requests the call caused are its children
+//! (`proxy::trace`).
+
+use opentelemetry::trace::Span as _;
+use opentelemetry::{Context, KeyValue};
+use serde_json::Value;
+
+use crate::telemetry::{Span, SpanBuilder, SpanKind, Status, Telemetry};
+
+/// What the relay knows of a call's session, for its span.
+#[derive(Clone, Debug, Default)]
+pub struct CallTrace {
+    /// The client's own span, from `params._meta`.
+    pub parent: Option<Context>,
+    /// `pipe` (stdio) or `tcp` (the HTTP front).
+    pub transport: &'static str,
+    /// The protocol version the session's `initialize` asked for.
+    pub protocol: Option<String>,
+}
+
+pub fn start(t: &Telemetry, tool: &str, id: &Value, trace: &CallTrace) -> Span {
+    let mut attributes = vec![
+        KeyValue::new("mcp.method.name", "tools/call"),
+        KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        KeyValue::new("jsonrpc.request.id", request_id(id)),
+    ];
+    if !trace.transport.is_empty() {
+        attributes.push(KeyValue::new("network.transport", trace.transport));
+    }
+    if let Some(protocol) = &trace.protocol {
+        attributes.push(KeyValue::new("mcp.protocol.version", protocol.clone()));
+    }
+    let builder = SpanBuilder::from_name(format!("tools/call {tool}"))
+        .with_kind(SpanKind::Server)
+        .with_attributes(attributes);
+    t.span(builder, trace.parent.as_ref())
+}
+
+/// End the call's span with what its answer says (`None`: cancelled or let go unanswered).
+pub fn end(mut span: Span, answer: Option<&Value>) {
+    let error = answer.and_then(|m| m.get("error"));
+    let tool_error = answer
+        .and_then(|m| m.pointer("/result/isError"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    if let Some(code) = error.and_then(|e| e.get("code")).and_then(Value::as_i64) {
+        span.set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
+        span.set_attribute(KeyValue::new("error.type", code.to_string()));
+        span.set_status(Status::error("the call was answered with a JSON-RPC error"));
+    } else if tool_error {
+        span.set_attribute(KeyValue::new("error.type", "tool_error"));
+        span.set_status(Status::error("the tool's result is marked isError"));
+    } else if answer.is_none() {
+        span.set_attribute(KeyValue::new("error.type", "unanswered"));
+    }
+    span.end();
+}
+
+/// A JSON-RPC id as text: a string as it is, a number as its digits.
+fn request_id(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,174 @@
+//! `[telemetry]` typed: off unless an endpoint is set; then the traces URL parsed, each
+//! export header a valid name and value, the sampler one the SDK names, and the propagation a
+//! known choice. Header values are credentials: `Debug` shows their names only.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue, Uri};
+
+use super::Fail;
+use crate::config::{Config, ConfigError};
+
+/// Traces: `None` exports nothing and adds nothing to any request.
+#[derive(Clone, Debug, Default)]
+pub struct TelemetrySettings {
+    pub export: Option<Export>,
+}
+
+#[derive(Clone)]
+pub struct Export {
+    /// Where spans are POSTed (`…/v1/traces`).
+    pub endpoint: Uri,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub service_name: String,
+    pub resource: Vec<(String, String)>,
+    pub sampler: Sampler,
+    pub propagation: Propagation,
+    pub queue_size: usize,
+    pub batch_size: usize,
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for Export {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Export")
+            .field("endpoint", &self.endpoint)
+            .field("headers", &headers)
+            .field("service_name", &self.service_name)
+            .field("sampler", &self.sampler)
+            .field("propagation", &self.propagation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which traces are kept, as `OTEL_TRACES_SAMPLER` names them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sampler {
+    AlwaysOn,
+    AlwaysOff,
+    Ratio(f64),
+    /// The parent's decision when there is a parent; this one's for a root.
+    ParentBased(Root),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Root {
+    AlwaysOn,
+    AlwaysOff,
+    Ratio(f64),
+}
+
+/// Whether the request driftwatch forwards carries its span's `traceparent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Propagation {
+    /// Replacing the client's own.
+    Always,
+    /// Only when the client sent none: the API's spans join the trace of the tool call.
+    WhenAbsent,
+    /// The request goes as the client sent it.
+    Never,
+}
+
+pub fn telemetry(c: &Config, fail: &Fail<'_>) -> Result<TelemetrySettings, ConfigError> {
+    let t = &c.telemetry;
+    let endpoint = match (&t.traces_endpoint, &t.endpoint) {
+        (Some(url), _) => endpoint("telemetry.traces_endpoint", url, "", fail)?,
+        (None, Some(url)) => endpoint("telemetry.endpoint", url, "v1/traces", fail)?,
+        (None, None) => return Ok(TelemetrySettings::default()),
+    };
+    let mut headers = Vec::new();
+    for (name, value) in &t.headers {
+        let key = "telemetry.headers";
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| fail(key, format!("`{name}` is not a valid header name")))?;
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| fail(key, format!("the value of `{name}` is not a valid header value")))?;
+        value.set_sensitive(true);
+        headers.push((name, value));
+    }
+    for (key, n) in [
+        ("telemetry.queue_size", t.queue_size as u64),
+        ("telemetry.batch_size", t.batch_size as u64),
+        ("telemetry.export_interval_ms", t.export_interval_ms),
+        ("telemetry.export_timeout_ms", t.export_timeout_ms),
+    ] {
+        if n == 0 {
+            return Err(fail(key, "must be at least 1".into()));
+        }
+    }
+    Ok(TelemetrySettings {
+        export: Some(Export {
+            endpoint,
+            headers,
+            service_name: t.service_name.clone(),
+            resource: t.resource_attributes.clone().into_iter().collect(),
+            sampler: sampler(&t.sampler, t.sampler_arg, fail)?,
+            propagation: propagation(&t.propagation, fail)?,
+            queue_size: t.queue_size,
+            batch_size: t.batch_size.min(t.queue_size),
+            interval: Duration::from_millis(t.export_interval_ms),
+            timeout: Duration::from_millis(t.export_timeout_ms),
+        }),
+    })
+}
+
+/// An http(s) URL without credentials in it (they would be logged with it: use `headers`),
+/// with `path` appended to a base endpoint.
+fn endpoint(key: &str, url: &str, path: &str, fail: &Fail<'_>) -> Result<Uri, ConfigError> {
+    let bad = |why: &str| fail(key, format!("`{url}` {why}"));
+    let parsed = url::Url::parse(url).map_err(|e| bad(&format!("is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("is not an http or https URL"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("carries credentials: set them in telemetry.headers"));
+    }
+    let mut whole = parsed.as_str().to_string();
+    if !path.is_empty() {
+        whole = format!("{}/{path}", whole.trim_end_matches('/'));
+    }
+    whole.parse().map_err(|_| bad("is not a usable URI"))
+}
+
+fn sampler(name: &str, arg: Option<f64>, fail: &Fail<'_>) -> Result<Sampler, ConfigError> {
+    let ratio = || match arg {
+        Some(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        Some(r) => Err(fail(
+            "telemetry.sampler_arg",
+            format!("{r} is not a ratio from 0 to 1"),
+        )),
+        None => Ok(1.0),
+    };
+    Ok(match name {
+        "always_on" => Sampler::AlwaysOn,
+        "always_off" => Sampler::AlwaysOff,
+        "traceidratio" => Sampler::Ratio(ratio()?),
+        "parentbased_always_on" => Sampler::ParentBased(Root::AlwaysOn),
+        "parentbased_always_off" => Sampler::ParentBased(Root::AlwaysOff),
+        "parentbased_traceidratio" => Sampler::ParentBased(Root::Ratio(ratio()?)),
+        other => {
+            return Err(fail(
+                "telemetry.sampler",
+                format!(
+                    "`{other}` is not a sampler: always_on, always_off, traceidratio, \
+                     parentbased_always_on, parentbased_always_off or parentbased_traceidratio"
+                ),
+            ));
+        }
+    })
+}
+
+fn propagation(name: &str, fail: &Fail<'_>) -> Result<Propagation, ConfigError> {
+    match name {
+        "always" => Ok(Propagation::Always),
+        "when_absent" => Ok(Propagation::WhenAbsent),
+        "never" => Ok(Propagation::Never),
+        other => Err(fail(
+            "telemetry.propagation",
+            format!("`{other}` is not one of always, when_absent or never"),
+        )),
+    }
+}

@@ -1,0 +1,129 @@
+//! OpenTelemetry traces out of both hops (issue 53): a span per request through the proxy and,
+//! under `wrap`, a span per `tools/call` that each API request it caused is a child of. The
+//! MCP server in between need do nothing: driftwatch sees the call and the request, and joins
+//! them. Off unless `[telemetry]` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) names a collector; then
+//! spans go out over OTLP/HTTP (protobuf) in batches off the request path (`export`), and the
+//! request driftwatch forwards carries its span as `traceparent` (`telemetry.propagation`).
+//!
+//! Spans carry no values: a finding's kind, severity, blame and field, never what was sent.
+
+mod client;
+pub mod context;
+mod export;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider;
+use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{Sampler as SdkSampler, SdkTracer, SdkTracerProvider, SpanExporter};
+use tokio::sync::watch;
+
+pub use opentelemetry::trace::{Link, SpanBuilder, SpanContext, SpanKind, Status};
+pub use opentelemetry_sdk::trace::Span;
+
+use crate::settings::{Export, Propagation, Root, Sampler};
+use crate::sink::SpanCounts;
+
+/// The tracer and the export task behind it.
+pub struct Telemetry {
+    tracer: SdkTracer,
+    /// Kept so the tracer's provider lives as long as driftwatch does.
+    _provider: SdkTracerProvider,
+    pub propagation: Propagation,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Why export could not start: a fault in driftwatch's build, not in the config (which
+/// `settings` checked).
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("the OTLP exporter's TLS could not be set up: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("the OTLP exporter could not be built: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
+
+impl Telemetry {
+    /// Start exporting to `export.endpoint`; within a Tokio runtime.
+    pub fn start(export: &Export, counts: SpanCounts) -> Result<Telemetry, TelemetryError> {
+        let headers = export.headers.iter().map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        });
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(client::Hyper::new(export.timeout)?)
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(export.endpoint.to_string())
+            .with_timeout(export.timeout)
+            .with_headers(headers.collect())
+            .build()?;
+        exporter.set_resource(&resource(export));
+        let (stop, stopped) = watch::channel(false);
+        let batches = export::Batches {
+            size: export.batch_size,
+            interval: export.interval,
+            timeout: export.timeout,
+        };
+        let (queue, task) = export::start(exporter, export.queue_size, batches, counts, stopped);
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(queue)
+            .with_sampler(sampler(export.sampler))
+            .build();
+        let scope = InstrumentationScope::builder("driftwatch")
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build();
+        Ok(Telemetry {
+            tracer: provider.tracer_with_scope(scope),
+            _provider: provider,
+            propagation: export.propagation,
+            stop,
+            task: Mutex::new(Some(task)),
+        })
+    }
+
+    /// Start a span as `builder` says, under `parent` (a root without one).
+    pub fn span(&self, builder: SpanBuilder, parent: Option<&Context>) -> Span {
+        let root = Context::new();
+        builder.start_with_context(&self.tracer, parent.unwrap_or(&root))
+    }
+
+    /// Send what is queued, within `within`; spans ended later are not sent.
+    pub async fn finish(&self, within: Duration) {
+        let _ = self.stop.send(true);
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(within, task).await;
+        }
+    }
+}
+
+fn resource(export: &Export) -> Resource {
+    let attributes = export
+        .resource
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()));
+    Resource::builder_empty()
+        .with_attributes(attributes)
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_service_name(export.service_name.clone())
+        .build()
+}
+
+fn sampler(sampler: Sampler) -> SdkSampler {
+    let root = |root| match root {
+        Root::AlwaysOn => SdkSampler::AlwaysOn,
+        Root::AlwaysOff => SdkSampler::AlwaysOff,
+        Root::Ratio(r) => SdkSampler::TraceIdRatioBased(r),
+    };
+    match sampler {
+        Sampler::AlwaysOn => SdkSampler::AlwaysOn,
+        Sampler::AlwaysOff => SdkSampler::AlwaysOff,
+        Sampler::Ratio(r) => SdkSampler::TraceIdRatioBased(r),
+        Sampler::ParentBased(r) => SdkSampler::ParentBased(Box::new(root(r))),
+    }
+}

@@ -1,0 +1,69 @@
+//! The OTLP exporter's HTTP client: hyper's, already in the tree for the upstream, so export
+//! adds no second HTTP stack (`opentelemetry-otlp`'s own are reqwest's). A collector is not an
+//! upstream: it gets webpki's roots and no client certificate of the API's, and each export
+//! finishes, body included, within `telemetry.export_timeout_ms`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use opentelemetry_http::{HttpClient, HttpError};
+
+/// A collector's answer is a small protobuf; more than this is not read.
+const MAX_ANSWER: usize = 64 << 10;
+
+#[derive(Debug, Clone)]
+pub struct Hyper {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    timeout: Duration,
+}
+
+impl Hyper {
+    pub fn new(timeout: Duration) -> Result<Hyper, rustls::Error> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(timeout));
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Ok(Hyper {
+            client: Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(60))
+                .build(connector),
+            timeout,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpClient for Hyper {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let request = request.map(Full::new);
+        let exchange = async {
+            let response = self.client.request(request).await?;
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
+            Ok::<_, HttpError>(Response::from_parts(parts, body))
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("no answer within {:?}", self.timeout).into()),
+        }
+    }
+}
