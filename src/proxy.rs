@@ -202,9 +202,8 @@ impl Sidecar {
             )?)),
             None => None,
         };
-        let calls = (tools == ToolSource::Calls).then(|| {
-            Arc::new(Calls::counted(sinks.tools.untracked()).traced(telemetry.clone()))
-        });
+        let calls = (tools == ToolSource::Calls)
+            .then(|| Arc::new(Calls::counted(sinks.tools.untracked()).traced(telemetry.clone())));
         Ok(Sidecar {
             memory: crate::memory::Memory::new(
                 settings.memory.max_entries,

@@ -133,9 +133,8 @@ impl<'c> Ledger<'c> {
             span: super::trace::slot(self),
             tool: self.tool.clone(),
             traceparent: self.traceparent.clone(),
-            trace: (self.span.as_ref()).map_or_else(TraceIds::default, |span| {
-                TraceIds::of(span.span_context())
-            }),
+            trace: (self.span.as_ref())
+                .map_or_else(TraceIds::default, |span| TraceIds::of(span.span_context())),
             uri: self.uri.clone(),
         }
     }
@@ -212,9 +211,7 @@ impl<'c> Ledger<'c> {
         let operation = self.operation.map(|op| op.id.as_str());
         match repaired(self.repair.as_ref(), f) {
             Some(done) => done,
-            None if outcome == Outcome::Blocked
-                && policy.action(operation, f) == Action::Block =>
-            {
+            None if outcome == Outcome::Blocked && policy.action(operation, f) == Action::Block => {
                 Action::Block
             }
             None => Action::Log,

@@ -89,7 +89,10 @@ fn attributes(rev: &Revision, ledger: &Ledger<'_>) -> Vec<KeyValue> {
         KeyValue::new("driftwatch.api", ledger.api.name().to_owned()),
         KeyValue::new("driftwatch.spec.revision", rev.spec.revision.clone()),
         KeyValue::new("driftwatch.mode", ledger.api.settings.policy.mode.as_str()),
-        KeyValue::new("driftwatch.request_id", ledger.request_id.as_str().to_owned()),
+        KeyValue::new(
+            "driftwatch.request_id",
+            ledger.request_id.as_str().to_owned(),
+        ),
     ];
     if let Some(port) = upstream.authority.port_u16() {
         a.push(KeyValue::new("server.port", i64::from(port)));
@@ -100,7 +103,10 @@ fn attributes(rev: &Revision, ledger: &Ledger<'_>) -> Vec<KeyValue> {
     }
     if let Some(tool) = ledger.tool.as_deref() {
         a.push(KeyValue::new("gen_ai.tool.name", tool.label().to_owned()));
-        a.push(KeyValue::new("driftwatch.tool_attribution", tool.by.as_str()));
+        a.push(KeyValue::new(
+            "driftwatch.tool_attribution",
+            tool.by.as_str(),
+        ));
     }
     a
 }
@@ -116,9 +122,15 @@ pub(super) fn end(
     let Some(mut span) = ledger.span.take() else {
         return TraceIds::default();
     };
-    span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status.as_u16())));
+    span.set_attribute(KeyValue::new(
+        "http.response.status_code",
+        i64::from(status.as_u16()),
+    ));
     span.set_attribute(KeyValue::new("driftwatch.action", outcome.as_str()));
-    span.set_attribute(KeyValue::new("driftwatch.findings", ledger.findings.len() as i64));
+    span.set_attribute(KeyValue::new(
+        "driftwatch.findings",
+        ledger.findings.len() as i64,
+    ));
     for (f, action) in ledger.findings.iter().zip(actions) {
         span.add_event("driftwatch.finding", finding(f, action));
     }
@@ -156,7 +168,10 @@ pub(super) fn after_response(slot: Option<&Slot>, findings: &[Finding]) {
     for f in findings {
         span.add_event("driftwatch.finding", finding(f, "log"));
     }
-    span.set_attribute(KeyValue::new("driftwatch.response_findings", findings.len() as i64));
+    span.set_attribute(KeyValue::new(
+        "driftwatch.response_findings",
+        findings.len() as i64,
+    ));
     span.end();
 }
 

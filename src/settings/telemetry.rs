@@ -84,8 +84,12 @@ pub fn telemetry(c: &Config, fail: &Fail<'_>) -> Result<TelemetrySettings, Confi
         let key = "telemetry.headers";
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| fail(key, format!("`{name}` is not a valid header name")))?;
-        let mut value = HeaderValue::from_str(value)
-            .map_err(|_| fail(key, format!("the value of `{name}` is not a valid header value")))?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
+            fail(
+                key,
+                format!("the value of `{name}` is not a valid header value"),
+            )
+        })?;
         value.set_sensitive(true);
         headers.push((name, value));
     }
@@ -124,7 +128,12 @@ fn endpoint(key: &str, url: &str, path: &str, fail: &Fail<'_>) -> Result<Uri, Co
         return Err(bad("is not an http or https URL"));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(bad("carries credentials: set them in telemetry.headers"));
+        // Said without the URL: what it carries is a secret.
+        let host = parsed.host_str().unwrap_or_default();
+        return Err(fail(
+            key,
+            format!("the URL for {host} carries credentials: set them in telemetry.headers"),
+        ));
     }
     let mut whole = parsed.as_str().to_string();
     if !path.is_empty() {

@@ -471,3 +471,96 @@ fn api_tables_become_one_api_each_and_every_request_can_find_one() {
         "set both here and in [[api]]",
     );
 }
+
+#[test]
+fn telemetry_is_off_until_an_endpoint_is_named_and_otel_variables_name_one() {
+    let spec = write(
+        "t.yaml",
+        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n",
+    );
+    let base = format!(
+        "[spec]\npath = \"{}\"\n[proxy]\nupstream = \"http://a\"\n",
+        spec.display()
+    );
+    let file = write("telemetry.toml", &base);
+    let off = load(Some(&file), env(&[]), Vec::new()).unwrap();
+    assert!(off.telemetry.export.is_none());
+    let vars = env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cr%20t"),
+        ("OTEL_SERVICE_NAME", "agent-proxy"),
+        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+    ]);
+    let on = load(Some(&file), vars.clone(), Vec::new()).unwrap();
+    let export = on.telemetry.export.unwrap();
+    assert_eq!(export.endpoint, "http://collector:4318/v1/traces");
+    assert_eq!(export.headers[0].1, "s3cr t");
+    assert!(
+        !format!("{export:?}").contains("s3cr"),
+        "Debug hides header values"
+    );
+    assert_eq!(export.service_name, "agent-proxy");
+    assert_eq!(export.sampler, Sampler::ParentBased(Root::Ratio(0.25)));
+    assert_eq!(export.propagation, Propagation::WhenAbsent);
+    // driftwatch's own variable wins over the SDK's; a signal's endpoint is taken whole.
+    let mut mine = vars.clone();
+    mine.push(("DRIFTWATCH_TELEMETRY_SERVICE_NAME".into(), "dw".into()));
+    mine.push((
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".into(),
+        "https://c/x/traces".into(),
+    ));
+    let export = load(Some(&file), mine, Vec::new())
+        .unwrap()
+        .telemetry
+        .export
+        .unwrap();
+    assert_eq!(export.service_name, "dw");
+    assert_eq!(export.endpoint, "https://c/x/traces");
+}
+
+#[test]
+fn a_bad_telemetry_setting_is_refused_naming_its_key_or_variable() {
+    let spec = write(
+        "t2.yaml",
+        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n",
+    );
+    let base = format!(
+        "[spec]\npath = \"{}\"\n[proxy]\nupstream = \"http://a\"\n",
+        spec.display()
+    );
+    let file = write("telemetry-bad.toml", &base);
+    let refused = |pairs: &[(&str, &str)]| {
+        load(Some(&file), env(pairs), Vec::new())
+            .unwrap_err()
+            .to_string()
+    };
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+    let grpc = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
+    assert!(
+        grpc.contains("OTEL_EXPORTER_OTLP_PROTOCOL") && grpc.contains("http/protobuf"),
+        "{grpc}"
+    );
+    let sampler = refused(&[endpoint, ("OTEL_TRACES_SAMPLER", "sometimes")]);
+    assert!(
+        sampler.contains("telemetry.sampler") && sampler.contains("OTEL_TRACES_SAMPLER"),
+        "{sampler}"
+    );
+    let ratio = refused(&[
+        endpoint,
+        ("OTEL_TRACES_SAMPLER", "traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "2"),
+    ]);
+    assert!(ratio.contains("telemetry.sampler_arg"), "{ratio}");
+    let userinfo = refused(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:p@c:4318")]);
+    assert!(
+        userinfo.contains("credentials") && !userinfo.contains("u:p"),
+        "{userinfo}"
+    );
+    let propagation = refused(&[endpoint, ("DRIFTWATCH_TELEMETRY_PROPAGATION", "sometimes")]);
+    assert!(
+        propagation.contains("telemetry.propagation"),
+        "{propagation}"
+    );
+    assert!(SECTIONS.contains(&"telemetry"));
+}

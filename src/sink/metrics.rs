@@ -668,7 +668,11 @@ impl Metrics {
 
     /// The exporter's counters, each series made at zero.
     pub fn span_counts(&self) -> SpanCounts {
-        let series = |outcome| self.trace_spans.get_or_create(&SpanOutcome { outcome }).clone();
+        let series = |outcome| {
+            self.trace_spans
+                .get_or_create(&SpanOutcome { outcome })
+                .clone()
+        };
         SpanCounts {
             exported: series("exported"),
             dropped: series("dropped"),

@@ -120,7 +120,11 @@ async fn send<E: SpanExporter>(
         }
         Err(_) => {
             counts.failed.inc_by(n);
-            tracing::debug!(spans = n, "trace export took longer than {:?}", batches.timeout);
+            tracing::debug!(
+                spans = n,
+                "trace export took longer than {:?}",
+                batches.timeout
+            );
         }
     }
 }

@@ -232,8 +232,7 @@ impl HttpFront {
 
     fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let session =
-            sessions.get_or_insert_mut(key, || {
+        let session = sessions.get_or_insert_mut(key, || {
             Session::new(key, self.limits, self.explain).over_http()
         });
         f(session, &self.calls)

@@ -121,7 +121,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     assert!(families.insert(wrap_only.into()) && samples.insert(wrap_only.into()));
     assert_eq!(
         families.len(),
-        42,
+        43,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -194,6 +194,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         "driftwatch_memory_store_fallbacks_total",
         "driftwatch_memory_store_writer_restarts_total",
         "driftwatch_catalog_defects",
+        "driftwatch_trace_spans_total",
     ];
     let in_rules: BTreeSet<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert_eq!(

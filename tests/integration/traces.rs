@@ -34,7 +34,11 @@ impl Receiver {
         let _ = std::fs::remove_file(&out);
         let child = Command::new(python(TRACED_SDK))
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/otlp-receiver.py"))
-            .args([addr.port().to_string(), out.display().to_string(), delay.to_string()])
+            .args([
+                addr.port().to_string(),
+                out.display().to_string(),
+                delay.to_string(),
+            ])
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
@@ -48,7 +52,9 @@ impl Receiver {
 
     fn spans(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     /// The spans, once `enough` says they are all there.
@@ -100,7 +106,11 @@ fn parent_of<'v>(spans: &'v [Value], span: &Value) -> Option<&'v Value> {
 }
 
 fn traceparent(span: &Value) -> String {
-    format!("00-{}-{}-01", span["trace_id"].as_str().unwrap(), span["span_id"].as_str().unwrap())
+    format!(
+        "00-{}-{}-01",
+        span["trace_id"].as_str().unwrap(),
+        span["span_id"].as_str().unwrap()
+    )
 }
 
 /// Every call span is the child of the agent's own span, and every request tied to a call is
@@ -120,7 +130,9 @@ fn assert_joined(spans: &[Value], api: &[super::upstream::Recorded], transport: 
     }
     let tied = ["only_call", "only_tool", "arguments"];
     for request in request_spans(spans) {
-        let by = attr(request, "driftwatch.tool_attribution").as_str().unwrap_or("");
+        let by = attr(request, "driftwatch.tool_attribution")
+            .as_str()
+            .unwrap_or("");
         if tied.contains(&by) {
             let call = parent_of(spans, request).unwrap_or_else(|| panic!("{request:#}"));
             assert_eq!(attr(call, "mcp.method.name"), "tools/call", "{request:#}");
@@ -173,7 +185,10 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
         "BASE_URL={url}",
     ]
     .map(String::from);
-    let server = ["node".into(), notion.join("bin/cli.mjs").display().to_string()];
+    let server = [
+        "node".into(),
+        notion.join("bin/cli.mjs").display().to_string(),
+    ];
     let env = [
         ("MCP_SESSION_OTLP", format!("{}/v1/traces", receiver.base())),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base()),
@@ -218,7 +233,11 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
                 || (t == "API-retrieve-a-page"
                     && spans.iter().any(|s| {
                         attr(s, "driftwatch.tool_attribution") == "ambiguous"
-                            && s["links"].as_array().unwrap().iter().any(|l| l["span_id"] == c["span_id"])
+                            && s["links"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .any(|l| l["span_id"] == c["span_id"])
                     }))
         })
         .collect();
@@ -261,7 +280,10 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
     let own = (requests.iter())
         .find(|r| r["parent_span_id"] == "" && r["links"].as_array().unwrap().is_empty())
         .expect("a root span for the request made with no call in flight");
-    assert!(attr(own, "driftwatch.tool_attribution").is_null(), "{own:#}");
+    assert!(
+        attr(own, "driftwatch.tool_attribution").is_null(),
+        "{own:#}"
+    );
 
     // Every event names its request's span: from the page to the trace in one step.
     for event in events.iter().filter(|e| e["action"] != "catalog") {
@@ -340,11 +362,21 @@ async fn with_the_collector_down_or_slow_every_request_is_answered_and_the_losse
         }
         let metrics = eventually("the losses counted", || async {
             let m = scrape(running.admin).await;
-            let lost = |o| sample(&m, &format!("driftwatch_trace_spans_total{{outcome=\"{o}\"}}"));
+            let lost = |o| {
+                sample(
+                    &m,
+                    &format!("driftwatch_trace_spans_total{{outcome=\"{o}\"}}"),
+                )
+            };
             (lost("dropped") > 0.0 && lost("failed") > 0.0).then_some(m)
         })
         .await;
-        let count = |o: &str| sample(&metrics, &format!("driftwatch_trace_spans_total{{outcome=\"{o}\"}}"));
+        let count = |o: &str| {
+            sample(
+                &metrics,
+                &format!("driftwatch_trace_spans_total{{outcome=\"{o}\"}}"),
+            )
+        };
         assert_eq!(count("exported"), 0.0, "{endpoint}");
         assert!(count("dropped") + count("failed") <= 200.0, "{endpoint}");
     }
