@@ -14,6 +14,7 @@ mod front;
 mod headers;
 mod lanes;
 mod late;
+mod late_span;
 mod outgoing;
 mod pool;
 mod problem;

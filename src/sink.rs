@@ -15,7 +15,7 @@ pub use events::{
     Event, EventError, EventFinding, EventLog, EventOutput, Repair, SECRET_HEADERS, ToolFields,
     TraceIds,
 };
-pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, SpanCounts, encode};
+pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};
 pub use store::{Fallbacks, StoreMetrics};
 pub use tools::ToolMetrics;

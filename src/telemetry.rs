@@ -10,6 +10,7 @@
 mod client;
 pub mod context;
 mod export;
+mod settings;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -24,8 +25,8 @@ use tokio::sync::watch;
 pub use opentelemetry::trace::{Link, SpanBuilder, SpanContext, SpanKind, Status};
 pub use opentelemetry_sdk::trace::Span;
 
-use crate::settings::{Export, Propagation, Root, Sampler};
-use crate::sink::SpanCounts;
+pub use export::SpanCounts;
+pub use settings::{Export, Propagation, Root, Sampler};
 
 /// The tracer and the export task behind it.
 pub struct Telemetry {

@@ -117,6 +117,25 @@ impl Attribution {
     }
 }
 
+/// A request the calls `fit` fit as well as each other: their tools listed, their spans linked.
+fn ambiguous(fit: &[&Call]) -> Attribution {
+    Attribution {
+        tool: None,
+        by: By::Ambiguous,
+        candidates: (fit.iter().map(|c| c.tool.clone()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .take(MAX_CANDIDATES)
+            .collect(),
+        arguments: None,
+        call: None,
+        parent: None,
+        links: (fit.iter().filter_map(|c| c.span_context()))
+            .take(MAX_CANDIDATES)
+            .collect(),
+    }
+}
+
 /// An event's `tool` for a request several calls fit.
 pub const AMBIGUOUS: &str = "(ambiguous)";
 
@@ -320,21 +339,6 @@ impl Calls {
             call: arguments.then(|| call.key.clone()),
             parent: call.span_context(),
             links: Vec::new(),
-        };
-        let ambiguous = |fit: &[&Call]| Attribution {
-            tool: None,
-            by: By::Ambiguous,
-            candidates: (fit.iter().map(|c| c.tool.clone()))
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .take(MAX_CANDIDATES)
-                .collect(),
-            arguments: None,
-            call: None,
-            parent: None,
-            links: (fit.iter().filter_map(|c| c.span_context()))
-                .take(MAX_CANDIDATES)
-                .collect(),
         };
         if state.incomplete_until.is_some() {
             // A call past the bound may be the cause: what is tracked cannot name it.

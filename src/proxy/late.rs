@@ -245,7 +245,7 @@ pub(super) struct LateMeta {
     pub trace: crate::sink::TraceIds,
     /// Where the exit leaves the span for the response work to add its findings to and end
     /// (`trace::end`); when nothing is left there, the last holder's drop ends it.
-    pub span: Option<super::trace::Slot>,
+    pub span: Option<super::late_span::Slot>,
     pub uri: http::Uri,
 }
 
@@ -490,7 +490,7 @@ fn record(
             .finding(&api.label, f.operation.as_deref().unwrap_or(&op.id), f);
     }
     s.sinks.tools.findings(meta.tool.as_deref(), &findings);
-    super::trace::after_response(meta.span.as_ref(), &findings);
+    super::late_span::after_response(meta.span.as_ref(), &findings);
     let event = Event {
         api: api.settings.name.clone(),
         at: SystemTime::now(),

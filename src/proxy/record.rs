@@ -18,6 +18,7 @@ use super::late::LateMeta;
 use super::problem;
 use super::route::{By, Route};
 use super::tee::ResponseBody;
+use super::trace::{Facts, RequestTrace};
 use super::{Api, Sidecar};
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind};
@@ -27,7 +28,6 @@ use crate::revision::Revision;
 use crate::sink::{
     Event, EventError, EventFinding, NO_OPERATION, Outcome, Repair, ToolFields, TraceIds,
 };
-use crate::telemetry::context;
 
 /// W3C trace context: a name, not text parsed again on every request.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -65,14 +65,8 @@ pub(super) struct Ledger<'c> {
     /// The tool call behind the request: the tool header's, or found by `tool::attribute`.
     pub tool: Option<Arc<Attribution>>,
     traceparent: Option<HeaderValue>,
-    /// When the request arrived: its span starts there.
-    pub started: SystemTime,
-    /// The parent its `traceparent` names (read only when traces are exported).
-    pub parent: Option<opentelemetry::Context>,
-    /// Its span, from `trace::start` to the exit.
-    pub span: Option<crate::telemetry::Span>,
-    /// Where the exit leaves the span for the response work (`trace::slot`).
-    pub late_span: Option<super::trace::Slot>,
+    /// Its span, when traces are exported.
+    trace: RequestTrace,
     pub operation: Option<&'c Operation>,
     pub findings: Vec<Finding>,
     /// Query, body and headers, when `events.log_values` is on and there are findings.
@@ -110,10 +104,7 @@ impl<'c> Ledger<'c> {
                 .and_then(|v| v.to_str().ok())
                 .map(|name| Arc::new(Attribution::header(name))),
             traceparent: parts.headers.get(&TRACEPARENT).cloned(),
-            started: SystemTime::now(),
-            parent: (s.telemetry.as_ref()).and_then(|_| context::from_headers(&parts.headers)),
-            span: None,
-            late_span: None,
+            trace: RequestTrace::open(s.telemetry.as_deref(), &parts.headers),
             operation: None,
             findings: Vec::new(),
             values: None,
@@ -122,19 +113,35 @@ impl<'c> Ledger<'c> {
         }
     }
 
-    pub fn method(&self) -> &Method {
-        &self.method
+    /// Start the request's span (traced) and name it in `headers` as `telemetry.propagation`
+    /// says.
+    pub fn begin_trace(&mut self, s: &Sidecar, rev: &Revision, headers: &mut http::HeaderMap) {
+        if let Some(t) = &s.telemetry {
+            let mut trace = std::mem::take(&mut self.trace);
+            trace.begin(t, self.facts(rev), headers);
+            self.trace = trace;
+        }
+    }
+
+    fn facts(&self, rev: &'c Revision) -> Facts<'_> {
+        Facts {
+            method: &self.method,
+            operation: self.operation,
+            api: &self.api,
+            upstream: self.upstream,
+            request_id: self.request_id.as_str(),
+            tool: self.tool.as_deref(),
+            revision: &rev.spec.revision,
+        }
     }
 
     /// The request's side of an event raised after its response.
     pub fn late_meta(&mut self) -> LateMeta {
-        use opentelemetry::trace::Span as _;
         LateMeta {
-            span: super::trace::slot(self),
+            span: self.trace.late(),
             tool: self.tool.clone(),
             traceparent: self.traceparent.clone(),
-            trace: (self.span.as_ref())
-                .map_or_else(TraceIds::default, |span| TraceIds::of(span.span_context())),
+            trace: self.trace.ids(),
             uri: self.uri.clone(),
         }
     }
@@ -181,28 +188,32 @@ impl<'c> Ledger<'c> {
             let id = self.request_id.value().clone();
             response.headers_mut().insert(name.clone(), id);
         }
-        let api = &self.api.label;
-        s.sinks
-            .metrics
-            .request(api, op_id, outcome, response.status());
-        for kind in &kinds {
-            s.sinks.metrics.blocked(api, op_id, kind.as_str());
-        }
-        self.count_repair(s, op_id, outcome, response.status());
-        for f in &self.findings {
-            s.sinks.metrics.finding(api, op_id, f);
-        }
-        s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
+        self.count(s, op_id, (outcome, response.status()), &kinds);
         let actions: Vec<&'static str> = (self.findings.iter())
             .map(|f| self.action(outcome, f).done())
             .collect();
-        super::trace::start(s, rev, &mut self);
-        let trace = super::trace::end(&mut self, outcome, response.status(), &actions);
+        let trace = self.end_trace(s, rev, &actions, (outcome, response.status()));
         if !self.findings.is_empty() || error.is_some() {
             let status = response.status().as_u16();
             self.event(s, rev, (outcome, status, error), actions, trace);
         }
         response
+    }
+
+    /// The span, started if the request failed before it was, ended; its ids.
+    fn end_trace(
+        &mut self,
+        s: &Sidecar,
+        rev: &Revision,
+        actions: &[&'static str],
+        done: (Outcome, StatusCode),
+    ) -> TraceIds {
+        let Some(t) = &s.telemetry else {
+            return TraceIds::default();
+        };
+        let mut trace = std::mem::take(&mut self.trace);
+        trace.start(t, self.facts(rev));
+        trace.end(&self.findings, actions, done)
     }
 
     /// What was done about `f`: repaired, blocked, or logged.
@@ -216,6 +227,26 @@ impl<'c> Ledger<'c> {
             }
             None => Action::Log,
         }
+    }
+
+    /// The request in the metrics: its outcome, each blocked kind, the repair, each finding.
+    fn count(
+        &self,
+        s: &Sidecar,
+        op_id: &str,
+        (outcome, status): (Outcome, StatusCode),
+        kinds: &BTreeSet<Kind>,
+    ) {
+        let api = &self.api.label;
+        s.sinks.metrics.request(api, op_id, outcome, status);
+        for kind in kinds {
+            s.sinks.metrics.blocked(api, op_id, kind.as_str());
+        }
+        self.count_repair(s, op_id, outcome, status);
+        for f in &self.findings {
+            s.sinks.metrics.finding(api, op_id, f);
+        }
+        s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
     }
 
     /// A refused request's tool call is told, for its answer to say why (`wrap`).

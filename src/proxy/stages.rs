@@ -67,7 +67,7 @@ async fn stages<'c>(
     let (mut read, mut forward) = read(s, &parts, body).await?;
     let mut pending = check(s, rev, &parts, &read, ledger);
     super::tool::attribute(s, &rev.contract, &parts, &read, ledger);
-    super::trace::begin(s, rev, ledger, &mut parts.headers);
+    ledger.begin_trace(s, rev, &mut parts.headers);
     compare_with_last_get(s, ledger, &mut pending).await;
     let write = Write {
         parts: &mut parts,

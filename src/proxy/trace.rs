@@ -10,98 +10,174 @@
 //! operation, spec revision and mode, and what was done; each finding is an event (kind,
 //! severity, blame, where and which field: never a value).
 
-use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
-use http::HeaderMap;
-use opentelemetry::KeyValue;
+use http::{HeaderMap, Method};
 use opentelemetry::trace::{Span as _, TraceContextExt};
+use opentelemetry::{Context, KeyValue};
 
-use super::Sidecar;
-use super::record::Ledger;
+use super::Api;
+use super::late_span::{Slot, finding};
+use crate::contract::Operation;
 use crate::finding::Finding;
-use crate::revision::Revision;
+use crate::mcp::calls::Attribution;
 use crate::settings::Propagation;
 use crate::sink::{Outcome, TraceIds};
-use crate::telemetry::{Link, Span, SpanBuilder, SpanKind, Status, context};
+use crate::telemetry::{Link, Span, SpanBuilder, SpanKind, Status, Telemetry, context};
 
-/// A request's span between the exit and its response's last byte: the response work adds
-/// what it found there.
-pub(super) type Slot = Arc<Mutex<Option<Span>>>;
-
-/// Start the request's span, if traced and not yet started; then, as `propagation` says, name
-/// it as the parent in `headers`, the ones the API will get.
-pub(super) fn begin(s: &Sidecar, rev: &Revision, ledger: &mut Ledger<'_>, headers: &mut HeaderMap) {
-    let Some(t) = &s.telemetry else { return };
-    start(s, rev, ledger);
-    let Some(span) = &ledger.span else { return };
-    let sent = headers.contains_key(context::TRACEPARENT);
-    let inject = match t.propagation {
-        Propagation::Always => true,
-        Propagation::WhenAbsent => !sent,
-        Propagation::Never => false,
-    };
-    if inject && span.span_context().is_valid() {
-        context::inject(span.span_context(), headers);
-    }
+/// A request's span from its arrival to its exit (and, through `late`, to its answer's last
+/// byte).
+#[derive(Default)]
+pub(super) struct RequestTrace {
+    started: Option<SystemTime>,
+    /// The parent its `traceparent` names (read only when traces are exported).
+    parent: Option<Context>,
+    span: Option<Span>,
+    /// Where the exit leaves the span for the response work.
+    late: Option<Slot>,
 }
 
-/// The span, started now unless it was.
-pub(super) fn start(s: &Sidecar, rev: &Revision, ledger: &mut Ledger<'_>) {
-    let Some(t) = &s.telemetry else { return };
-    if ledger.span.is_some() {
-        return;
-    }
-    let call = ledger.tool.as_deref();
-    let call_parent = call.and_then(|c| c.parent.clone());
-    let mut links: Vec<Link> = call
-        .map(|c| c.links.iter().cloned().map(Link::with_context).collect())
-        .unwrap_or_default();
-    let parent = match (&ledger.parent, call_parent) {
-        (Some(remote), call_parent) => {
-            // The request's own parent wins; the call it was tied to is linked.
-            links.extend(call_parent.map(Link::with_context));
-            Some(remote.clone())
+/// What the span says of the request, borrowed from the ledger.
+pub(super) struct Facts<'a> {
+    pub method: &'a Method,
+    pub operation: Option<&'a Operation>,
+    pub api: &'a Api,
+    pub upstream: usize,
+    pub request_id: &'a str,
+    pub tool: Option<&'a Attribution>,
+    pub revision: &'a str,
+}
+
+impl RequestTrace {
+    pub fn open(t: Option<&Telemetry>, headers: &HeaderMap) -> RequestTrace {
+        RequestTrace {
+            started: Some(SystemTime::now()),
+            parent: t.and_then(|_| context::from_headers(headers)),
+            span: None,
+            late: None,
         }
-        (None, Some(call)) => Some(opentelemetry::Context::new().with_remote_span_context(call)),
-        (None, None) => None,
-    };
-    let builder = SpanBuilder::from_name(name(ledger))
-        .with_kind(SpanKind::Client)
-        .with_start_time(ledger.started)
-        .with_attributes(attributes(rev, ledger))
-        .with_links(links);
-    ledger.span = Some(t.span(builder, parent.as_ref()));
+    }
+
+    /// Start the span, if not yet started; then, as `propagation` says, name it as the parent
+    /// in `headers`, the ones the API will get.
+    pub fn begin(&mut self, t: &Telemetry, facts: Facts<'_>, headers: &mut HeaderMap) {
+        self.start(t, facts);
+        let Some(span) = &self.span else { return };
+        let sent = headers.contains_key(context::TRACEPARENT);
+        let inject = match t.propagation {
+            Propagation::Always => true,
+            Propagation::WhenAbsent => !sent,
+            Propagation::Never => false,
+        };
+        if inject && span.span_context().is_valid() {
+            context::inject(span.span_context(), headers);
+        }
+    }
+
+    /// The span, started now unless it was.
+    pub fn start(&mut self, t: &Telemetry, facts: Facts<'_>) {
+        if self.span.is_some() {
+            return;
+        }
+        let call_parent = facts.tool.and_then(|c| c.parent.clone());
+        let mut links: Vec<Link> = (facts.tool)
+            .map(|c| c.links.iter().cloned().map(Link::with_context).collect())
+            .unwrap_or_default();
+        let parent = match (&self.parent, call_parent) {
+            (Some(remote), call_parent) => {
+                // The request's own parent wins; the call it was tied to is linked.
+                links.extend(call_parent.map(Link::with_context));
+                Some(remote.clone())
+            }
+            (None, Some(call)) => Some(Context::new().with_remote_span_context(call)),
+            (None, None) => None,
+        };
+        let builder = SpanBuilder::from_name(name(&facts))
+            .with_kind(SpanKind::Client)
+            .with_start_time(self.started.unwrap_or_else(SystemTime::now))
+            .with_attributes(attributes(&facts))
+            .with_links(links);
+        self.span = Some(t.span(builder, parent.as_ref()));
+    }
+
+    /// The span's ids, for an event.
+    pub fn ids(&self) -> TraceIds {
+        (self.span.as_ref()).map_or_else(TraceIds::default, |s| TraceIds::of(s.span_context()))
+    }
+
+    /// The slot the response work will find the span in, made when the span is there.
+    pub fn late(&mut self) -> Option<Slot> {
+        self.span.as_ref()?;
+        Some(self.late.get_or_insert_with(Slot::default).clone())
+    }
+
+    /// End the span with what the client receives: its status, what driftwatch did, each
+    /// finding (`actions`, one each), and for a refusal or a fault an error status that says
+    /// so; or leave it to the response work. Its ids, for the event.
+    pub fn end(
+        &mut self,
+        findings: &[Finding],
+        actions: &[&'static str],
+        (outcome, status): (Outcome, http::StatusCode),
+    ) -> TraceIds {
+        let Some(mut span) = self.span.take() else {
+            return TraceIds::default();
+        };
+        let code = i64::from(status.as_u16());
+        span.set_attribute(KeyValue::new("http.response.status_code", code));
+        span.set_attribute(KeyValue::new("driftwatch.action", outcome.as_str()));
+        span.set_attribute(KeyValue::new("driftwatch.findings", findings.len() as i64));
+        for (f, action) in findings.iter().zip(actions) {
+            span.add_event("driftwatch.finding", finding(f, action));
+        }
+        if code >= 400 {
+            span.set_attribute(KeyValue::new("error.type", code.to_string()));
+        }
+        match outcome {
+            Outcome::Blocked => span.set_status(Status::error(refused(findings, actions))),
+            Outcome::ClientError | Outcome::UpstreamError => {
+                span.set_status(Status::error(outcome.as_str()))
+            }
+            Outcome::Forwarded if status.is_server_error() => span.set_status(Status::error("")),
+            Outcome::Forwarded => {}
+        }
+        let ids = TraceIds::of(span.span_context());
+        match self.late.take() {
+            // The response work may still find something: it ends the span (or, done already,
+            // the slot's drop does).
+            Some(slot) => *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(span),
+            None => span.end(),
+        }
+        ids
+    }
 }
 
 /// `GET /channels/{id}`, or the method alone when no operation matched.
-fn name(ledger: &Ledger<'_>) -> String {
-    match ledger.operation {
-        Some(op) => format!("{} {}", ledger.method(), op.template),
-        None => ledger.method().to_string(),
+fn name(facts: &Facts<'_>) -> String {
+    match facts.operation {
+        Some(op) => format!("{} {}", facts.method, op.template),
+        None => facts.method.to_string(),
     }
 }
 
-fn attributes(rev: &Revision, ledger: &Ledger<'_>) -> Vec<KeyValue> {
-    let upstream = &ledger.api.upstreams[ledger.upstream];
+fn attributes(facts: &Facts<'_>) -> Vec<KeyValue> {
+    let upstream = &facts.api.upstreams[facts.upstream];
     let mut a = vec![
-        KeyValue::new("http.request.method", ledger.method().to_string()),
+        KeyValue::new("http.request.method", facts.method.to_string()),
         KeyValue::new("server.address", upstream.authority.host().to_owned()),
-        KeyValue::new("driftwatch.api", ledger.api.name().to_owned()),
-        KeyValue::new("driftwatch.spec.revision", rev.spec.revision.clone()),
-        KeyValue::new("driftwatch.mode", ledger.api.settings.policy.mode.as_str()),
-        KeyValue::new(
-            "driftwatch.request_id",
-            ledger.request_id.as_str().to_owned(),
-        ),
+        KeyValue::new("driftwatch.api", facts.api.name().to_owned()),
+        KeyValue::new("driftwatch.spec.revision", facts.revision.to_owned()),
+        KeyValue::new("driftwatch.mode", facts.api.settings.policy.mode.as_str()),
+        KeyValue::new("driftwatch.request_id", facts.request_id.to_owned()),
     ];
     if let Some(port) = upstream.authority.port_u16() {
         a.push(KeyValue::new("server.port", i64::from(port)));
     }
-    if let Some(op) = ledger.operation {
+    if let Some(op) = facts.operation {
         a.push(KeyValue::new("url.template", op.template.clone()));
         a.push(KeyValue::new("driftwatch.operation", op.id.clone()));
     }
-    if let Some(tool) = ledger.tool.as_deref() {
+    if let Some(tool) = facts.tool {
         a.push(KeyValue::new("gen_ai.tool.name", tool.label().to_owned()));
         a.push(KeyValue::new(
             "driftwatch.tool_attribution",
@@ -109,81 +185,6 @@ fn attributes(rev: &Revision, ledger: &Ledger<'_>) -> Vec<KeyValue> {
         ));
     }
     a
-}
-
-/// End the span with what the client receives: its status, what driftwatch did, each finding,
-/// and for a refusal or a fault, an error status that says so. The ids go into the event.
-pub(super) fn end(
-    ledger: &mut Ledger<'_>,
-    outcome: Outcome,
-    status: http::StatusCode,
-    actions: &[&'static str],
-) -> TraceIds {
-    let Some(mut span) = ledger.span.take() else {
-        return TraceIds::default();
-    };
-    span.set_attribute(KeyValue::new(
-        "http.response.status_code",
-        i64::from(status.as_u16()),
-    ));
-    span.set_attribute(KeyValue::new("driftwatch.action", outcome.as_str()));
-    span.set_attribute(KeyValue::new(
-        "driftwatch.findings",
-        ledger.findings.len() as i64,
-    ));
-    for (f, action) in ledger.findings.iter().zip(actions) {
-        span.add_event("driftwatch.finding", finding(f, action));
-    }
-    if status.as_u16() >= 400 {
-        span.set_attribute(KeyValue::new("error.type", status.as_u16().to_string()));
-    }
-    match outcome {
-        Outcome::Blocked => span.set_status(Status::error(refused(&ledger.findings, actions))),
-        Outcome::ClientError | Outcome::UpstreamError => {
-            span.set_status(Status::error(outcome.as_str()))
-        }
-        Outcome::Forwarded if status.is_server_error() => span.set_status(Status::error("")),
-        Outcome::Forwarded => {}
-    }
-    let ids = TraceIds::of(span.span_context());
-    match ledger.late_span.take() {
-        // The response work may still find something: it ends the span (or, done already,
-        // the slot's drop does).
-        Some(slot) => *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(span),
-        None => span.end(),
-    }
-    ids
-}
-
-/// The slot the response work will find the span in, made when the span is there.
-pub(super) fn slot(ledger: &mut Ledger<'_>) -> Option<Slot> {
-    ledger.span.as_ref()?;
-    Some(ledger.late_span.get_or_insert_with(Slot::default).clone())
-}
-
-/// What the response work found, as the span's events; then the span ends.
-pub(super) fn after_response(slot: Option<&Slot>, findings: &[Finding]) {
-    let span = slot.and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
-    let Some(mut span) = span else { return };
-    for f in findings {
-        span.add_event("driftwatch.finding", finding(f, "log"));
-    }
-    span.set_attribute(KeyValue::new(
-        "driftwatch.response_findings",
-        findings.len() as i64,
-    ));
-    span.end();
-}
-
-fn finding(f: &Finding, action: &'static str) -> Vec<KeyValue> {
-    vec![
-        KeyValue::new("driftwatch.finding.kind", f.kind.as_str()),
-        KeyValue::new("driftwatch.finding.severity", f.severity.as_str()),
-        KeyValue::new("driftwatch.finding.blame", f.blame.as_str()),
-        KeyValue::new("driftwatch.finding.location", f.location.as_str()),
-        KeyValue::new("driftwatch.finding.field", f.field.to_string()),
-        KeyValue::new("driftwatch.finding.action", action),
-    ]
 }
 
 /// `refused by driftwatch: silent_clear_risk /graphicsElementIds`, the blocked findings named.

@@ -155,14 +155,6 @@ struct SpanOutcome {
     outcome: &'static str,
 }
 
-/// The handles the span exporter counts on (`driftwatch_trace_spans_total`).
-#[derive(Clone, Debug, Default)]
-pub struct SpanCounts {
-    pub exported: Counter,
-    pub dropped: Counter,
-    pub failed: Counter,
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Why {
     reason: &'static str,
@@ -667,13 +659,13 @@ impl Metrics {
     }
 
     /// The exporter's counters, each series made at zero.
-    pub fn span_counts(&self) -> SpanCounts {
+    pub fn span_counts(&self) -> crate::telemetry::SpanCounts {
         let series = |outcome| {
             self.trace_spans
                 .get_or_create(&SpanOutcome { outcome })
                 .clone()
         };
-        SpanCounts {
+        crate::telemetry::SpanCounts {
             exported: series("exported"),
             dropped: series("dropped"),
             failed: series("failed"),

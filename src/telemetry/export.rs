@@ -13,13 +13,21 @@ use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 
-use crate::sink::SpanCounts;
+use prometheus_client::metrics::counter::Counter;
+
+/// The counters of `driftwatch_trace_spans_total`, by outcome.
+#[derive(Clone, Debug, Default)]
+pub struct SpanCounts {
+    pub exported: Counter,
+    pub dropped: Counter,
+    pub failed: Counter,
+}
 
 /// The processor the tracer hands each ended span to.
 #[derive(Debug)]
 pub struct Queue {
     spans: mpsc::Sender<SpanData>,
-    dropped: prometheus_client::metrics::counter::Counter,
+    dropped: Counter,
 }
 
 impl SpanProcessor for Queue {
