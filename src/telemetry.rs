@@ -35,7 +35,8 @@ pub struct Telemetry {
     _provider: SdkTracerProvider,
     pub propagation: Propagation,
     stop: watch::Sender<bool>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Told when the export thread has sent what was left.
+    finished: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
 /// Why export could not start: a fault in driftwatch's build, not in the config (which
@@ -46,10 +47,12 @@ pub enum TelemetryError {
     Tls(#[from] rustls::Error),
     #[error("the OTLP exporter could not be built: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    #[error("the export thread could not start: {0}")]
+    Thread(#[from] std::io::Error),
 }
 
 impl Telemetry {
-    /// Start exporting to `export.endpoint`; within a Tokio runtime.
+    /// Start exporting to `export.endpoint`, from a thread of its own.
     pub fn start(export: &Export, counts: SpanCounts) -> Result<Telemetry, TelemetryError> {
         let headers = export.headers.iter().map(|(name, value)| {
             let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
@@ -66,11 +69,12 @@ impl Telemetry {
         exporter.set_resource(&resource(export));
         let (stop, stopped) = watch::channel(false);
         let batches = export::Batches {
+            queue: export.queue_size,
             size: export.batch_size,
             interval: export.interval,
             timeout: export.timeout,
         };
-        let (queue, task) = export::start(exporter, export.queue_size, batches, counts, stopped);
+        let (queue, finished) = export::start(exporter, batches, counts, stopped)?;
         let provider = SdkTracerProvider::builder()
             .with_span_processor(queue)
             .with_sampler(sampler(export.sampler))
@@ -83,7 +87,7 @@ impl Telemetry {
             _provider: provider,
             propagation: export.propagation,
             stop,
-            task: Mutex::new(Some(task)),
+            finished: Mutex::new(Some(finished)),
         })
     }
 
@@ -96,9 +100,13 @@ impl Telemetry {
     /// Send what is queued, within `within`; spans ended later are not sent.
     pub async fn finish(&self, within: Duration) {
         let _ = self.stop.send(true);
-        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(task) = task {
-            let _ = tokio::time::timeout(within, task).await;
+        let finished = self
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(finished) = finished {
+            let _ = tokio::time::timeout(within, finished).await;
         }
     }
 }

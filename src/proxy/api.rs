@@ -34,6 +34,9 @@ pub struct Api {
     pub(super) reloads_started: AtomicU64,
     /// Whether most recent requests route nowhere (a wrong base path or spec version).
     pub unrouted: Arc<Unrouted>,
+    /// Per upstream, what every request span of the API says alike (`trace`), made once:
+    /// each a shared string, so a span takes them without copying.
+    pub span_attributes: Vec<Vec<opentelemetry::KeyValue>>,
 }
 
 impl Api {
@@ -52,6 +55,9 @@ impl Api {
             .map(|(i, host)| (host.clone(), i.min(upstreams.len() - 1)))
             .collect();
         Ok(Api {
+            span_attributes: (upstreams.iter())
+                .map(|u| super::trace::api_attributes(&settings, u))
+                .collect(),
             hosts,
             index,
             label: ApiLabel::new(settings.name.as_deref()),

@@ -242,7 +242,7 @@ pub(super) struct LateMeta {
     pub tool: Option<Arc<crate::mcp::calls::Attribution>>,
     pub traceparent: Option<http::HeaderValue>,
     /// The request's span, which events raised after the response name too.
-    pub trace: crate::sink::TraceIds,
+    pub trace: Option<crate::telemetry::SpanContext>,
     /// Where the exit leaves the span for the response work to add its findings to and end
     /// (`trace::end`); when nothing is left there, the last holder's drop ends it.
     pub span: Option<super::late_span::Slot>,
@@ -496,7 +496,7 @@ fn record(
         at: SystemTime::now(),
         request_id: request_id.as_str().to_owned(),
         traceparent: value_text(meta.traceparent.as_ref()),
-        trace: meta.trace,
+        trace: (meta.trace.as_ref()).map_or_else(Default::default, crate::sink::TraceIds::of),
         tool: crate::sink::ToolFields::of(meta.tool.as_deref()),
         operation: Some(op.id.clone()),
         method: op.method.clone(),

@@ -28,6 +28,7 @@ use crate::revision::Revision;
 use crate::sink::{
     Event, EventError, EventFinding, NO_OPERATION, Outcome, Repair, ToolFields, TraceIds,
 };
+use crate::telemetry::SpanContext;
 
 /// W3C trace context: a name, not text parsed again on every request.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -141,7 +142,7 @@ impl<'c> Ledger<'c> {
             span: self.trace.late(),
             tool: self.tool.clone(),
             traceparent: self.traceparent.clone(),
-            trace: self.trace.ids(),
+            trace: self.trace.context(),
             uri: self.uri.clone(),
         }
     }
@@ -207,10 +208,8 @@ impl<'c> Ledger<'c> {
         rev: &Revision,
         actions: &[&'static str],
         done: (Outcome, StatusCode),
-    ) -> TraceIds {
-        let Some(t) = &s.telemetry else {
-            return TraceIds::default();
-        };
+    ) -> Option<SpanContext> {
+        let t = s.telemetry.as_ref()?;
         let mut trace = std::mem::take(&mut self.trace);
         trace.start(t, self.facts(rev));
         trace.end(&self.findings, actions, done)
@@ -320,7 +319,7 @@ impl<'c> Ledger<'c> {
         rev: &Revision,
         (outcome, status, error): (Outcome, u16, Option<EventError>),
         actions: Vec<&'static str>,
-        trace: TraceIds,
+        trace: Option<SpanContext>,
     ) {
         let policy = &self.api.settings.policy;
         let operation = self.operation.map(|op| op.id.clone());
@@ -332,7 +331,7 @@ impl<'c> Ledger<'c> {
             at: SystemTime::now(),
             request_id: self.request_id.as_str().to_owned(),
             traceparent: value_text(self.traceparent.as_ref()),
-            trace,
+            trace: trace.as_ref().map_or_else(TraceIds::default, TraceIds::of),
             tool: ToolFields::of(self.tool.as_deref()),
             path_template: self.operation.map(|op| op.template.clone()),
             operation,

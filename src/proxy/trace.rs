@@ -14,16 +14,20 @@ use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
 use opentelemetry::trace::{Span as _, TraceContextExt};
-use opentelemetry::{Context, KeyValue};
+use std::sync::Arc;
+
+use opentelemetry::{Context, KeyValue, StringValue, Value};
 
 use super::Api;
 use super::late_span::{Slot, finding};
 use crate::contract::Operation;
 use crate::finding::Finding;
 use crate::mcp::calls::Attribution;
-use crate::settings::Propagation;
-use crate::sink::{Outcome, TraceIds};
-use crate::telemetry::{Link, Span, SpanBuilder, SpanKind, Status, Telemetry, context};
+use crate::settings::{ApiSettings, Propagation, Upstream};
+use crate::sink::Outcome;
+use crate::telemetry::{
+    Link, Span, SpanBuilder, SpanContext, SpanKind, Status, Telemetry, context,
+};
 
 /// A request's span from its arrival to its exit (and, through `late`, to its answer's last
 /// byte).
@@ -100,9 +104,9 @@ impl RequestTrace {
         self.span = Some(t.span(builder, parent.as_ref()));
     }
 
-    /// The span's ids, for an event.
-    pub fn ids(&self) -> TraceIds {
-        (self.span.as_ref()).map_or_else(TraceIds::default, |s| TraceIds::of(s.span_context()))
+    /// The span's context, for an event's ids (made only when an event is).
+    pub fn context(&self) -> Option<SpanContext> {
+        Some(self.span.as_ref()?.span_context().clone())
     }
 
     /// The slot the response work will find the span in, made when the span is there.
@@ -113,20 +117,20 @@ impl RequestTrace {
 
     /// End the span with what the client receives: its status, what driftwatch did, each
     /// finding (`actions`, one each), and for a refusal or a fault an error status that says
-    /// so; or leave it to the response work. Its ids, for the event.
+    /// so; or leave it to the response work. Its context, for the event.
     pub fn end(
         &mut self,
         findings: &[Finding],
         actions: &[&'static str],
         (outcome, status): (Outcome, http::StatusCode),
-    ) -> TraceIds {
-        let Some(mut span) = self.span.take() else {
-            return TraceIds::default();
-        };
+    ) -> Option<SpanContext> {
+        let mut span = self.span.take()?;
         let code = i64::from(status.as_u16());
         span.set_attribute(KeyValue::new("http.response.status_code", code));
         span.set_attribute(KeyValue::new("driftwatch.action", outcome.as_str()));
-        span.set_attribute(KeyValue::new("driftwatch.findings", findings.len() as i64));
+        if !findings.is_empty() {
+            span.set_attribute(KeyValue::new("driftwatch.findings", findings.len() as i64));
+        }
         for (f, action) in findings.iter().zip(actions) {
             span.add_event("driftwatch.finding", finding(f, action));
         }
@@ -141,14 +145,14 @@ impl RequestTrace {
             Outcome::Forwarded if status.is_server_error() => span.set_status(Status::error("")),
             Outcome::Forwarded => {}
         }
-        let ids = TraceIds::of(span.span_context());
+        let cx = span.span_context().clone();
         match self.late.take() {
             // The response work may still find something: it ends the span (or, done already,
             // the slot's drop does).
             Some(slot) => *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(span),
             None => span.end(),
         }
-        ids
+        Some(cx)
     }
 }
 
@@ -161,18 +165,17 @@ fn name(facts: &Facts<'_>) -> String {
 }
 
 fn attributes(facts: &Facts<'_>) -> Vec<KeyValue> {
-    let upstream = &facts.api.upstreams[facts.upstream];
-    let mut a = vec![
-        KeyValue::new("http.request.method", facts.method.to_string()),
-        KeyValue::new("server.address", upstream.authority.host().to_owned()),
-        KeyValue::new("driftwatch.api", facts.api.name().to_owned()),
-        KeyValue::new("driftwatch.spec.revision", facts.revision.to_owned()),
-        KeyValue::new("driftwatch.mode", facts.api.settings.policy.mode.as_str()),
-        KeyValue::new("driftwatch.request_id", facts.request_id.to_owned()),
-    ];
-    if let Some(port) = upstream.authority.port_u16() {
-        a.push(KeyValue::new("server.port", i64::from(port)));
-    }
+    let mut a = Vec::with_capacity(16);
+    a.extend(facts.api.span_attributes[facts.upstream].iter().cloned());
+    a.push(KeyValue::new("http.request.method", method(facts.method)));
+    a.push(KeyValue::new(
+        "driftwatch.spec.revision",
+        facts.revision.to_owned(),
+    ));
+    a.push(KeyValue::new(
+        "driftwatch.request_id",
+        facts.request_id.to_owned(),
+    ));
     if let Some(op) = facts.operation {
         a.push(KeyValue::new("url.template", op.template.clone()));
         a.push(KeyValue::new("driftwatch.operation", op.id.clone()));
@@ -185,6 +188,38 @@ fn attributes(facts: &Facts<'_>) -> Vec<KeyValue> {
         ));
     }
     a
+}
+
+/// What every request span of one API and upstream says alike: the server, the API's name
+/// (when it has one) and its mode.
+pub(super) fn api_attributes(api: &ApiSettings, upstream: &Upstream) -> Vec<KeyValue> {
+    let shared = |s: &str| Value::String(StringValue::from(Arc::<str>::from(s)));
+    let mut a = vec![
+        KeyValue::new("server.address", shared(upstream.authority.host())),
+        KeyValue::new("driftwatch.mode", api.policy.mode.as_str()),
+    ];
+    if let Some(port) = upstream.authority.port_u16() {
+        a.push(KeyValue::new("server.port", i64::from(port)));
+    }
+    if let Some(name) = &api.name {
+        a.push(KeyValue::new("driftwatch.api", shared(name)));
+    }
+    a
+}
+
+/// The standard methods as static text; another as it came.
+fn method(m: &Method) -> Value {
+    let name = match *m {
+        Method::GET => "GET",
+        Method::PUT => "PUT",
+        Method::POST => "POST",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => return Value::from(m.as_str().to_owned()),
+    };
+    Value::from(name)
 }
 
 /// `refused by driftwatch: silent_clear_risk /graphicsElementIds`, the blocked findings named.

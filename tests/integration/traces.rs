@@ -381,3 +381,60 @@ async fn with_the_collector_down_or_slow_every_request_is_answered_and_the_losse
         assert!(count("dropped") + count("failed") <= 200.0, "{endpoint}");
     }
 }
+
+/// What the API gets as `traceparent`: with export off, what the client sent and nothing more;
+/// `when_absent` adds driftwatch's span where the client sent none and keeps the client's;
+/// `always` puts driftwatch's span, a child of the client's, in its place; `never` adds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_forwarded_traceparent_is_kept_added_or_replaced_as_propagation_says() {
+    const SENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let receiver = Receiver::start("propagation", 0.0).await;
+    let api = super::upstream::start(super::upstream::ok(), Duration::ZERO, None).await;
+    let bare = b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n".to_vec();
+    let with = format!(
+        "GET /api/v1/channels/8 HTTP/1.1\r\nhost: a\r\ntraceparent: {SENT}\r\nconnection: close\r\n\r\n"
+    );
+    let mut replaced = String::new();
+    for propagation in [None, Some("when_absent"), Some("always"), Some("never")] {
+        let running = start(config(&format!("http://{}", api.addr), |c| {
+            if let Some(p) = propagation {
+                c.telemetry.endpoint = Some(receiver.base());
+                c.telemetry.propagation = p.into();
+                c.telemetry.export_interval_ms = 10;
+            }
+        }))
+        .await;
+        let before = api.recorded().len();
+        assert_eq!(raw(running.addr, &bare).await.status, 200);
+        assert_eq!(raw(running.addr, with.as_bytes()).await.status, 200);
+        let got = api.recorded();
+        let bare_got = got[before].header("traceparent");
+        let with_got = got[before + 1].header("traceparent").unwrap_or("");
+        match propagation {
+            None | Some("never") => {
+                assert_eq!(bare_got, None, "{propagation:?}");
+                assert_eq!(with_got, SENT, "{propagation:?}");
+            }
+            Some("when_absent") => {
+                assert!(bare_got.is_some_and(|t| t.starts_with("00-") && t.ends_with("-01")));
+                assert_eq!(with_got, SENT);
+            }
+            _ => {
+                assert!(bare_got.is_some());
+                assert!(with_got.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
+                assert_ne!(with_got, SENT);
+                replaced = with_got.to_owned();
+            }
+        }
+    }
+    // The span the API was told of is driftwatch's, a child of the client's.
+    let id = replaced.split('-').nth(2).unwrap().to_owned();
+    let spans = receiver
+        .until("the replacing span exported", |s| {
+            s.iter().any(|s| s["span_id"] == id.as_str())
+        })
+        .await;
+    let span = spans.iter().find(|s| s["span_id"] == id.as_str()).unwrap();
+    assert_eq!(span["parent_span_id"], "00f067aa0ba902b7", "{span:#}");
+    assert_eq!(span["name"], "GET /api/v1/channels/{id}");
+}
