@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::mcp::{TRACED_SDK, python};
 use super::sidecar::{config, raw, sample, scrape, start};
 use super::util::{eventually, free_addr};
-use super::wrap::{Session, listening, pairing_api, servers};
+use super::wrap::{Session, enforcing, listening, pairing_api, pairs_and_a_refusal, servers};
 
 /// The receiver, its spans written as JSON lines.
 struct Receiver {
@@ -162,29 +162,10 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
     let spec = notion.join("scripts/notion-openapi.json");
     let api = pairing_api(None);
     let proxy = free_addr();
-    let plan = json!([
-        {"call": ["API-retrieve-a-page", {"page_id": "p-0"}]},
-        {"together": [["API-retrieve-a-page", {"page_id": "pair-a"}],
-                      ["API-get-block-children", {"block_id": "pair-b"}]]},
-        {"together": [["API-retrieve-a-page", {"page_id": "pair-same"}],
-                      ["API-retrieve-a-block", {"block_id": "pair-same"}]]},
-        {"call": ["API-post-page", {"parent": {"page_id": "p-0"},
-            "properties": {"title": [{"text": {"content": "Drift"}}]},
-            "children": [{"object": "block", "type": "paragraph", "paragraph": {"rich_text": []}}]}]},
-    ]);
-    let wrap = [
-        "--mode",
-        "enforce",
-        "--spec",
-        &spec.display().to_string(),
-        "--upstream",
-        &format!("http://{}", api.addr),
-        "--listen",
-        &proxy.to_string(),
-        "--env",
-        "BASE_URL={url}",
-    ]
-    .map(String::from);
+    let mut plan = json!([{"call": ["API-retrieve-a-page", {"page_id": "p-0"}]}]);
+    plan.as_array_mut().unwrap().extend(pairs_and_a_refusal());
+    let proxy_arg = proxy.to_string();
+    let wrap = enforcing(&spec, api.addr, &["--listen", &proxy_arg]);
     let server = [
         "node".into(),
         notion.join("bin/cli.mjs").display().to_string(),

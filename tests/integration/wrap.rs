@@ -23,6 +23,40 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Notion's server: two calls at once told apart by their values; two that differ in nothing
+/// a request shows (ambiguous, never a guess); one refused in enforce mode (the spec Notion
+/// ships says `children` items are strings).
+pub(super) fn pairs_and_a_refusal() -> [Value; 3] {
+    [
+        json!({"together": [["API-retrieve-a-page", {"page_id": "pair-a"}],
+                            ["API-get-block-children", {"block_id": "pair-b"}]]}),
+        json!({"together": [["API-retrieve-a-page", {"page_id": "pair-same"}],
+                            ["API-retrieve-a-block", {"block_id": "pair-same"}]]}),
+        json!({"call": ["API-post-page", {"parent": {"page_id": "p-0"},
+            "properties": {"title": [{"text": {"content": "Drift"}}]},
+            "children": [{"object": "block", "type": "paragraph", "paragraph": {"rich_text": []}}]}]}),
+    ]
+}
+
+/// `wrap`'s arguments for Notion's server in enforce mode on `spec` against `api`, then
+/// `extra`.
+pub(super) fn enforcing(spec: &Path, api: SocketAddr, extra: &[&str]) -> Vec<String> {
+    let spec = spec.display().to_string();
+    let upstream = format!("http://{api}");
+    let args = [
+        "--mode",
+        "enforce",
+        "--spec",
+        &spec,
+        "--upstream",
+        &upstream,
+    ];
+    let base_url = ["--env", "BASE_URL={url}"];
+    (args.iter().chain(&base_url).chain(extra))
+        .map(|a| a.to_string())
+        .collect()
+}
+
 /// Notion's package directory and the Go server's binary, installed when missing.
 pub(super) fn servers() -> (PathBuf, PathBuf) {
     let out = Command::new("bash")
@@ -256,34 +290,15 @@ async fn notions_server_under_wrap_names_the_tool_of_every_finding_and_learns_it
     let (notion, _) = servers();
     let spec = notion.join("scripts/notion-openapi.json");
     let api = pairing_api(None);
-    let plan = json!([
+    let mut plan = json!([
         // One at a time: each the only call in flight.
         {"call": ["API-get-self", {}]},
         {"call": ["API-retrieve-a-page", {"page_id": "p-0"}]},
         {"call": ["API-get-block-children", {"block_id": "b-0"}]},
         {"call": ["API-retrieve-a-block", {"block_id": "b-1"}]},
-        // Two at once, told apart by their values.
-        {"together": [["API-retrieve-a-page", {"page_id": "pair-a"}],
-                      ["API-get-block-children", {"block_id": "pair-b"}]]},
-        // Two at once that differ in nothing a request shows: ambiguous, never a guess.
-        {"together": [["API-retrieve-a-page", {"page_id": "pair-same"}],
-                      ["API-retrieve-a-block", {"block_id": "pair-same"}]]},
-        // Refused in enforce mode (the spec Notion ships says `children` items are strings).
-        {"call": ["API-post-page", {"parent": {"page_id": "p-0"},
-            "properties": {"title": [{"text": {"content": "Drift"}}]},
-            "children": [{"object": "block", "type": "paragraph", "paragraph": {"rich_text": []}}]}]},
     ]);
-    let wrap = [
-        "--mode",
-        "enforce",
-        "--spec",
-        &spec.display().to_string(),
-        "--upstream",
-        &format!("http://{}", api.addr),
-        "--env",
-        "BASE_URL={url}",
-    ]
-    .map(String::from);
+    plan.as_array_mut().unwrap().extend(pairs_and_a_refusal());
+    let wrap = enforcing(&spec, api.addr, &[]);
     let server = [
         "node".into(),
         notion.join("bin/cli.mjs").display().to_string(),
