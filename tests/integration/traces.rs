@@ -14,7 +14,10 @@ use serde_json::{Value, json};
 use super::mcp::{TRACED_SDK, python};
 use super::sidecar::{config, raw, sample, scrape, start};
 use super::util::{eventually, free_addr};
-use super::wrap::{Session, enforcing, listening, pairing_api, pairs_and_a_refusal, servers};
+use super::wrap::{
+    Session, enforcing, listening, notion_behind_the_front, pairing_api, pairs_and_a_refusal,
+    servers,
+};
 
 /// The receiver, its spans written as JSON lines.
 struct Receiver {
@@ -279,20 +282,9 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
 async fn behind_the_http_front_the_call_and_its_request_join_the_agents_trace() {
     let receiver = Receiver::start("front", 0.0).await;
     let (notion, _) = servers();
-    let spec = notion.join("scripts/notion-openapi.json");
     let api = pairing_api(None);
     let (admin, front, server) = (free_addr(), free_addr(), free_addr());
-    let mut dw = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(["wrap", "--admin-listen", &admin.to_string(), "--spec"])
-        .arg(&spec)
-        .args(["--upstream", &format!("http://{}", api.addr)])
-        .args(["--env", "BASE_URL={url}"])
-        .args(["--mcp-upstream", &format!("http://{server}/mcp")])
-        .args(["--mcp-listen", &front.to_string(), "--", "node"])
-        .arg(notion.join("bin/cli.mjs"))
-        .args(["--transport", "http", "--port", &server.port().to_string()])
-        .arg("--unsafe-disable-auth")
-        .env("NOTION_TOKEN", "ntn_placeholder")
+    let mut dw = notion_behind_the_front(&notion, api.addr, (admin, front, server))
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base())
         .env("DRIFTWATCH_TELEMETRY_EXPORT_INTERVAL_MS", "100")
         .stdout(Stdio::null())

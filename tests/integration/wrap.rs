@@ -57,6 +57,31 @@ pub(super) fn enforcing(spec: &Path, api: SocketAddr, extra: &[&str]) -> Vec<Str
         .collect()
 }
 
+/// `driftwatch wrap` (admin on `admin`) fronting at `front` Notion's server (its package at
+/// `notion`) speaking streamable HTTP on `server`, its API `api`; not yet started.
+pub(super) fn notion_behind_the_front(
+    notion: &Path,
+    api: SocketAddr,
+    (admin, front, server): (SocketAddr, SocketAddr, SocketAddr),
+) -> Command {
+    let mut dw = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
+    dw.args(["wrap", "--admin-listen", &admin.to_string(), "--spec"])
+        .arg(notion.join("scripts/notion-openapi.json"))
+        .args([
+            "--upstream",
+            &format!("http://{api}"),
+            "--env",
+            "BASE_URL={url}",
+        ])
+        .args(["--mcp-upstream", &format!("http://{server}/mcp")])
+        .args(["--mcp-listen", &front.to_string(), "--", "node"])
+        .arg(notion.join("bin/cli.mjs"))
+        .args(["--transport", "http", "--port", &server.port().to_string()])
+        .arg("--unsafe-disable-auth")
+        .env("NOTION_TOKEN", "ntn_placeholder");
+    dw
+}
+
 /// Notion's package directory and the Go server's binary, installed when missing.
 pub(super) fn servers() -> (PathBuf, PathBuf) {
     let out = Command::new("bash")
@@ -626,24 +651,9 @@ async fn over_sse_a_refused_call_says_why_and_a_repaired_one_lands() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_mcp_server_behind_the_front_has_its_calls_attributed_and_catalog_checked() {
     let (notion, _) = servers();
-    let spec = notion.join("scripts/notion-openapi.json");
     let api = pairing_api(None);
     let (admin, front, server) = (free_port(), free_port(), free_port());
-    let mut dw = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(["wrap", "--admin-listen", &admin.to_string(), "--spec"])
-        .arg(&spec)
-        .args([
-            "--upstream",
-            &format!("http://{}", api.addr),
-            "--env",
-            "BASE_URL={url}",
-        ])
-        .args(["--mcp-upstream", &format!("http://{server}/mcp")])
-        .args(["--mcp-listen", &front.to_string(), "--", "node"])
-        .arg(notion.join("bin/cli.mjs"))
-        .args(["--transport", "http", "--port", &server.port().to_string()])
-        .arg("--unsafe-disable-auth")
-        .env("NOTION_TOKEN", "ntn_placeholder")
+    let mut dw = notion_behind_the_front(&notion, api.addr, (admin, front, server))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
