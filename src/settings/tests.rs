@@ -472,17 +472,22 @@ fn api_tables_become_one_api_each_and_every_request_can_find_one() {
     );
 }
 
-#[test]
-fn telemetry_is_off_until_an_endpoint_is_named_and_otel_variables_name_one() {
+/// A config file `name` of one API, its spec an empty one, and nothing else.
+fn an_api(name: &str) -> PathBuf {
     let spec = write(
-        "t.yaml",
+        &format!("{name}.yaml"),
         "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n",
     );
-    let base = format!(
+    let text = format!(
         "[spec]\npath = \"{}\"\n[proxy]\nupstream = \"http://a\"\n",
         spec.display()
     );
-    let file = write("telemetry.toml", &base);
+    write(name, &text)
+}
+
+#[test]
+fn telemetry_is_off_until_an_endpoint_is_named_and_otel_variables_name_one() {
+    let file = an_api("telemetry.toml");
     let off = load(Some(&file), env(&[]), Vec::new()).unwrap();
     assert!(off.telemetry.export.is_none());
     let vars = env(&[
@@ -521,15 +526,7 @@ fn telemetry_is_off_until_an_endpoint_is_named_and_otel_variables_name_one() {
 
 #[test]
 fn a_bad_telemetry_setting_is_refused_naming_its_key_or_variable() {
-    let spec = write(
-        "t2.yaml",
-        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n",
-    );
-    let base = format!(
-        "[spec]\npath = \"{}\"\n[proxy]\nupstream = \"http://a\"\n",
-        spec.display()
-    );
-    let file = write("telemetry-bad.toml", &base);
+    let file = an_api("telemetry-bad.toml");
     let refused = |pairs: &[(&str, &str)]| {
         load(Some(&file), env(pairs), Vec::new())
             .unwrap_err()
