@@ -118,14 +118,14 @@ impl<'c> Ledger<'c> {
     /// says.
     pub fn begin_trace(&mut self, s: &Sidecar, rev: &Revision, headers: &mut http::HeaderMap) {
         if let Some(t) = &s.telemetry {
-            let mut trace = std::mem::take(&mut self.trace);
-            trace.begin(t, self.facts(rev), headers);
-            self.trace = trace;
+            let (trace, facts) = self.trace_and_facts(rev);
+            trace.begin(t, &facts, headers);
         }
     }
 
-    fn facts(&self, rev: &'c Revision) -> Facts<'_> {
-        Facts {
+    /// The span, and what it says of the request: one borrow of the ledger split in two.
+    fn trace_and_facts<'a>(&'a mut self, rev: &'a Revision) -> (&'a mut RequestTrace, Facts<'a>) {
+        let facts = Facts {
             method: &self.method,
             operation: self.operation,
             api: &self.api,
@@ -133,7 +133,9 @@ impl<'c> Ledger<'c> {
             request_id: self.request_id.as_str(),
             tool: self.tool.as_deref(),
             revision: &rev.spec.revision,
-        }
+            findings: &self.findings,
+        };
+        (&mut self.trace, facts)
     }
 
     /// The request's side of an event raised after its response.
@@ -210,9 +212,9 @@ impl<'c> Ledger<'c> {
         done: (Outcome, StatusCode),
     ) -> Option<SpanContext> {
         let t = s.telemetry.as_ref()?;
-        let mut trace = std::mem::take(&mut self.trace);
-        trace.start(t, self.facts(rev));
-        trace.end(&self.findings, actions, done)
+        let (trace, facts) = self.trace_and_facts(rev);
+        trace.start(t, &facts);
+        trace.end(facts.findings, actions, done)
     }
 
     /// What was done about `f`: repaired, blocked, or logged.

@@ -31,9 +31,8 @@ use crate::telemetry::{
 
 /// A request's span from its arrival to its exit (and, through `late`, to its answer's last
 /// byte).
-#[derive(Default)]
 pub(super) struct RequestTrace {
-    started: Option<SystemTime>,
+    started: SystemTime,
     /// The parent its `traceparent` names (read only when traces are exported).
     parent: Option<Context>,
     span: Option<Span>,
@@ -50,12 +49,14 @@ pub(super) struct Facts<'a> {
     pub request_id: &'a str,
     pub tool: Option<&'a Attribution>,
     pub revision: &'a str,
+    /// What the audit found so far; at the exit, all of it.
+    pub findings: &'a [Finding],
 }
 
 impl RequestTrace {
     pub fn open(t: Option<&Telemetry>, headers: &HeaderMap) -> RequestTrace {
         RequestTrace {
-            started: Some(SystemTime::now()),
+            started: SystemTime::now(),
             parent: t.and_then(|_| context::from_headers(headers)),
             span: None,
             late: None,
@@ -64,7 +65,7 @@ impl RequestTrace {
 
     /// Start the span, if not yet started; then, as `propagation` says, name it as the parent
     /// in `headers`, the ones the API will get.
-    pub fn begin(&mut self, t: &Telemetry, facts: Facts<'_>, headers: &mut HeaderMap) {
+    pub fn begin(&mut self, t: &Telemetry, facts: &Facts<'_>, headers: &mut HeaderMap) {
         self.start(t, facts);
         let Some(span) = &self.span else { return };
         let sent = headers.contains_key(context::TRACEPARENT);
@@ -79,7 +80,7 @@ impl RequestTrace {
     }
 
     /// The span, started now unless it was.
-    pub fn start(&mut self, t: &Telemetry, facts: Facts<'_>) {
+    pub fn start(&mut self, t: &Telemetry, facts: &Facts<'_>) {
         if self.span.is_some() {
             return;
         }
@@ -96,10 +97,10 @@ impl RequestTrace {
             (None, Some(call)) => Some(Context::new().with_remote_span_context(call)),
             (None, None) => None,
         };
-        let builder = SpanBuilder::from_name(name(&facts))
+        let builder = SpanBuilder::from_name(name(facts))
             .with_kind(SpanKind::Client)
-            .with_start_time(self.started.unwrap_or_else(SystemTime::now))
-            .with_attributes(attributes(&facts))
+            .with_start_time(self.started)
+            .with_attributes(attributes(facts))
             .with_links(links);
         self.span = Some(t.span(builder, parent.as_ref()));
     }
