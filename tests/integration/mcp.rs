@@ -46,8 +46,12 @@ const FASTMCP: Sdk = Sdk {
     script: "scripts/mcp-client-fastmcp.py",
 };
 
-/// The venv's python with the client installed, made when missing.
+/// The venv's python with the client installed, made when missing. One test at a time makes
+/// a venv: on a fresh clone the trace tests, run together, each found it missing, and two
+/// `python3 -m venv` on one directory made one fail.
 pub fn python(sdk: Sdk) -> PathBuf {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(sdk.venv);
     let python = venv.join("bin/python");
     let has_sdk = |python: &Path| {
