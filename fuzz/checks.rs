@@ -40,6 +40,7 @@ pub fn spec_load(data: &[u8]) {
     let options = LoadOptions {
         max_bytes: 1 << 20,
         refs: RefRoot::Refused,
+        overlays: Vec::new(),
     };
     let name = if data.first() == Some(&b'{') {
         "fuzz.json"

@@ -216,8 +216,10 @@ fn spec(s: &Admin) -> Response<Full<Bytes>> {
         let (spec, warnings) = (&rev.spec, &rev.contract.warnings());
         let mode = s.modes.get(i).map(|m| m.as_str());
         let bundled: Vec<_> = rev.files.bundled.iter().map(|f| &f.path).collect();
+        let overlays: Vec<_> = rev.files.overlays.iter().map(|f| &f.path).collect();
         json!({"api": name, "mode": mode, "revision": spec.revision, "openapi": spec.openapi,
                "operations": spec.operations, "source": spec.source, "bundled": bundled,
+               "overlays": overlays,
                "warning_count": warnings.len(),
                "warnings": &warnings[..warnings.len().min(200)],
                "learned_writes": learned_writes(&rev.contract, &s.survival, name.as_deref())})

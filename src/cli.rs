@@ -8,6 +8,7 @@ pub mod demo;
 mod diff;
 mod health;
 mod mcp;
+mod overlay;
 mod preflight;
 pub mod serve;
 mod tools;
@@ -41,6 +42,8 @@ enum Command {
     Diff(diff::DiffArgs),
     /// Check an MCP tool catalog against the spec (or generate one from it).
     Tools(tools::ToolsArgs),
+    /// OpenAPI Overlays: see the spec as its overlays complete it.
+    Overlay(overlay::OverlayArgs),
     /// Serve the spec's operations as MCP tools, each call audited on its way to the API.
     Mcp(mcp::McpArgs),
     /// Run a stdio MCP server as a child, relaying its stdio unchanged, its API traffic through
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Diff(args) => diff::run(&args, &mut std::io::stdout().lock()),
         Command::Tools(args) => tools::run(&args, &mut std::io::stdout().lock()),
+        Command::Overlay(args) => overlay::run(&args, &mut std::io::stdout().lock()),
         Command::Health(args) => health::run(&args),
         Command::Ca(args) => ca::run(&args),
         Command::Mcp(args) => mcp::run(&args),

@@ -165,6 +165,8 @@ pub struct ApiConfig {
     pub name: String,
     /// A file path, or an `http(s)://` URL to fetch it from.
     pub spec: String,
+    /// OpenAPI Overlay files applied in order to this API's spec (as `spec.overlays`).
+    pub overlays: Vec<PathBuf>,
     /// `host:port` the forward proxy intercepts for this API (`host` alone: port 443).
     pub hosts: Vec<String>,
     /// Reverse mode: the path prefix that selects this API (taken off before routing and
@@ -185,6 +187,9 @@ pub struct SpecConfig {
     pub path: Option<PathBuf>,
     /// Or a URL to fetch it from (the API's own `/openapi.json`), polled with If-None-Match.
     pub url: Option<String>,
+    /// OpenAPI Overlay files (1.0 or 1.1) applied in order to the spec before it is compiled,
+    /// at start and at every reload; an edit to one reloads (docs/overlays.md).
+    pub overlays: Vec<PathBuf>,
     /// Path prefix stripped before routing, instead of the spec's `servers` URLs.
     pub base_path: Option<String>,
     /// Write semantics by operation id or `"PUT /path/{id}"`: replace, merge, create, additive.
@@ -215,6 +220,7 @@ impl Default for SpecConfig {
         SpecConfig {
             path: None,
             url: None,
+            overlays: Vec::new(),
             base_path: None,
             write: HashMap::new(),
             watch_interval_ms: 2_000,

@@ -583,6 +583,7 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
                 (None, SpecSource::Url(_)) => RefRoot::Refused,
                 (None, _) => RefRoot::SpecDir,
             },
+            overlays: c.spec.overlays.clone(),
         },
         source,
     })

@@ -11,6 +11,7 @@ pub use files::{SpecFile, SpecFiles, Stamp};
 use files::{combined, revision};
 mod normalize;
 mod notes;
+mod overlay;
 mod read;
 mod readings;
 
@@ -33,6 +34,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 128 << 20;
 pub struct LoadOptions {
     pub max_bytes: u64,
     pub refs: RefRoot,
+    /// OpenAPI Overlays applied in order to the document as read (`spec.overlays`).
+    pub overlays: Vec<PathBuf>,
 }
 
 /// The directory `$ref`s to files are confined to (after symlinks and `..` are resolved).
@@ -51,6 +54,7 @@ impl Default for LoadOptions {
         LoadOptions {
             max_bytes: DEFAULT_MAX_BYTES,
             refs: RefRoot::SpecDir,
+            overlays: Vec::new(),
         }
     }
 }
@@ -85,6 +89,22 @@ pub struct Spec {
     pub notes: Vec<Note>,
     /// Pointers (as written) of the `oneOf`s read as `anyOf` (docs/findings.md, readings).
     one_ofs_read: std::sync::Arc<std::collections::HashSet<String>>,
+}
+
+/// The document in the file at `path` with `overlays` applied in order, as read (not bundled
+/// nor normalized: what every Overlay tool gives), and a warning per action that matched
+/// nothing: `driftwatch overlay apply`.
+pub fn with_overlays(
+    path: &Path,
+    overlays: &[PathBuf],
+    max: u64,
+) -> Result<(Value, Vec<Note>), SpecError> {
+    let (mut doc, _, _) = read::read_document_revision(path, max)?;
+    let mut notes = Vec::new();
+    for overlay in overlays {
+        notes.extend(overlay::apply(&mut doc, overlay, max)?.notes);
+    }
+    Ok((doc, notes))
 }
 
 /// A spec file's text as written (gunzipped, within the default bounds), for pointing at its
@@ -140,14 +160,23 @@ impl Spec {
         source: &Path,
         mut doc: Value,
         (revision, own): (String, Option<SpecFile>),
-        notes: Vec<Note>,
+        mut notes: Vec<Note>,
         options: &LoadOptions,
     ) -> Result<Spec, SpecError> {
+        let mut overlays = Vec::with_capacity(options.overlays.len());
+        let mut overlay_hashes = Vec::with_capacity(options.overlays.len());
+        for path in &options.overlays {
+            let applied = overlay::apply(&mut doc, path, options.max_bytes)?;
+            notes.extend(applied.notes);
+            overlays.push(applied.file);
+            overlay_hashes.push(applied.hash);
+        }
         let (openapi, version) = detect_version(source, &doc)?;
-        let (bundled, hashes): (Vec<SpecFile>, Vec<String>) =
+        let (bundled, mut hashes): (Vec<SpecFile>, Vec<String>) =
             bundle::bundle(source, &mut doc, options)?
                 .into_iter()
                 .unzip();
+        hashes.extend(overlay_hashes);
         let revision = combined(revision, &hashes);
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
@@ -160,7 +189,11 @@ impl Spec {
             version,
             doc: std::sync::Arc::new(doc),
             revision,
-            files: SpecFiles { own, bundled },
+            files: SpecFiles {
+                own,
+                bundled,
+                overlays,
+            },
             one_ofs_read: std::sync::Arc::new(one_ofs_read),
         })
     }
@@ -188,11 +221,11 @@ impl AsWritten {
 }
 
 /// The revision a document whose own bytes are `bytes` would load as now, if the files it
-/// bundled are the ones named in `bundled` (the revision in force's): `None` when one cannot be
-/// read within `max` bytes. Equal to the revision in force, nothing it was read from changed,
-/// so a reload can keep it without compiling anything: which files a document bundles is
-/// decided by the bytes of the files before them.
-pub fn revision_now(bytes: &[u8], bundled: &[SpecFile], max: u64) -> Option<String> {
+/// bundled and the overlays applied to it are the ones in `files` (the revision in force's):
+/// `None` when one cannot be read within `max` bytes. Equal to the revision in force, nothing
+/// it was read from changed, so a reload can keep it without compiling anything: which files a
+/// document bundles is decided by the bytes of the files before them.
+pub fn revision_now(bytes: &[u8], files: &SpecFiles, max: u64) -> Option<String> {
     // Only what the load's confinement lets through: a regular file (a named pipe put in a
     // bundled file's place would block the read), within `max` bytes.
     let each = |f: &SpecFile| {
@@ -200,14 +233,15 @@ pub fn revision_now(bytes: &[u8], bundled: &[SpecFile], max: u64) -> Option<Stri
         let (bytes, _) = regular.then(|| read::read_bytes(&f.path, max).ok())??;
         Some(revision(&bytes))
     };
-    let hashes: Option<Vec<String>> = bundled.iter().map(each).collect();
+    let read = files.bundled.iter().chain(&files.overlays);
+    let hashes: Option<Vec<String>> = read.map(each).collect();
     Some(combined(revision(bytes), &hashes?))
 }
 
 /// [`revision_now`] of the document in the file at `path` (gunzipped as a load would).
-pub fn file_revision_now(path: &Path, bundled: &[SpecFile], max: u64) -> Option<String> {
+pub fn file_revision_now(path: &Path, files: &SpecFiles, max: u64) -> Option<String> {
     let (bytes, _) = read::read_bytes(path, max).ok()?;
-    revision_now(&bytes, bundled, max)
+    revision_now(&bytes, files, max)
 }
 
 fn detect_version(source: &Path, doc: &Value) -> Result<(String, OpenApiVersion), SpecError> {

@@ -33,6 +33,7 @@ mod integration {
     pub mod mcp;
     pub mod operations;
     pub mod ops_kit;
+    pub mod overlays;
     pub mod privacy;
     pub mod proxy;
     pub mod real_catalogs;

@@ -26,6 +26,10 @@ pub struct CheckArgs {
     /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz).
     #[arg(long)]
     spec: PathBuf,
+    /// An OpenAPI Overlay applied to the spec before the check (repeat it for several, applied
+    /// in order; `spec.overlays`).
+    #[arg(long = "overlay", value_name = "FILE")]
+    overlays: Vec<PathBuf>,
     /// Recorded traffic: a HAR 1.2 file, JSON Lines (ours, or nginx's or Envoy's JSON access
     /// log) or a combined/common access log; plain, gzip'd or zstd'd; `-` reads stdin.
     #[arg(long)]
@@ -115,6 +119,7 @@ impl CheckArgs {
         if self.strict {
             flags.push(("spec.strict", "--strict", toml::Value::Boolean(true)));
         }
+        flags.extend(super::serve::overlay_flag(&self.overlays));
         let file = self.config.as_deref();
         let env = Vec::new();
         Settings::load(Layers { file, env, flags })
@@ -125,7 +130,7 @@ impl CheckArgs {
 /// The spec, every part compiled first (offline, the report lists every part that cannot
 /// be), and its revision.
 fn compiled(args: &CheckArgs, settings: &Settings) -> anyhow::Result<(Contract, String)> {
-    let spec = Spec::load(&args.spec)?;
+    let spec = Spec::load_with(&args.spec, &settings.apis[0].spec.load)?;
     let options = crate::contract::ContractOptions {
         lazy: false,
         ..settings.apis[0].spec.contract.clone()

@@ -4,7 +4,7 @@
 //! revision). A revision is a file, or `git:REV:PATH` from the current repository.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::Context;
@@ -14,7 +14,7 @@ use serde_json::json;
 use super::annotations::{self, Annotation, CiFormat, Level, Lines};
 use crate::contract::{Contract, ContractOptions};
 use crate::diff::{Change, Class, diff};
-use crate::spec::Spec;
+use crate::spec::{LoadOptions, Spec};
 
 #[derive(Args, Debug)]
 pub struct DiffArgs {
@@ -22,6 +22,13 @@ pub struct DiffArgs {
     old: String,
     /// The new revision, the same way.
     new: String,
+    /// An OpenAPI Overlay applied to the new revision (repeat it for several, in order):
+    /// `diff api.yaml api.yaml --overlay paging.yaml` shows what the overlay changes.
+    #[arg(long = "overlay", value_name = "FILE")]
+    overlays: Vec<PathBuf>,
+    /// An OpenAPI Overlay applied to the old revision, the same way.
+    #[arg(long = "old-overlay", value_name = "FILE")]
+    old_overlays: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Exit 1 when a change reaches this class.
@@ -47,8 +54,8 @@ enum FailOn {
 }
 
 pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let old = load(&args.old)?;
-    let new = load(&args.new)?;
+    let old = load(&args.old, &args.old_overlays)?;
+    let new = load(&args.new, &args.overlays)?;
     let changes = diff(&old.contract, &new.contract);
     let threshold = match args.fail_on {
         FailOn::Breaking => Some(Class::Breaking),
@@ -93,7 +100,11 @@ impl Revision {
 }
 
 /// A revision: a file, or `git:REV:PATH` read with `git show` from the current repository.
-fn load(source: &str) -> anyhow::Result<Revision> {
+fn load(source: &str, overlays: &[PathBuf]) -> anyhow::Result<Revision> {
+    let options = LoadOptions {
+        overlays: overlays.to_vec(),
+        ..LoadOptions::default()
+    };
     let (spec, file, shown) = match source.strip_prefix("git:") {
         Some(rest) => {
             let (rev, path) = rest
@@ -109,11 +120,15 @@ fn load(source: &str) -> anyhow::Result<Revision> {
                     String::from_utf8_lossy(&shown.stderr).trim()
                 );
             }
-            let spec = Spec::parse(Path::new(path), &shown.stdout)?;
+            let spec = Spec::parse_with(Path::new(path), &shown.stdout, &options)?;
             let text = String::from_utf8_lossy(&shown.stdout).into_owned();
             (spec, path.to_string(), Some(text))
         }
-        None => (Spec::load(Path::new(source))?, source.to_string(), None),
+        None => (
+            Spec::load_with(Path::new(source), &options)?,
+            source.to_string(),
+            None,
+        ),
     };
     let contract = Contract::compile(&spec, &ContractOptions::default())?;
     Ok(Revision {

@@ -79,6 +79,9 @@ fn client_config(args: &McpArgs, kind: ClientKind) -> anyhow::Result<String> {
             argv.extend([flag.to_string(), absolute(path)?]);
         }
     }
+    for overlay in &args.sidecar.overlays {
+        argv.extend(["--overlay".to_string(), absolute(overlay)?]);
+    }
     if args.all {
         argv.push("--all".into());
     }

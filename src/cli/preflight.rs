@@ -133,6 +133,9 @@ fn one_api(
         "  spec      {}: OpenAPI {}, revision {}, {} operations",
         spec.source, spec.openapi, spec.revision, spec.operations
     )?;
+    for overlay in &revision.files.overlays {
+        writeln!(out, "  overlay   {}", overlay.path.display())?;
+    }
     let base = crate::proxy::unrouted::base_text(
         api.spec.contract.base_path.as_deref(),
         &revision.contract,

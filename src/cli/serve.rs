@@ -19,6 +19,10 @@ pub struct ServeArgs {
     /// The OpenAPI 3.0/3.1 spec (JSON or YAML, optionally .gz).
     #[arg(long)]
     spec: Option<PathBuf>,
+    /// An OpenAPI Overlay applied to the spec before it is compiled; repeat it to apply
+    /// several, in order (`spec.overlays`).
+    #[arg(long = "overlay", value_name = "FILE")]
+    overlays: Vec<PathBuf>,
     /// The API: http://host:port or https://host:port.
     #[arg(long)]
     upstream: Option<String>,
@@ -77,6 +81,19 @@ pub(super) struct SidecarArgs {
     /// TOML config file, as for `serve`.
     #[arg(long)]
     pub(super) config: Option<PathBuf>,
+    /// An OpenAPI Overlay applied to the spec, as for `serve` (repeat it for several).
+    #[arg(long = "overlay", value_name = "FILE")]
+    pub(super) overlays: Vec<PathBuf>,
+}
+
+/// `--overlay A --overlay B` as `spec.overlays = ["A", "B"]`.
+pub(super) fn overlay_flag(files: &[PathBuf]) -> Option<Flag> {
+    if files.is_empty() {
+        return None;
+    }
+    let text = |f: &PathBuf| toml::Value::String(f.display().to_string());
+    let files = toml::Value::Array(files.iter().map(text).collect());
+    Some(("spec.overlays", "--overlay", files))
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -108,6 +125,7 @@ impl ServeArgs {
         if let Some(v) = &self.spec {
             out.push(("spec.path", "--spec", text(&v.display().to_string())));
         }
+        out.extend(overlay_flag(&self.overlays));
         if let Some(v) = &self.upstream {
             out.push(("proxy.upstream", "--upstream", text(v)));
         }
@@ -145,9 +163,11 @@ impl ServeArgs {
             admin_listen,
             mode,
             config,
+            overlays,
         } = shared.clone();
         ServeArgs {
             spec,
+            overlays,
             upstream,
             listen: Some("127.0.0.1:0".into()),
             admin_listen,

@@ -20,6 +20,9 @@ pub struct ToolsArgs {
     /// The OpenAPI 3.0/3.1 spec.
     #[arg(long)]
     spec: PathBuf,
+    /// An OpenAPI Overlay applied to the spec first (repeat it for several, applied in order).
+    #[arg(long = "overlay", value_name = "FILE")]
+    overlays: Vec<PathBuf>,
     /// The catalog: a `tools/list` result (JSON).
     #[arg(long, required_unless_present = "generate")]
     tools: Option<PathBuf>,
@@ -57,7 +60,11 @@ enum Format {
 }
 
 pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let spec = Spec::load(&args.spec)?;
+    let load = crate::spec::LoadOptions {
+        overlays: args.overlays.clone(),
+        ..Default::default()
+    };
+    let spec = Spec::load_with(&args.spec, &load)?;
     let contract = Contract::compile(&spec, &Default::default())?;
     if args.generate {
         let catalog = generate(&contract, enabled(args)?.as_deref())?;

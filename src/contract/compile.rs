@@ -36,6 +36,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         let reason = match n.kind {
             crate::spec::NoteKind::DuplicateKey => Skipped::DuplicateKey,
             crate::spec::NoteKind::CircularRef => Skipped::CircularRef,
+            crate::spec::NoteKind::OverlayTarget => Skipped::OverlayTarget,
         };
         LoadWarning::new(&n.pointer, reason, &n.detail)
     });

@@ -31,10 +31,12 @@ pub enum Skipped {
     /// A `$ref` that leads more references deep than `spec.max_ref_depth`: not followed, so
     /// nothing is checked there.
     RefDepth,
+    /// An overlay's action whose target matches nothing in the document: it changed nothing.
+    OverlayTarget,
 }
 
 impl Skipped {
-    pub const ALL: [Skipped; 8] = [
+    pub const ALL: [Skipped; 9] = [
         Skipped::Pattern,
         Skipped::Schema,
         Skipped::Validator,
@@ -43,6 +45,7 @@ impl Skipped {
         Skipped::DuplicateKey,
         Skipped::CircularRef,
         Skipped::RefDepth,
+        Skipped::OverlayTarget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +58,7 @@ impl Skipped {
             Skipped::DuplicateKey => "duplicate_key",
             Skipped::CircularRef => "circular_ref",
             Skipped::RefDepth => "ref_depth",
+            Skipped::OverlayTarget => "overlay_target",
         }
     }
 
@@ -69,6 +73,7 @@ impl Skipped {
             Skipped::DuplicateKey => "spec_duplicate_key",
             Skipped::CircularRef => "spec_circular_ref",
             Skipped::RefDepth => "spec_ref_depth",
+            Skipped::OverlayTarget => "spec_overlay_target",
         }
     }
 }

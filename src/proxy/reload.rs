@@ -93,9 +93,10 @@ async fn reload_now(
 ) -> Result<Arc<Revision>, ReloadError> {
     let old = api.revision();
     let name = api.name();
-    // A fetched spec that bundles local files (`spec.ref_root`) may change in them alone, which
-    // a 304 would hide: its body is fetched whole, and the files' hashes decide.
-    if !old.files.bundled.is_empty() {
+    // A fetched spec that bundles local files (`spec.ref_root`) or takes overlays may change
+    // in them alone, which a 304 would hide: its body is fetched whole, and the files' hashes
+    // decide.
+    if old.files.has_others() {
         *etag = None;
     }
     let loaded = match read(s, api, etag).await {
@@ -174,9 +175,9 @@ async fn compile(
 ) -> Result<Option<Revision>, ReloadError> {
     let options = api.settings.spec.contract.clone();
     let load = api.settings.spec.load.clone();
-    let (bundled, in_force) = (old.files.bundled.clone(), old.spec.revision.clone());
+    let (files, in_force) = (old.files.clone(), old.spec.revision.clone());
     let compiled = tokio::task::spawn_blocking(move || {
-        if source.revision_now(&bundled, &load).as_ref() == Some(&in_force) {
+        if source.revision_now(&files, &load).as_ref() == Some(&in_force) {
             return Ok(None);
         }
         let revision = Revision::compile(&source.read(&load)?, &options)?;

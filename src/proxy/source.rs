@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::body::UpstreamBody;
 use super::upstream::UpstreamClient;
 use crate::revision::FetchError;
-use crate::spec::{LoadOptions, Spec, SpecError, SpecFile};
+use crate::spec::{LoadOptions, Spec, SpecError, SpecFiles};
 
 /// A spec document to read: a file, or the body fetched from a URL.
 pub enum Source {
@@ -34,13 +34,14 @@ impl Source {
         }
     }
 
-    /// The revision the document would load as now, if it bundles the files `bundled` (the
-    /// revision in force's): hashed, not parsed (`None`: a file cannot be read).
-    pub fn revision_now(&self, bundled: &[SpecFile], options: &LoadOptions) -> Option<String> {
+    /// The revision the document would load as now, if it bundles the files and takes the
+    /// overlays of `files` (the revision in force's): hashed, not parsed (`None`: a file
+    /// cannot be read).
+    pub fn revision_now(&self, files: &SpecFiles, options: &LoadOptions) -> Option<String> {
         let max = options.max_bytes;
         match self {
-            Source::File(path) => crate::spec::file_revision_now(path, bundled, max),
-            Source::Fetched { body, .. } => crate::spec::revision_now(body, bundled, max),
+            Source::File(path) => crate::spec::file_revision_now(path, files, max),
+            Source::Fetched { body, .. } => crate::spec::revision_now(body, files, max),
         }
     }
 }

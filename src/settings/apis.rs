@@ -170,6 +170,12 @@ fn fold(
         true => c.spec.url = Some(api.spec.clone()),
         false => c.spec.path = Some(PathBuf::from(&api.spec)),
     }
+    if !api.overlays.is_empty() {
+        if !c.spec.overlays.is_empty() {
+            return Err(set_twice("spec.overlays"));
+        }
+        c.spec.overlays = api.overlays.clone();
+    }
     if api.base_path.is_some() {
         if c.spec.base_path.is_some() {
             return Err(set_twice("spec.base_path"));

@@ -470,6 +470,43 @@ fn api_tables_become_one_api_each_and_every_request_can_find_one() {
         &format!("[spec]\npath = \"b.json\"\n{}", table("a", "")),
         "set both here and in [[api]]",
     );
+    refused(
+        "overlays.toml",
+        &format!(
+            "[spec]\noverlays = [\"o.yaml\"]\n{}",
+            table("a", "overlays = [\"p.yaml\"]\n")
+        ),
+        "spec.overlays",
+    );
+}
+
+#[test]
+fn overlays_come_from_the_file_each_api_and_the_flag_in_order() {
+    let file = write(
+        "overlays.toml",
+        "[[api]]\nname = \"a\"\nspec = \"a.json\"\nprefix = \"/a\"\nupstream = \"http://a\"\noverlays = [\"paging.yaml\", \"tasks.yaml\"]\n[[api]]\nname = \"b\"\nspec = \"b.json\"\nprefix = \"/b\"\nupstream = \"http://b\"\n",
+    );
+    let s = load(Some(&file), env(&[]), Vec::new()).unwrap();
+    let overlays = |i: usize| s.apis[i].spec.load.overlays.clone();
+    assert_eq!(
+        overlays(0),
+        [PathBuf::from("paging.yaml"), "tasks.yaml".into()]
+    );
+    assert!(overlays(1).is_empty(), "each API its own");
+    let one = an_api("overlay-flag.toml");
+    let flag = toml::Value::Array(vec![text("x.yaml"), text("y.yaml")]);
+    let vars = env(&[("DRIFTWATCH_SPEC_OVERLAYS", "[\"e.yaml\"]")]);
+    let from_env = load(Some(&one), vars.clone(), Vec::new()).unwrap();
+    assert_eq!(
+        from_env.apis[0].spec.load.overlays,
+        [PathBuf::from("e.yaml")]
+    );
+    let flags = vec![("spec.overlays", "--overlay", flag)];
+    let s = load(Some(&one), vars, flags).unwrap();
+    assert_eq!(
+        s.apis[0].spec.load.overlays,
+        [PathBuf::from("x.yaml"), "y.yaml".into()]
+    );
 }
 
 /// A config file `name` of one API, its spec an empty one, and nothing else.

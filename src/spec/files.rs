@@ -38,11 +38,13 @@ impl SpecFile {
 }
 
 /// The files a spec was read from: its own (none for a document given as bytes, such as one
-/// fetched from a URL), then those its `$ref`s bundled, in the order read.
+/// fetched from a URL), then those its `$ref`s bundled, in the order read, and the overlays
+/// applied to it, in the order applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpecFiles {
     pub own: Option<SpecFile>,
     pub bundled: Vec<SpecFile>,
+    pub overlays: Vec<SpecFile>,
 }
 
 impl SpecFiles {
@@ -57,7 +59,12 @@ impl SpecFiles {
     }
 
     fn all(&self) -> impl Iterator<Item = &SpecFile> {
-        self.own.iter().chain(&self.bundled)
+        self.own.iter().chain(&self.bundled).chain(&self.overlays)
+    }
+
+    /// Whether anything besides the document's own bytes makes its revision.
+    pub fn has_others(&self) -> bool {
+        !self.bundled.is_empty() || !self.overlays.is_empty()
     }
 }
 
@@ -109,7 +116,7 @@ mod tests {
             "the bundled file counts"
         );
         let max = LoadOptions::default().max_bytes;
-        let now = || file_revision_now(&main, &spec.files.bundled, max);
+        let now = || file_revision_now(&main, &spec.files, max);
         assert_eq!(now().as_ref(), Some(&spec.revision), "nothing changed");
 
         std::fs::write(&common, "Pet: {type: array}\n").unwrap();

@@ -22,6 +22,8 @@ pub struct Note {
 pub enum NoteKind {
     DuplicateKey,
     CircularRef,
+    /// An overlay's action whose target matched nothing (`pointer` names the overlay).
+    OverlayTarget,
 }
 
 /// Pointers of the keys a JSON text writes twice in one object (a second parse, made only

@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 use super::util::{example, free_addr};
 
 /// A client nobody here wrote: its venv under target/tools/, its package, the module that
-/// says it is installed, and our script that drives it step by step.
+/// says it is installed, and our script that drives it step by step (none for a tool run by
+/// its own command).
 #[derive(Clone, Copy)]
 pub struct Sdk {
-    venv: &'static str,
-    package: &'static str,
-    module: &'static str,
-    script: &'static str,
+    pub venv: &'static str,
+    pub package: &'static str,
+    pub module: &'static str,
+    pub script: &'static str,
 }
 
 /// The official Python SDK.

@@ -1,0 +1,349 @@
+//! OpenAPI Overlays (issue 54): the operator's completions of a vendor's spec. What driftwatch
+//! makes of an overlay is compared with an Overlay tool nobody here wrote (`oas-patch` from
+//! PyPI); an overlay that declares an API's global paging parameters makes exactly those
+//! findings go; an overlay edited while serving takes effect without a lost request.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::mcp::{Sdk, python};
+use super::sidecar::{admin_get, config, raw, scrape, start};
+use super::upstream::{self, ok};
+use super::util::{eventually, example};
+
+const OAS_PATCH: Sdk = Sdk {
+    venv: "target/tools/oas-patch",
+    package: "oas-patch==0.6.0",
+    module: "oas_patch",
+    script: "",
+};
+
+/// A directory of this test's own.
+fn dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("driftwatch-overlays-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `page` and `pagelen` on every GET: what a code-hosting API documents as global paging
+/// parameters and declares on no operation.
+const PAGING: &str = "overlay: 1.0.0
+info: {title: Global paging parameters, version: 1.0.0}
+actions:
+  - target: $.paths.*.get
+    description: page and pagelen are accepted on every list call
+    update:
+      parameters:
+        - {name: page, in: query, schema: {type: integer, minimum: 1}}
+        - {name: pagelen, in: query, schema: {type: integer, minimum: 1, maximum: 100}}
+";
+
+/// Overlays of every action kind, on the Channels spec: each as driftwatch applies it and as
+/// `oas-patch` does must be the same document.
+const OVERLAYS: &[(&str, &str)] = &[
+    ("paging.yaml", PAGING),
+    (
+        "remove.yaml",
+        "overlay: 1.0.0
+info: {title: No sort, version: '1'}
+actions:
+  - target: $.paths.*.get.parameters[?@.name == 'sort']
+    remove: true
+  - target: $.paths['/api/v1/health']
+    update: {description: not in this spec}
+",
+    ),
+    (
+        "fields.json",
+        r#"{"overlay": "1.1.0", "info": {"title": "Computed fields", "version": "1"},
+            "actions": [
+              {"target": "$.components.schemas.*.properties", "update": {"etag": {"type": "string", "readOnly": true}}},
+              {"target": "$.info", "update": {"x-completed-by": "fields.json", "title": "Channels, completed"}},
+              {"target": "$.paths.*.*.responses", "update": {"429": {"description": "rate limited"}}}
+            ]}"#,
+    ),
+];
+
+fn driftwatch(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        text(out.stdout),
+        text(out.stderr),
+    )
+}
+
+#[test]
+fn each_overlay_gives_the_document_oas_patch_gives() {
+    let venv = python(OAS_PATCH);
+    let oas_patch = venv.with_file_name("oas-patch");
+    let dir = dir("oas-patch");
+    let spec = example("channels.openapi.yaml");
+    let mut changed = 0;
+    for (name, text) in OVERLAYS {
+        let overlay = dir.join(name);
+        std::fs::write(&overlay, text).unwrap();
+        let (code, ours, err) = driftwatch(&[
+            "overlay",
+            "apply",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--overlay",
+            overlay.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let out = dir.join(format!("{name}.out.json"));
+        let theirs = Command::new(&oas_patch)
+            .args(["overlay", spec.to_str().unwrap(), overlay.to_str().unwrap()])
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(theirs.status.success(), "{theirs:?}");
+        let theirs: Value = yaml_serde::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let ours: Value = serde_json::from_str(&ours).unwrap();
+        assert_eq!(ours, theirs, "{name}: driftwatch and oas-patch differ");
+        let before: Value = yaml_serde::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+        changed += usize::from(ours != before);
+        // The action whose target matches nothing is said, naming the overlay and the target.
+        let unmatched = text.contains("/api/v1/health");
+        assert_eq!(err.contains("matches nothing"), unmatched, "{name}: {err}");
+        if unmatched {
+            assert!(
+                err.contains(
+                    "remove.yaml: actions[1] (update) targets `$.paths['/api/v1/health']`"
+                ),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(
+        changed,
+        OVERLAYS.len(),
+        "every overlay changed the document"
+    );
+}
+
+#[test]
+fn a_malformed_overlay_is_refused_naming_the_file_the_action_and_the_reason() {
+    let dir = dir("malformed");
+    let spec = example("channels.openapi.yaml");
+    let cases = [
+        (
+            "overlay: 1.0.0\ninfo: {title: t, version: '1'}\nactions:\n  - target: $.info\n    update: {a: 1}\n  - target: '$.paths[?'\n    update: {a: 1}\n",
+            "at /actions/1/target: invalid JSONPath",
+        ),
+        (
+            "overlay: 1.0.0\ninfo: {title: t, version: '1'}\nactions:\n  - target: $.info\n    update: {a: 1}\n  - update: {a: 1}\n",
+            "at /actions/1: missing field `target`",
+        ),
+        (
+            "overlay: 2.0.0\ninfo: {title: t, version: '1'}\nactions: []\n",
+            "at /overlay: Overlay 2.0.0 is not supported",
+        ),
+        ("openapi: 3.1.0\n", "not an OpenAPI Overlay document"),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let overlay = dir.join(format!("bad-{i}.yaml"));
+        std::fs::write(&overlay, text).unwrap();
+        let (code, _, err) = driftwatch(&[
+            "serve",
+            "--check",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--overlay",
+            overlay.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("{}: ", overlay.display())),
+            "names the file: {err}"
+        );
+        assert!(err.contains(expected), "case {i}: {err}");
+    }
+}
+
+/// The example session, and the same calls again as a client that pages every list call
+/// (`page`, `pagelen`) sends them.
+fn paging_session(dir: &Path) -> PathBuf {
+    let example = std::fs::read_to_string(example("channels.traffic.jsonl")).unwrap();
+    let mut out = example.clone();
+    for line in example.lines() {
+        let mut line: Value = serde_json::from_str(line).unwrap();
+        if line["method"] == "GET" {
+            let url = line["url"].as_str().unwrap().to_string();
+            let sep = if url.contains('?') { '&' } else { '?' };
+            line["url"] = format!("{url}{sep}page=2&pagelen=50").into();
+        }
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    let path = dir.join("session.jsonl");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// Each finding of `driftwatch check` as `kind field blame`, sorted.
+fn findings(spec: &Path, traffic: &Path, overlay: Option<&Path>) -> Vec<String> {
+    let mut args = vec!["check", "--spec", spec.to_str().unwrap()];
+    args.extend(["--traffic", traffic.to_str().unwrap(), "--format", "jsonl"]);
+    if let Some(o) = overlay {
+        args.extend(["--overlay", o.to_str().unwrap()]);
+    }
+    let (code, out, err) = driftwatch(&args);
+    assert!(code == 0 || code == 1, "{err}");
+    let mut all: Vec<String> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|f| format!("{} {} {}", f["kind"], f["field"], f["blame"]))
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn an_overlay_declaring_the_paging_parameters_makes_exactly_those_findings_go() {
+    let dir = dir("paging");
+    let spec = example("channels.openapi.yaml");
+    let traffic = paging_session(&dir);
+    let overlay = dir.join("paging.yaml");
+    std::fs::write(&overlay, PAGING).unwrap();
+    let before = findings(&spec, &traffic, None);
+    let after = findings(&spec, &traffic, Some(&overlay));
+    let paging = |f: &&String| f.contains("\"page\"") || f.contains("\"pagelen\"");
+    let gone: Vec<&String> = before.iter().filter(paging).collect();
+    assert!(
+        gone.len() >= 6,
+        "the session sends paging on every GET: {before:#?}"
+    );
+    assert!(
+        gone.iter()
+            .all(|f| f.starts_with("\"unknown_query_param\"")),
+        "{gone:#?}"
+    );
+    let kept: Vec<String> = before.iter().filter(|f| !paging(f)).cloned().collect();
+    assert_eq!(after, kept, "only the paging findings went");
+    assert!(
+        after.iter().any(|f| f.ends_with("\"client\"")),
+        "the tool's own drift stays"
+    );
+    eprintln!(
+        "paging overlay: {} findings before, {} after ({} paging findings gone)",
+        before.len(),
+        after.len(),
+        gone.len()
+    );
+}
+
+const PAGED: &[u8] = b"GET /api/v1/playouts?pageNum=0&page=2 HTTP/1.1\r\nhost: x\r\n\r\n";
+
+fn unknown_page(scrape: &str) -> f64 {
+    let series = "driftwatch_findings_total{kind=\"unknown_query_param\",operation=\"listPlayouts\",severity=\"error\",blame=\"client\"}";
+    super::sidecar::sample(scrape, series)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlay_edited_while_serving_takes_effect_without_a_lost_request() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dir = dir("serving");
+    let overlay = dir.join("paging.yaml");
+    // At first the overlay declares only pagelen: `page` is still unknown.
+    std::fs::write(&overlay, PAGING.replace("page, in", "ignored, in")).unwrap();
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(example("channels.openapi.yaml"));
+        c.spec.overlays = vec![overlay.clone()];
+        c.spec.watch_interval_ms = 20;
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    let listed = admin_get(dw.admin, "/spec").await.json();
+    assert_eq!(listed["overlays"], serde_json::json!([overlay]), "{listed}");
+    let first = listed["revision"].clone();
+    assert_eq!(raw(dw.addr, PAGED).await.status, 200);
+    assert_eq!(unknown_page(&scrape(dw.admin).await), 1.0);
+
+    // Requests keep coming while the overlay is edited and reloaded.
+    let addr = dw.addr;
+    let load = tokio::spawn(async move {
+        let mut statuses = Vec::new();
+        for _ in 0..200 {
+            statuses.push(raw(addr, PAGED).await.status);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        statuses
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    std::fs::write(&overlay, PAGING).unwrap();
+    let now = eventually("the edited overlay to be reloaded", || async {
+        let now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+        (now != first).then_some(now)
+    })
+    .await;
+    let statuses = load.await.unwrap();
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "no request lost: {statuses:?}"
+    );
+    let counted = unknown_page(&scrape(dw.admin).await);
+    assert_eq!(raw(dw.addr, PAGED).await.status, 200);
+    assert_eq!(
+        unknown_page(&scrape(dw.admin).await),
+        counted,
+        "revision {now}: `page` is declared now"
+    );
+    dw.stop().await;
+}
+
+#[test]
+fn diff_and_serve_check_say_what_an_overlay_changes_and_that_it_is_in_force() {
+    let dir = dir("diff");
+    let overlay = dir.join("paging.yaml");
+    std::fs::write(&overlay, PAGING).unwrap();
+    let spec = example("channels.openapi.yaml");
+    let (spec, overlay) = (spec.to_str().unwrap(), overlay.to_str().unwrap());
+    let (code, out, err) =
+        driftwatch(&["diff", spec, spec, "--overlay", overlay, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let changes: Value = serde_json::from_str(&out).unwrap();
+    let changes = changes["changes"].as_array().unwrap();
+    let gets = driftwatch(&["overlay", "apply", "--spec", spec, "--overlay", overlay]).1;
+    let gets: Value = serde_json::from_str(&gets).unwrap();
+    let gets = gets["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|p| p.get("get").is_some())
+        .count();
+    assert_eq!(
+        changes.len(),
+        2 * gets,
+        "page and pagelen on each GET: {changes:#?}"
+    );
+    assert!(
+        changes
+            .iter()
+            .all(|c| c["kind"] == "param_added" && c["class"] == "info")
+    );
+    let (code, out, err) = driftwatch(&[
+        "serve",
+        "--check",
+        "--spec",
+        spec,
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--overlay",
+        overlay,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("  overlay   {overlay}\n")), "{out}");
+}
