@@ -219,7 +219,7 @@ fn spec(s: &Admin) -> Response<Full<Bytes>> {
         let overlays: Vec<_> = rev.files.overlays.iter().map(|f| &f.path).collect();
         json!({"api": name, "mode": mode, "revision": spec.revision, "openapi": spec.openapi,
                "operations": spec.operations, "source": spec.source, "bundled": bundled,
-               "overlays": overlays,
+               "overlays": overlays, "documents": spec.documents,
                "warning_count": warnings.len(),
                "warnings": &warnings[..warnings.len().min(200)],
                "learned_writes": learned_writes(&rev.contract, &s.survival, name.as_deref())})

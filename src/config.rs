@@ -167,6 +167,9 @@ pub struct ApiConfig {
     pub spec: String,
     /// OpenAPI Overlay files applied in order to this API's spec (as `spec.overlays`).
     pub overlays: Vec<PathBuf>,
+    /// Or several documents, each under its own base path (as `spec.documents`), instead of
+    /// `spec`.
+    pub documents: Vec<DocumentConfig>,
     /// `host:port` the forward proxy intercepts for this API (`host` alone: port 443).
     pub hosts: Vec<String>,
     /// Reverse mode: the path prefix that selects this API (taken off before routing and
@@ -180,6 +183,14 @@ pub struct ApiConfig {
     pub mode: Option<Mode>,
 }
 
+/// One document of an API made of several: its file and the path prefix it is served under.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentConfig {
+    pub spec: PathBuf,
+    pub base_path: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SpecConfig {
@@ -187,6 +198,9 @@ pub struct SpecConfig {
     pub path: Option<PathBuf>,
     /// Or a URL to fetch it from (the API's own `/openapi.json`), polled with If-None-Match.
     pub url: Option<String>,
+    /// Or several documents served as one API, each under its own base path (an issue
+    /// tracker's platform, agile and service-desk APIs on one host): docs/overlays.md.
+    pub documents: Vec<DocumentConfig>,
     /// OpenAPI Overlay files (1.0 or 1.1) applied in order to the spec before it is compiled,
     /// at start and at every reload; an edit to one reloads (docs/overlays.md).
     pub overlays: Vec<PathBuf>,
@@ -220,6 +234,7 @@ impl Default for SpecConfig {
         SpecConfig {
             path: None,
             url: None,
+            documents: Vec::new(),
             overlays: Vec::new(),
             base_path: None,
             write: HashMap::new(),

@@ -18,6 +18,8 @@ pub struct SpecInfo {
     pub openapi: String,
     pub operations: usize,
     pub source: String,
+    /// For an API of several documents, each with its own revision.
+    pub documents: Vec<crate::spec::DocumentInfo>,
 }
 
 #[derive(Debug)]
@@ -60,6 +62,7 @@ impl Revision {
                 openapi: spec.openapi.clone(),
                 operations: contract.operations().len(),
                 source: spec.source.display().to_string(),
+                documents: spec.documents.clone(),
             },
             contract: Arc::new(contract),
             files: spec.files.clone(),

@@ -95,6 +95,8 @@ pub enum SpecSource {
     File(PathBuf),
     /// Without its credentials, which are sent as `Authorization: Basic`.
     Url(SpecUrl),
+    /// Several files served as one API, each with the base path it is served under.
+    Documents(Vec<(PathBuf, String)>),
 }
 
 /// `spec.url`, with its `user:password@` taken out: the URL is what logs, errors, `/spec` and
@@ -541,7 +543,41 @@ fn missing_upstream() -> ConfigError {
 }
 
 fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
-    let source = match (&c.spec.path, &c.spec.url) {
+    let source = match documents(c, fail)? {
+        Some(documents) => documents,
+        None => one_document(c, fail)?,
+    };
+    let write: HashMap<String, WriteSemantics> = c.spec.write.clone();
+    spec_settings(c, source, write)
+}
+
+/// `spec.documents`, checked: alone (no path, url or base_path beside it), each base path a
+/// path.
+fn documents(c: &Config, fail: &Fail<'_>) -> Result<Option<SpecSource>, ConfigError> {
+    if c.spec.documents.is_empty() {
+        return Ok(None);
+    }
+    let key = "spec.documents";
+    if c.spec.path.is_some() || c.spec.url.is_some() || c.spec.base_path.is_some() {
+        let why = "names the spec's files and their base paths: set it instead of spec.path, spec.url and spec.base_path";
+        return Err(fail(key, why.into()));
+    }
+    let mut out = Vec::with_capacity(c.spec.documents.len());
+    for d in &c.spec.documents {
+        if !d.base_path.starts_with('/') {
+            let why = format!(
+                "base_path `{}` must start with `/` (`/rest/agile/1.0`)",
+                d.base_path
+            );
+            return Err(fail(key, why));
+        }
+        out.push((d.spec.clone(), d.base_path.clone()));
+    }
+    Ok(Some(SpecSource::Documents(out)))
+}
+
+fn one_document(c: &Config, fail: &Fail<'_>) -> Result<SpecSource, ConfigError> {
+    Ok(match (&c.spec.path, &c.spec.url) {
         (Some(_), Some(_)) => {
             return Err(fail(
                 "spec.url",
@@ -562,8 +598,14 @@ fn spec(c: &Config, fail: &Fail<'_>) -> Result<SpecSettings, ConfigError> {
             SpecSource::Url(SpecUrl { uri, basic })
         }
         (None, None) => SpecSource::Embedded,
-    };
-    let write: HashMap<String, WriteSemantics> = c.spec.write.clone();
+    })
+}
+
+fn spec_settings(
+    c: &Config,
+    source: SpecSource,
+    write: HashMap<String, WriteSemantics>,
+) -> Result<SpecSettings, ConfigError> {
     Ok(SpecSettings {
         contract: ContractOptions {
             base_path: c.spec.base_path.clone(),

@@ -4,7 +4,9 @@
 //! only. Every failure names the file, the JSON pointer and the reason.
 
 mod bundle;
+mod documents;
 pub(crate) use bundle::{local_refs, local_target, push_token};
+pub use documents::DocumentInfo;
 mod error;
 mod files;
 pub use files::{SpecFile, SpecFiles, Stamp};
@@ -89,6 +91,89 @@ pub struct Spec {
     pub notes: Vec<Note>,
     /// Pointers (as written) of the `oneOf`s read as `anyOf` (docs/findings.md, readings).
     one_ofs_read: std::sync::Arc<std::collections::HashSet<String>>,
+    /// The documents merged into this one, for an API of several (`spec.documents`).
+    pub documents: Vec<DocumentInfo>,
+}
+
+/// The documents of an API of several, read and bundled one by one.
+#[derive(Default)]
+struct Documents {
+    parts: Vec<documents::Part>,
+    files: SpecFiles,
+    /// The first document's own hash; the others' and every bundled file's follow in `hashes`.
+    first: Option<String>,
+    hashes: Vec<String>,
+    notes: Vec<Note>,
+    infos: Vec<DocumentInfo>,
+    line: Option<(String, OpenApiVersion)>,
+}
+
+impl Documents {
+    fn add(&mut self, path: &Path, base: &str, options: &LoadOptions) -> Result<(), SpecError> {
+        let own = SpecFile::before_reading(path);
+        let (mut doc, revision, notes) = read::read_document_revision(path, options.max_bytes)?;
+        let (openapi, version) = detect_version(path, &doc)?;
+        match &self.line {
+            Some((first, line)) if *line != version => {
+                return Err(SpecError::at(
+                    path,
+                    "/openapi",
+                    format!(
+                        "OpenAPI {openapi} beside {first}: the documents of one API share a line (3.0 or 3.1)"
+                    ),
+                ));
+            }
+            Some(_) => {}
+            None => self.line = Some((openapi, version)),
+        }
+        let (bundled, hashes): (Vec<SpecFile>, Vec<String>) =
+            bundle::bundle(path, &mut doc, options)?.into_iter().unzip();
+        self.infos.push(DocumentInfo {
+            path: path.to_path_buf(),
+            base_path: base.to_string(),
+            revision: combined(revision.clone(), &hashes),
+        });
+        match self.first {
+            None => {
+                self.first = Some(revision);
+                self.files.own = Some(own);
+            }
+            Some(_) => {
+                self.files.bundled.push(own);
+                self.hashes.push(revision);
+            }
+        }
+        self.files.bundled.extend(bundled);
+        self.hashes.extend(hashes);
+        self.notes.extend(notes.into_iter().map(|mut n| {
+            n.pointer = format!("{}#{}", path.display(), n.pointer);
+            n
+        }));
+        let base = base.trim_end_matches('/').to_string();
+        self.parts.push(documents::Part {
+            path: path.to_path_buf(),
+            base,
+            doc,
+        });
+        Ok(())
+    }
+}
+
+/// Apply `options.overlays` in order; their files and hashes, their warnings into `notes`.
+fn apply_overlays(
+    doc: &mut Value,
+    options: &LoadOptions,
+    notes: &mut Vec<Note>,
+) -> Result<(Vec<SpecFile>, Vec<String>), SpecError> {
+    let mut files = Vec::with_capacity(options.overlays.len());
+    let mut hashes = Vec::with_capacity(options.overlays.len());
+    for path in &options.overlays {
+        let applied = overlay::apply(doc, path, options.max_bytes)?;
+        notes.extend(applied.notes);
+        files.push(applied.file);
+        hashes.push(applied.hash);
+    }
+    Ok((files, hashes))
 }
 
 /// The document in the file at `path` with `overlays` applied in order, as read (not bundled
@@ -163,14 +248,7 @@ impl Spec {
         mut notes: Vec<Note>,
         options: &LoadOptions,
     ) -> Result<Spec, SpecError> {
-        let mut overlays = Vec::with_capacity(options.overlays.len());
-        let mut overlay_hashes = Vec::with_capacity(options.overlays.len());
-        for path in &options.overlays {
-            let applied = overlay::apply(&mut doc, path, options.max_bytes)?;
-            notes.extend(applied.notes);
-            overlays.push(applied.file);
-            overlay_hashes.push(applied.hash);
-        }
+        let (overlays, overlay_hashes) = apply_overlays(&mut doc, options, &mut notes)?;
         let (openapi, version) = detect_version(source, &doc)?;
         let (bundled, mut hashes): (Vec<SpecFile>, Vec<String>) =
             bundle::bundle(source, &mut doc, options)?
@@ -195,6 +273,55 @@ impl Spec {
                 overlays,
             },
             one_ofs_read: std::sync::Arc::new(one_ofs_read),
+            documents: Vec::new(),
+        })
+    }
+
+    /// Read each document (its path and the base path it is served under) and bundle it on
+    /// its own, then merge them into one API's document (`spec/documents.rs`); the overlays
+    /// apply to the merged one. The revision covers every file read, in order, so a reload
+    /// hashes them as it does a single document's.
+    pub fn load_documents(
+        docs: &[(PathBuf, String)],
+        options: &LoadOptions,
+    ) -> Result<Spec, SpecError> {
+        let Some((source, _)) = docs.first() else {
+            return Err(SpecError::at(
+                Path::new("spec.documents"),
+                "",
+                "no document",
+            ));
+        };
+        let mut read = Documents::default();
+        for (path, base) in docs {
+            read.add(path, base, options)?;
+        }
+        let Documents {
+            parts,
+            mut files,
+            first,
+            mut hashes,
+            mut notes,
+            infos,
+            line,
+        } = read;
+        let mut doc = documents::merge(parts)?;
+        let (overlays, overlay_hashes) = apply_overlays(&mut doc, options, &mut notes)?;
+        files.overlays = overlays;
+        hashes.extend(overlay_hashes);
+        normalize::normalize_document(&mut doc);
+        let one_ofs_read = readings::read(&mut doc);
+        let (openapi, version) = line.unwrap_or(("3.1.0".into(), OpenApiVersion::V3_1));
+        Ok(Spec {
+            notes,
+            source: source.clone(),
+            openapi,
+            version,
+            doc: std::sync::Arc::new(doc),
+            revision: combined(first.unwrap_or_default(), &hashes),
+            files,
+            one_ofs_read: std::sync::Arc::new(one_ofs_read),
+            documents: infos,
         })
     }
 

@@ -122,6 +122,9 @@ async fn load(
     let (spec_doc, etag) = match (embedded, &spec.source) {
         (Some((name, bytes)), _) => (Spec::parse_with(name, bytes, &spec.load)?, None),
         (None, SpecSource::File(path)) => (Source::File(path.clone()).read(&spec.load)?, None),
+        (None, SpecSource::Documents(docs)) => {
+            (Source::Documents(docs.clone()).read(&spec.load)?, None)
+        }
         (None, SpecSource::Url(spec_url)) => {
             let url = spec_url.uri.to_string();
             let client = crate::proxy::client(settings)?;

@@ -12,6 +12,7 @@ mod integration {
     pub mod demo;
     pub mod deploy;
     pub mod diffs;
+    pub mod documents;
     pub mod exactness;
     pub mod exits;
     pub mod fidelity;

@@ -133,6 +133,14 @@ fn one_api(
         "  spec      {}: OpenAPI {}, revision {}, {} operations",
         spec.source, spec.openapi, spec.revision, spec.operations
     )?;
+    for d in &spec.documents {
+        let (path, base) = (d.path.display(), &d.base_path);
+        writeln!(
+            out,
+            "  document  {path} under {base}, revision {}",
+            d.revision
+        )?;
+    }
     for overlay in &revision.files.overlays {
         writeln!(out, "  overlay   {}", overlay.path.display())?;
     }

@@ -148,6 +148,7 @@ async fn read(
 ) -> Result<Option<Source>, ReloadError> {
     match &api.settings.spec.source {
         SpecSource::File(path) => Ok(Some(Source::File(path.clone()))),
+        SpecSource::Documents(docs) => Ok(Some(Source::Documents(docs.clone()))),
         SpecSource::Url(url) => {
             let timeout = s.settings.proxy.request_timeout;
             let max = api.settings.spec.load.max_bytes;
@@ -228,7 +229,7 @@ async fn watch_one(s: Arc<Sidecar>, api: Arc<Api>) {
         return;
     };
     match &api.settings.spec.source {
-        SpecSource::File(_) => {}
+        SpecSource::File(_) | SpecSource::Documents(_) => {}
         SpecSource::Embedded => return,
         // A URL: ask every interval; an unchanged spec answers 304.
         SpecSource::Url(_) => loop {

@@ -21,7 +21,12 @@ use crate::spec::{LoadOptions, Spec, SpecError, SpecFiles};
 /// A spec document to read: a file, or the body fetched from a URL.
 pub enum Source {
     File(PathBuf),
-    Fetched { url: String, body: Bytes },
+    Fetched {
+        url: String,
+        body: Bytes,
+    },
+    /// Several files served as one API, each with its base path.
+    Documents(Vec<(PathBuf, String)>),
 }
 
 impl Source {
@@ -31,6 +36,7 @@ impl Source {
             Source::File(path) => Spec::load_with(path, options),
             // The URL names the document in errors; its extension (if any) picks JSON or YAML.
             Source::Fetched { url, body } => Spec::parse_with(Path::new(url), body, options),
+            Source::Documents(docs) => Spec::load_documents(docs, options),
         }
     }
 
@@ -42,6 +48,9 @@ impl Source {
         match self {
             Source::File(path) => crate::spec::file_revision_now(path, files, max),
             Source::Fetched { body, .. } => crate::spec::revision_now(body, files, max),
+            // The first document is the one whose own bytes start the hash; the others are
+            // hashed with its bundled files, in order.
+            Source::Documents(docs) => crate::spec::file_revision_now(&docs.first()?.0, files, max),
         }
     }
 }

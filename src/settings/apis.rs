@@ -160,15 +160,23 @@ fn fold(
 ) -> Result<Config, ConfigError> {
     let mut c = c.clone();
     let set_twice = |key: &str| fail(key, "is set both here and in [[api]]: set it once".into());
-    if api.spec.is_empty() {
-        return Err(fail("api.spec", "is empty: a spec file path or URL".into()));
-    }
-    if c.spec.path.is_some() || c.spec.url.is_some() {
+    if c.spec.path.is_some() || c.spec.url.is_some() || !c.spec.documents.is_empty() {
         return Err(set_twice("spec.path"));
     }
-    match api.spec.starts_with("http://") || api.spec.starts_with("https://") {
-        true => c.spec.url = Some(api.spec.clone()),
-        false => c.spec.path = Some(PathBuf::from(&api.spec)),
+    match (api.spec.is_empty(), api.documents.is_empty()) {
+        (true, true) => {
+            let why = "is empty: a spec file path or URL (or `documents`)";
+            return Err(fail("api.spec", why.into()));
+        }
+        (false, false) => {
+            let why = "and api.documents are both set: one spec, or several documents";
+            return Err(fail("api.spec", why.into()));
+        }
+        (true, false) => c.spec.documents = api.documents.clone(),
+        (false, true) if api.spec.starts_with("http://") || api.spec.starts_with("https://") => {
+            c.spec.url = Some(api.spec.clone())
+        }
+        (false, true) => c.spec.path = Some(PathBuf::from(&api.spec)),
     }
     if !api.overlays.is_empty() {
         if !c.spec.overlays.is_empty() {

@@ -481,6 +481,45 @@ fn api_tables_become_one_api_each_and_every_request_can_find_one() {
 }
 
 #[test]
+fn an_api_of_several_documents_names_each_with_its_base_path() {
+    let file = write(
+        "documents.toml",
+        "[[api]]\nname = \"jira\"\nupstream = \"http://a\"\ndocuments = [{spec = \"platform.json\", base_path = \"/rest/api/3\"}, {spec = \"agile.json\", base_path = \"/rest/agile/1.0\"}]\n",
+    );
+    let s = load(Some(&file), env(&[]), Vec::new()).unwrap();
+    let expected = vec![
+        (PathBuf::from("platform.json"), "/rest/api/3".to_string()),
+        ("agile.json".into(), "/rest/agile/1.0".into()),
+    ];
+    assert_eq!(s.apis[0].spec.source, SpecSource::Documents(expected));
+    let refused = |name: &str, text: &str, expected: &str| {
+        let e = load(Some(&write(name, text)), env(&[]), Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(expected), "{name}: {e}");
+    };
+    let api = "[[api]]\nname = \"a\"\nupstream = \"http://a\"\n";
+    refused(
+        "both.toml",
+        &format!(
+            "{api}spec = \"a.json\"\ndocuments = [{{spec = \"b.json\", base_path = \"/b\"}}]\n"
+        ),
+        "both set",
+    );
+    refused(
+        "base.toml",
+        &format!("{api}documents = [{{spec = \"b.json\", base_path = \"b\"}}]\n"),
+        "must start with `/`",
+    );
+    refused("neither.toml", api, "(or `documents`)");
+    refused(
+        "spec-base.toml",
+        "[spec]\nbase_path = \"/x\"\ndocuments = [{spec = \"b.json\", base_path = \"/b\"}]\n[proxy]\nupstream = \"http://a\"\n",
+        "instead of spec.path, spec.url and spec.base_path",
+    );
+}
+
+#[test]
 fn overlays_come_from_the_file_each_api_and_the_flag_in_order() {
     let file = write(
         "overlays.toml",
