@@ -56,6 +56,7 @@ pub mod listener;
 pub mod mcp;
 pub mod memory;
 pub mod policy;
+pub mod propose;
 pub mod proxy;
 pub mod repair;
 pub mod request;

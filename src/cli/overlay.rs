@@ -1,13 +1,18 @@
 //! `driftwatch overlay apply`: the spec with its overlays applied, as the contract will read
 //! it before bundling, written out as JSON: to see what an overlay does, and to compare it with
-//! another Overlay tool's output.
+//! another Overlay tool's output. `driftwatch overlay propose`: an overlay proposed from the
+//! sidecar's events (a file of them, or a running sidecar's `/findings`), written to stdout.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use serde_json::Value;
+use std::io::Read;
 
+use crate::propose::{Options, Tally, render};
 use crate::spec::DEFAULT_MAX_BYTES;
 
 #[derive(Args, Debug)]
@@ -21,6 +26,34 @@ enum OverlayCommand {
     /// Write the spec with the overlays applied, in order, to stdout as JSON; each action
     /// that matched nothing is said on stderr.
     Apply(ApplyArgs),
+    /// Write an overlay that would declare what the API answered 2xx to and its spec does not
+    /// say (docs/overlays.md), from the sidecar's events; nothing is applied.
+    Propose(ProposeArgs),
+}
+
+#[derive(Args, Debug)]
+struct ProposeArgs {
+    /// The spec the overlay is for (the targets of response fields are found in it).
+    #[arg(long)]
+    spec: PathBuf,
+    /// The sidecar's events: JSON Lines as `events.output` writes them, or a saved `/findings`
+    /// answer; `-` reads stdin.
+    #[arg(
+        long,
+        required_unless_present = "findings",
+        conflicts_with = "findings"
+    )]
+    events: Option<PathBuf>,
+    /// A running sidecar's `/findings` URL (`http://127.0.0.1:9090/findings`): the events it
+    /// keeps.
+    #[arg(long)]
+    findings: Option<String>,
+    /// 2xx answers an action needs at least.
+    #[arg(long, default_value_t = 2)]
+    min_requests: usize,
+    /// Operations a query parameter must have been sent to, at least.
+    #[arg(long, default_value_t = 2)]
+    min_operations: usize,
 }
 
 #[derive(Args, Debug)]
@@ -36,7 +69,90 @@ struct ApplyArgs {
 pub fn run(args: &OverlayArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &args.command {
         OverlayCommand::Apply(args) => apply(args, out),
+        OverlayCommand::Propose(args) => propose(args, out),
     }
+}
+
+fn propose(args: &ProposeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let (text, source) = match (&args.events, &args.findings) {
+        (Some(path), _) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text)?;
+            (text, "stdin".to_string())
+        }
+        (Some(path), _) => (
+            std::fs::read_to_string(path).with_context(|| path.display().to_string())?,
+            path.display().to_string(),
+        ),
+        (None, Some(url)) => (fetch(url)?, url.clone()),
+        (None, None) => anyhow::bail!("name --events FILE or --findings URL"),
+    };
+    let mut tally = Tally::default();
+    for event in events(&text)? {
+        tally.add(&event);
+    }
+    let (doc, _) = crate::spec::with_overlays(&args.spec, &[], DEFAULT_MAX_BYTES)?;
+    let options = Options {
+        min_requests: args.min_requests,
+        min_operations: args.min_operations,
+    };
+    let actions = tally.propose(&doc, options);
+    if actions.is_empty() {
+        eprintln!(
+            "driftwatch overlay propose: nothing to propose from {} events of {source}",
+            tally.events
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    write!(out, "{}", render(&actions, &source, tally.events))?;
+    eprintln!(
+        "driftwatch overlay propose: {} actions from {} events",
+        actions.len(),
+        tally.events
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The events in `text`: a `/findings` answer (`{"events": [...]}`) or one event a line.
+fn events(text: &str) -> anyhow::Result<Vec<Value>> {
+    if let Ok(Value::Object(mut whole)) = serde_json::from_str::<Value>(text)
+        && let Some(Value::Array(events)) = whole.remove("events")
+    {
+        return Ok(events);
+    }
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    lines
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("line {}: not an event (JSON)", i + 1))
+        })
+        .collect()
+}
+
+/// GET a running sidecar's `/findings`, within a few seconds.
+fn fetch(url: &str) -> anyhow::Result<String> {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+        let asked = async {
+            let response = client.get(url.parse()?).await?;
+            let status = response.status();
+            let body = response.into_body().collect().await?.to_bytes();
+            anyhow::ensure!(status.is_success(), "{url} answered {status}");
+            Ok(String::from_utf8_lossy(&body).into_owned())
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), asked)
+            .await
+            .map_err(|_| anyhow::anyhow!("{url}: no answer within 10 s"))?
+    })
 }
 
 fn apply(args: &ApplyArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

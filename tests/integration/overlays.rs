@@ -347,3 +347,152 @@ fn diff_and_serve_check_say_what_an_overlay_changes_and_that_it_is_in_force() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("  overlay   {overlay}\n")), "{out}");
 }
+
+/// The session's lines as requests on the wire.
+fn replayed(traffic: &Path) -> Vec<Vec<u8>> {
+    let text = std::fs::read_to_string(traffic).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|line| {
+            let body = match &line["body"] {
+                Value::Null => String::new(),
+                body => body.to_string(),
+            };
+            let mut head = format!(
+                "{} {} HTTP/1.1\r\nhost: x\r\n",
+                line["method"].as_str().unwrap(),
+                line["url"].as_str().unwrap()
+            );
+            if !body.is_empty() {
+                head.push_str(&format!(
+                    "content-type: application/json\r\ncontent-length: {}\r\n",
+                    body.len()
+                ));
+            }
+            format!("{head}\r\n{body}").into_bytes()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlay_proposed_from_the_events_does_what_the_hand_written_one_does() {
+    let dir = dir("propose");
+    let spec = example("channels.openapi.yaml");
+    let traffic = paging_session(&dir);
+    // The API answers 2xx, but refuses `sort_by` (a parameter the client made up): 400.
+    let up = upstream::start(
+        std::sync::Arc::new(
+            |r: &upstream::Recorded| match r.target.contains("sort_by=") {
+                true => (400, "{\"error\":\"sort_by\"}".into()),
+                false => (200, "{\"ok\":true}".into()),
+            },
+        ),
+        Duration::ZERO,
+        None,
+    )
+    .await;
+    let events = dir.join("events.jsonl");
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.events.output = events.display().to_string();
+    }))
+    .await;
+    let mut requests = replayed(&traffic);
+    // A newer endpoint the spec lacks, and a parameter the API refuses, on several operations.
+    for _ in 0..2 {
+        requests.push(b"GET /api/v1/backups/policy HTTP/1.1\r\nhost: x\r\n\r\n".to_vec());
+        requests.push(b"GET /api/v1/channels/7?sort_by=name HTTP/1.1\r\nhost: x\r\n\r\n".to_vec());
+        requests.push(b"GET /api/v1/playouts?sort_by=name HTTP/1.1\r\nhost: x\r\n\r\n".to_vec());
+    }
+    for request in &requests {
+        raw(dw.addr, request).await;
+    }
+    let spec_text = spec.to_str().unwrap();
+    let url = format!("http://{}/findings", dw.admin);
+    // Response audits run after the last byte: wait until the last request's are in.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let spec_owned = spec_text.to_string();
+    let live = tokio::task::spawn_blocking(move || {
+        driftwatch(&[
+            "overlay",
+            "propose",
+            "--spec",
+            &spec_owned,
+            "--findings",
+            &url,
+        ])
+    });
+    let (code, live, err) = live.await.unwrap();
+    assert_eq!(code, 0, "{err}");
+    dw.stop().await;
+    let events_text = events.to_str().unwrap();
+    let (code, proposal, err) = driftwatch(&[
+        "overlay",
+        "propose",
+        "--spec",
+        spec_text,
+        "--events",
+        events_text,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let actions = |text: &str| text.lines().skip(1).map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        actions(&live),
+        actions(&proposal),
+        "a running sidecar's /findings, or its events file"
+    );
+    let proposed = dir.join("proposed.yaml");
+    std::fs::write(&proposed, &proposal).unwrap();
+    assert!(
+        !proposal.contains("sort_by"),
+        "never what the API refused:\n{proposal}"
+    );
+    assert!(
+        !proposal.contains("page_size"),
+        "never a rename the tool is to blame for:\n{proposal}"
+    );
+    assert!(
+        proposal.contains("# query parameter `page`: sent on"),
+        "{proposal}"
+    );
+    // The path as events show it, a segment that may be a value as `*`: proposed as a parameter.
+    assert!(
+        proposal.contains("# endpoint GET /api/v1/backups/{param1}"),
+        "{proposal}"
+    );
+
+    // The proposal, applied here and by oas-patch: one document.
+    let venv = python(OAS_PATCH);
+    let out = dir.join("proposed.out.yaml");
+    let theirs = Command::new(venv.with_file_name("oas-patch"))
+        .args(["overlay", spec_text, proposed.to_str().unwrap(), "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(theirs.status.success(), "{theirs:?}");
+    let theirs: Value = yaml_serde::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let ours = driftwatch(&[
+        "overlay",
+        "apply",
+        "--spec",
+        spec_text,
+        "--overlay",
+        proposed.to_str().unwrap(),
+    ]);
+    assert_eq!(serde_json::from_str::<Value>(&ours.1).unwrap(), theirs);
+
+    // On the session: the paging findings go as with the hand-written overlay, nothing is
+    // added, and every finding the tool is to blame for stays.
+    let hand = dir.join("paging.yaml");
+    std::fs::write(&hand, PAGING).unwrap();
+    let before = findings(&spec, &traffic, None);
+    let by_hand = findings(&spec, &traffic, Some(&hand));
+    let by_proposal = findings(&spec, &traffic, Some(&proposed));
+    assert_eq!(by_proposal, by_hand, "{proposal}");
+    eprintln!(
+        "proposed overlay: {} findings before, {} after (hand-written: {}); {} actions",
+        before.len(),
+        by_proposal.len(),
+        by_hand.len(),
+        proposal.matches("  - target:").count()
+    );
+}
