@@ -91,3 +91,5 @@ LUA
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # ticks PID: the CPU time (user + system, in clock ticks) process PID has spent so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# The CPU time, in ns, every thread of process $1 has run (schedstat: finer than ticks).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f", s }'; }
