@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::sidecar::{admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, ok};
 use super::util::{example, shared_spec};
-use driftwatch::config::DocumentConfig;
+use driftwatch::config::{ApiConfig, DocumentConfig};
 use driftwatch::policy::Mode;
 
 /// The three documents: ErsatzTV's v1 at the root; its scripted-schedule API with the
@@ -66,10 +66,17 @@ fn request(line: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_documents_on_one_host_route_as_one_api_and_enforce_refuses_only_drift() {
     let up = upstream::start(ok(), Duration::ZERO, None).await;
+    // One `[[api]]`, as the issue tracker's host would be configured.
     let dw = start(config(&format!("http://{}", up.addr), |c| {
         c.spec.path = None;
-        c.spec.documents = documents();
-        c.proxy.mode = Mode::Enforce;
+        c.proxy.upstream = None;
+        c.api = vec![ApiConfig {
+            name: "ersatztv".into(),
+            documents: documents(),
+            upstream: Some(format!("http://{}", up.addr)),
+            mode: Some(Mode::Enforce),
+            ..ApiConfig::default()
+        }];
         c.audit.response_sample_rate = 0.0;
     }))
     .await;
@@ -82,7 +89,7 @@ async fn three_documents_on_one_host_route_as_one_api_and_enforce_refuses_only_d
             String::from_utf8_lossy(&answer.body)
         );
         let series = format!(
-            "driftwatch_requests_total{{operation=\"{operation}\",outcome=\"forwarded\",code=\"200\"}}"
+            "driftwatch_requests_total{{operation=\"{operation}\",outcome=\"forwarded\",code=\"200\",api=\"ersatztv\"}}"
         );
         assert_eq!(
             sample(&scrape(dw.admin).await, &series),

@@ -81,48 +81,50 @@ fn driftwatch(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The spec with the overlay applied by driftwatch (`overlay apply`), and what it said.
+fn ours(spec: &Path, overlay: &Path) -> (Value, String) {
+    let (spec, overlay) = (spec.to_str().unwrap(), overlay.to_str().unwrap());
+    let (code, out, err) = driftwatch(&["overlay", "apply", "--spec", spec, "--overlay", overlay]);
+    assert_eq!(code, 0, "{err}");
+    (serde_json::from_str(&out).unwrap(), err)
+}
+
+/// The spec with the overlay applied by `oas-patch` (PyPI), written beside the overlay.
+fn theirs(spec: &Path, overlay: &Path) -> Value {
+    let out = overlay.with_extension("oas-patch.yaml");
+    let applied = Command::new(python(OAS_PATCH).with_file_name("oas-patch"))
+        .arg("overlay")
+        .args([spec, overlay])
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(applied.status.success(), "{applied:?}");
+    yaml_serde::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
 #[test]
 fn each_overlay_gives_the_document_oas_patch_gives() {
-    let venv = python(OAS_PATCH);
-    let oas_patch = venv.with_file_name("oas-patch");
     let dir = dir("oas-patch");
     let spec = example("channels.openapi.yaml");
+    let before: Value = yaml_serde::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
     let mut changed = 0;
     for (name, text) in OVERLAYS {
         let overlay = dir.join(name);
         std::fs::write(&overlay, text).unwrap();
-        let (code, ours, err) = driftwatch(&[
-            "overlay",
-            "apply",
-            "--spec",
-            spec.to_str().unwrap(),
-            "--overlay",
-            overlay.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let out = dir.join(format!("{name}.out.json"));
-        let theirs = Command::new(&oas_patch)
-            .args(["overlay", spec.to_str().unwrap(), overlay.to_str().unwrap()])
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(theirs.status.success(), "{theirs:?}");
-        let theirs: Value = yaml_serde::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-        let ours: Value = serde_json::from_str(&ours).unwrap();
-        assert_eq!(ours, theirs, "{name}: driftwatch and oas-patch differ");
-        let before: Value = yaml_serde::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+        let (ours, err) = ours(&spec, &overlay);
+        assert_eq!(
+            ours,
+            theirs(&spec, &overlay),
+            "{name}: driftwatch and oas-patch differ"
+        );
         changed += usize::from(ours != before);
         // The action whose target matches nothing is said, naming the overlay and the target.
         let unmatched = text.contains("/api/v1/health");
         assert_eq!(err.contains("matches nothing"), unmatched, "{name}: {err}");
         if unmatched {
-            assert!(
-                err.contains(
-                    "remove.yaml: actions[1] (update) targets `$.paths['/api/v1/health']`"
-                ),
-                "{err}"
-            );
+            let said = "remove.yaml: actions[1] (update) targets `$.paths['/api/v1/health']`";
+            assert!(err.contains(said), "{err}");
         }
     }
     assert_eq!(
@@ -316,8 +318,7 @@ fn diff_and_serve_check_say_what_an_overlay_changes_and_that_it_is_in_force() {
     assert_eq!(code, 0, "{err}");
     let changes: Value = serde_json::from_str(&out).unwrap();
     let changes = changes["changes"].as_array().unwrap();
-    let gets = driftwatch(&["overlay", "apply", "--spec", spec, "--overlay", overlay]).1;
-    let gets: Value = serde_json::from_str(&gets).unwrap();
+    let gets = ours(Path::new(spec), Path::new(overlay)).0;
     let gets = gets["paths"]
         .as_object()
         .unwrap()
@@ -461,24 +462,7 @@ async fn an_overlay_proposed_from_the_events_does_what_the_hand_written_one_does
     );
 
     // The proposal, applied here and by oas-patch: one document.
-    let venv = python(OAS_PATCH);
-    let out = dir.join("proposed.out.yaml");
-    let theirs = Command::new(venv.with_file_name("oas-patch"))
-        .args(["overlay", spec_text, proposed.to_str().unwrap(), "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(theirs.status.success(), "{theirs:?}");
-    let theirs: Value = yaml_serde::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let ours = driftwatch(&[
-        "overlay",
-        "apply",
-        "--spec",
-        spec_text,
-        "--overlay",
-        proposed.to_str().unwrap(),
-    ]);
-    assert_eq!(serde_json::from_str::<Value>(&ours.1).unwrap(), theirs);
+    assert_eq!(ours(&spec, &proposed).0, theirs(&spec, &proposed));
 
     // On the session: the paging findings go as with the hand-written overlay, nothing is
     // added, and every finding the tool is to blame for stays.
