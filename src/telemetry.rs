@@ -9,6 +9,7 @@
 
 mod client;
 pub mod context;
+mod encode;
 mod export;
 mod settings;
 
@@ -17,9 +18,7 @@ use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider;
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{Sampler as SdkSampler, SdkTracer, SdkTracerProvider, SpanExporter};
+use opentelemetry_sdk::trace::{Sampler as SdkSampler, SdkTracer, SdkTracerProvider};
 use tokio::sync::watch;
 
 pub use opentelemetry::trace::{Link, SpanBuilder, SpanContext, SpanKind, Status};
@@ -45,8 +44,6 @@ pub struct Telemetry {
 pub enum TelemetryError {
     #[error("the OTLP exporter's TLS could not be set up: {0}")]
     Tls(#[from] rustls::Error),
-    #[error("the OTLP exporter could not be built: {0}")]
-    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
     #[error("the export thread could not start: {0}")]
     Thread(#[from] std::io::Error),
 }
@@ -54,19 +51,13 @@ pub enum TelemetryError {
 impl Telemetry {
     /// Start exporting to `export.endpoint`, from a thread of its own.
     pub fn start(export: &Export, counts: SpanCounts) -> Result<Telemetry, TelemetryError> {
-        let headers = export.headers.iter().map(|(name, value)| {
-            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-            (name.as_str().to_owned(), value)
-        });
-        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(client::Hyper::new(export.timeout)?)
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(export.endpoint.to_string())
-            .with_timeout(export.timeout)
-            .with_headers(headers.collect())
-            .build()?;
-        exporter.set_resource(&resource(export));
+        const VERSION: &str = env!("CARGO_PKG_VERSION");
+        let exporter = export::Exporter {
+            client: client::Hyper::new(export.timeout)?,
+            endpoint: export.endpoint.clone(),
+            headers: export.headers.clone(),
+            header: encode::Header::new(&resource(export), ("driftwatch", VERSION)),
+        };
         let (stop, stopped) = watch::channel(false);
         let batches = export::Batches {
             queue: export.queue_size,
@@ -80,7 +71,7 @@ impl Telemetry {
             .with_sampler(sampler(export.sampler))
             .build();
         let scope = InstrumentationScope::builder("driftwatch")
-            .with_version(env!("CARGO_PKG_VERSION"))
+            .with_version(VERSION)
             .build();
         Ok(Telemetry {
             tracer: provider.tracer_with_scope(scope),
@@ -111,16 +102,19 @@ impl Telemetry {
     }
 }
 
-fn resource(export: &Export) -> Resource {
-    let attributes = export
-        .resource
-        .iter()
+/// The resource's attributes: `resource_attributes`, then `service.name` and `service.version`,
+/// which win over the same keys there.
+fn resource(export: &Export) -> Vec<KeyValue> {
+    let own = ["service.name", "service.version"];
+    let given = (export.resource.iter())
+        .filter(|(k, _)| !own.contains(&k.as_str()))
         .map(|(k, v)| KeyValue::new(k.clone(), v.clone()));
-    Resource::builder_empty()
-        .with_attributes(attributes)
-        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-        .with_service_name(export.service_name.clone())
-        .build()
+    given
+        .chain([
+            KeyValue::new("service.name", export.service_name.clone()),
+            KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+        ])
+        .collect()
 }
 
 fn sampler(sampler: Sampler) -> SdkSampler {

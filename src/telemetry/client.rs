@@ -1,5 +1,5 @@
 //! The OTLP exporter's HTTP client: hyper's, already in the tree for the upstream, so export
-//! adds no second HTTP stack (`opentelemetry-otlp`'s own are reqwest's). A collector is not an
+//! adds no second HTTP stack. A collector is not an
 //! upstream: it gets webpki's roots and no client certificate of the API's, and each export
 //! finishes, body included, within `telemetry.export_timeout_ms`.
 
@@ -12,7 +12,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use opentelemetry_http::{HttpClient, HttpError};
 
 /// A collector's answer is a small protobuf; more than this is not read.
 const MAX_ANSWER: usize = 64 << 10;
@@ -51,9 +50,12 @@ impl Hyper {
     }
 }
 
-#[async_trait::async_trait]
-impl HttpClient for Hyper {
-    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+/// Why an exchange with the collector gave no answer.
+pub type HttpError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Hyper {
+    /// Send `request`; the answer, its body read, all within the timeout.
+    pub async fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let request = request.map(Full::new);
         let exchange = async {
             let response = self.client.request(request).await?;

@@ -5,14 +5,21 @@
 //! The queue is woken once a batch is full, or by the interval, not once per span: a wake per
 //! span cost a fifth of the audited throughput. Written here rather than taken from the SDK's
 //! `BatchSpanProcessor`: that one runs its exporter under a blocking executor, where hyper's
-//! client has no reactor, and it does not say what it dropped.
+//! client has no reactor, and it does not say what it dropped. Each batch is encoded here
+//! (`encode`) and POSTed once; a collector that refuses it or does not answer loses it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderName, HeaderValue, Request, Uri};
 use opentelemetry::Context;
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
+use opentelemetry_sdk::trace::{Span, SpanData, SpanProcessor};
+
+use super::client::Hyper;
+use super::encode::{self, Header};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, oneshot, watch};
 
@@ -22,6 +29,31 @@ pub struct SpanCounts {
     pub exported: Counter,
     pub dropped: Counter,
     pub failed: Counter,
+}
+
+/// Where and how a batch goes: OTLP/HTTP, protobuf.
+pub struct Exporter {
+    pub client: Hyper,
+    pub endpoint: Uri,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub header: Header,
+}
+
+impl Exporter {
+    async fn export(&self, spans: &[SpanData]) -> Result<(), String> {
+        let body = Bytes::from(encode::request(&self.header, spans));
+        let mut request =
+            Request::post(&self.endpoint).header(CONTENT_TYPE, "application/x-protobuf");
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        let request = request.body(body).map_err(|e| e.to_string())?;
+        let answer = self.client.send(request).await.map_err(|e| e.to_string())?;
+        match answer.status() {
+            s if s.is_success() => Ok(()),
+            s => Err(format!("the collector answered {s}")),
+        }
+    }
 }
 
 /// How the batches are made and sent.
@@ -93,8 +125,8 @@ impl SpanProcessor for Queue {
 /// The queue, and the thread (`driftwatch-traces`, a runtime of its own) that empties it into
 /// `exporter` until `stop` turns true; then it sends what is left, once, and says so on the
 /// receiver.
-pub fn start<E: SpanExporter + 'static>(
-    exporter: E,
+pub fn start(
+    exporter: Exporter,
     batches: Batches,
     counts: SpanCounts,
     stop: watch::Receiver<bool>,
@@ -120,8 +152,8 @@ pub fn start<E: SpanExporter + 'static>(
     Ok((Queue(queue), finished))
 }
 
-async fn run<E: SpanExporter>(
-    exporter: E,
+async fn run(
+    exporter: Exporter,
     shared: &Shared,
     batches: &Batches,
     counts: &SpanCounts,
@@ -157,15 +189,15 @@ async fn run<E: SpanExporter>(
 
 /// Export one batch; whether it failed. The log says when export starts failing and when it
 /// works again, once each (the counters say how much was lost).
-async fn send<E: SpanExporter>(
-    exporter: &E,
+async fn send(
+    exporter: &Exporter,
     spans: Vec<SpanData>,
     batches: &Batches,
     counts: &SpanCounts,
     failing: bool,
 ) -> bool {
     let n = spans.len() as u64;
-    let why = match tokio::time::timeout(batches.timeout, exporter.export(spans)).await {
+    let why = match tokio::time::timeout(batches.timeout, exporter.export(&spans)).await {
         Ok(Ok(())) => {
             counts.exported.inc_by(n);
             if failing {
@@ -173,7 +205,7 @@ async fn send<E: SpanExporter>(
             }
             return false;
         }
-        Ok(Err(e)) => e.to_string(),
+        Ok(Err(e)) => e,
         Err(_) => format!("no answer within {:?}", batches.timeout),
     };
     counts.failed.inc_by(n);
