@@ -358,7 +358,10 @@ async fn with_the_collector_down_or_slow_every_request_is_answered_and_the_losse
         assert_eq!(count("exported"), 0.0, "{endpoint}");
         assert!(count("failed") > 0.0, "{endpoint}");
         if endpoint == slow.base() {
-            assert!(count("dropped") > 0.0, "the queue of 4 filled while an export waited");
+            assert!(
+                count("dropped") > 0.0,
+                "the queue of 4 filled while an export waited"
+            );
         }
     }
 }
