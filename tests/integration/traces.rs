@@ -187,11 +187,20 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
     let own = b"GET /v1/users/me HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n";
     assert_eq!(raw(proxy, own).await.status, 200);
     let spans = receiver
-        .until("six calls and seven requests traced", |s| {
-            call_spans(s).len() >= 6
-                && request_spans(s).len() >= 7
-                && s.iter().filter(|s| s["service"] == "agent").count() >= 6
-        })
+        .until(
+            "six calls and seven requests traced, the server's own among them",
+            |s| {
+                // The server's own request ended last: wait for its span, not only for a count
+                // the others can reach first (a CI run read the spans before its batch came).
+                let root = |r: &&Value| {
+                    r["parent_span_id"] == "" && r["links"].as_array().is_some_and(Vec::is_empty)
+                };
+                call_spans(s).len() >= 6
+                    && request_spans(s).len() >= 7
+                    && request_spans(s).iter().any(root)
+                    && s.iter().filter(|s| s["service"] == "agent").count() >= 6
+            },
+        )
         .await;
     let out = session.release();
     assert_eq!(out["results"].as_array().unwrap().len(), 4, "{out}");
