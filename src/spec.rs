@@ -25,6 +25,11 @@ pub use error::SpecError;
 pub(crate) use notes::circular_refs;
 pub use notes::{Note, NoteKind};
 
+/// The operations a path item may hold, by their keys.
+pub(crate) const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
 /// Bytes one spec file (or fetched document) may have, by default: the largest public specs
 /// (Microsoft Graph beta, 47 MB of JSON) fit with room.
 pub const DEFAULT_MAX_BYTES: u64 = 128 << 20;
@@ -185,10 +190,13 @@ pub fn with_overlays(
     max: u64,
 ) -> Result<(Value, Vec<Note>), SpecError> {
     let (mut doc, _, _) = read::read_document_revision(path, max)?;
+    let options = LoadOptions {
+        max_bytes: max,
+        overlays: overlays.to_vec(),
+        ..LoadOptions::default()
+    };
     let mut notes = Vec::new();
-    for overlay in overlays {
-        notes.extend(overlay::apply(&mut doc, overlay, max)?.notes);
-    }
+    apply_overlays(&mut doc, &options, &mut notes)?;
     Ok((doc, notes))
 }
 
@@ -256,25 +264,44 @@ impl Spec {
                 .unzip();
         hashes.extend(overlay_hashes);
         let revision = combined(revision, &hashes);
+        let files = SpecFiles {
+            own,
+            bundled,
+            overlays,
+        };
+        let read = (notes, files, Vec::new());
+        Ok(Spec::normalized(
+            source,
+            doc,
+            (openapi, version),
+            revision,
+            read,
+        ))
+    }
+
+    /// The last step of every load: 3.0 forms normalized, `oneOf`s read, the spec made.
+    fn normalized(
+        source: &Path,
+        mut doc: Value,
+        (openapi, version): (String, OpenApiVersion),
+        revision: String,
+        (notes, files, documents): (Vec<Note>, SpecFiles, Vec<DocumentInfo>),
+    ) -> Spec {
         // 3.1 documents in the wild still write `nullable: true` (readme's and Scalar's
         // examples do); it has no other meaning in 2020-12, so it is honoured in both lines.
         normalize::normalize_document(&mut doc);
         let one_ofs_read = readings::read(&mut doc);
-        Ok(Spec {
+        Spec {
             notes,
             source: source.to_path_buf(),
             openapi,
             version,
             doc: std::sync::Arc::new(doc),
             revision,
-            files: SpecFiles {
-                own,
-                bundled,
-                overlays,
-            },
+            files,
             one_ofs_read: std::sync::Arc::new(one_ofs_read),
-            documents: Vec::new(),
-        })
+            documents,
+        }
     }
 
     /// Read each document (its path and the base path it is served under) and bundle it on
@@ -309,20 +336,10 @@ impl Spec {
         let (overlays, overlay_hashes) = apply_overlays(&mut doc, options, &mut notes)?;
         files.overlays = overlays;
         hashes.extend(overlay_hashes);
-        normalize::normalize_document(&mut doc);
-        let one_ofs_read = readings::read(&mut doc);
-        let (openapi, version) = line.unwrap_or(("3.1.0".into(), OpenApiVersion::V3_1));
-        Ok(Spec {
-            notes,
-            source: source.clone(),
-            openapi,
-            version,
-            doc: std::sync::Arc::new(doc),
-            revision: combined(first.unwrap_or_default(), &hashes),
-            files,
-            one_ofs_read: std::sync::Arc::new(one_ofs_read),
-            documents: infos,
-        })
+        let line = line.unwrap_or(("3.1.0".into(), OpenApiVersion::V3_1));
+        let revision = combined(first.unwrap_or_default(), &hashes);
+        let read = (notes, files, infos);
+        Ok(Spec::normalized(source, doc, line, revision, read))
     }
 
     /// A pointer into [`Spec::doc`] as the file spells it (a `oneOf` read as `anyOf` is named

@@ -20,9 +20,7 @@ use crate::finding::Location;
 use crate::spec::bundle_pointer as token;
 use crate::spec::{Spec, SpecError};
 
-const METHODS: [&str; 8] = [
-    "get", "put", "post", "delete", "options", "head", "patch", "trace",
-];
+use crate::spec::METHODS;
 
 pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract, SpecError> {
     let compiler = Arc::new(Compiler::new(

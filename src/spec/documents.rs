@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::SpecError;
 use super::bundle::{collect_refs, local_target, push_token};
+use super::{METHODS, SpecError};
 
 /// One document of an API made of several, as `/spec` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,10 +30,6 @@ pub(crate) struct Part {
     pub base: String,
     pub doc: Value,
 }
-
-const METHODS: [&str; 8] = [
-    "get", "put", "post", "delete", "options", "head", "patch", "trace",
-];
 
 /// The documents as one, in order: the first's `openapi` and `info`.
 pub(crate) fn merge(parts: Vec<Part>) -> Result<Value, SpecError> {
