@@ -12,26 +12,24 @@ pub mod context;
 mod encode;
 mod export;
 mod settings;
+mod span;
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::TracerProvider;
-use opentelemetry::{Context, InstrumentationScope, KeyValue};
-use opentelemetry_sdk::trace::{Sampler as SdkSampler, SdkTracer, SdkTracerProvider};
 use tokio::sync::watch;
-
-pub use opentelemetry::trace::{Link, SpanBuilder, SpanContext, SpanKind, Status};
-pub use opentelemetry_sdk::trace::Span;
 
 pub use export::SpanCounts;
 pub use settings::{Export, Propagation, Root, Sampler};
+pub use span::{Attribute, Span, SpanContext, SpanKind, Start, Value, attr};
 
-/// The tracer and the export task behind it.
+use export::Queue;
+use span::{Record, Status};
+
+/// The sampler and the export thread behind it.
 pub struct Telemetry {
-    tracer: SdkTracer,
-    /// Kept so the tracer's provider lives as long as driftwatch does.
-    _provider: SdkTracerProvider,
+    sampler: Sampler,
+    queue: Queue,
     pub propagation: Propagation,
     stop: watch::Sender<bool>,
     /// Told when the export thread has sent what was left.
@@ -51,12 +49,14 @@ pub enum TelemetryError {
 impl Telemetry {
     /// Start exporting to `export.endpoint`, from a thread of its own.
     pub fn start(export: &Export, counts: SpanCounts) -> Result<Telemetry, TelemetryError> {
-        const VERSION: &str = env!("CARGO_PKG_VERSION");
         let exporter = export::Exporter {
             client: client::Hyper::new(export.timeout)?,
             endpoint: export.endpoint.clone(),
             headers: export.headers.clone(),
-            header: encode::Header::new(&resource(export), ("driftwatch", VERSION)),
+            header: encode::Header::new(
+                &resource(export),
+                ("driftwatch", env!("CARGO_PKG_VERSION")),
+            ),
         };
         let (stop, stopped) = watch::channel(false);
         let batches = export::Batches {
@@ -66,26 +66,46 @@ impl Telemetry {
             timeout: export.timeout,
         };
         let (queue, finished) = export::start(exporter, batches, counts, stopped)?;
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(queue)
-            .with_sampler(sampler(export.sampler))
-            .build();
-        let scope = InstrumentationScope::builder("driftwatch")
-            .with_version(VERSION)
-            .build();
         Ok(Telemetry {
-            tracer: provider.tracer_with_scope(scope),
-            _provider: provider,
+            sampler: export.sampler,
+            queue,
             propagation: export.propagation,
             stop,
             finished: Mutex::new(Some(finished)),
         })
     }
 
-    /// Start a span as `builder` says, under `parent` (a root without one).
-    pub fn span(&self, builder: SpanBuilder, parent: Option<&Context>) -> Span {
-        let root = Context::new();
-        builder.start_with_context(&self.tracer, parent.unwrap_or(&root))
+    /// Start a span as `start` says, under `parent` (a root without one). Its trace is the
+    /// parent's; whether it is sampled, the sampler's say.
+    pub fn span(&self, start: Start, parent: Option<&SpanContext>) -> Span {
+        let trace_id = match parent {
+            Some(p) => p.trace_id,
+            None => nonzero(|| fastrand::u128(..).to_be_bytes()),
+        };
+        let context = SpanContext {
+            trace_id,
+            span_id: nonzero(|| fastrand::u64(..).to_be_bytes()),
+            sampled: sampled(self.sampler, parent, &trace_id),
+            remote: false,
+            trace_state: parent.and_then(|p| p.trace_state.clone()),
+        };
+        if !context.sampled {
+            return Span::new(context, None);
+        }
+        let record = Record {
+            context: context.clone(),
+            parent: parent.map(|p| (p.span_id, p.remote)),
+            name: start.name,
+            kind: start.kind,
+            start: start.time.unwrap_or_else(SystemTime::now),
+            end: SystemTime::UNIX_EPOCH,
+            attributes: start.attributes,
+            events: Vec::new(),
+            dropped_events: 0,
+            links: start.links,
+            status: Status::Unset,
+        };
+        Span::new(context, Some((Box::new(record), self.queue.clone())))
     }
 
     /// Send what is queued, within `within`; spans ended later are not sent.
@@ -102,31 +122,161 @@ impl Telemetry {
     }
 }
 
+/// Random ids, never all zero (which W3C reads as none).
+fn nonzero<const N: usize>(random: impl Fn() -> [u8; N]) -> [u8; N] {
+    loop {
+        let id = random();
+        if id != [0; N] {
+            return id;
+        }
+    }
+}
+
+/// The sampler's decision, as the SDK's samplers of the same names make it: a ratio keeps a
+/// trace when the low 63 bits of its id fall under it, so every service with the same ratio
+/// keeps the same traces; parent-based follows the parent's flag, and the root rule without one.
+fn sampled(sampler: Sampler, parent: Option<&SpanContext>, trace_id: &[u8; 16]) -> bool {
+    let ratio = |r: f64| {
+        if r >= 1.0 {
+            return true;
+        }
+        let bound = (r.max(0.0) * (1u64 << 63) as f64) as u64;
+        let low = u64::from_be_bytes(trace_id[8..].try_into().unwrap_or_default());
+        (low >> 1) < bound
+    };
+    match sampler {
+        Sampler::AlwaysOn => true,
+        Sampler::AlwaysOff => false,
+        Sampler::Ratio(r) => ratio(r),
+        Sampler::ParentBased(root) => match (parent, root) {
+            (Some(p), _) => p.sampled,
+            (None, Root::AlwaysOn) => true,
+            (None, Root::AlwaysOff) => false,
+            (None, Root::Ratio(r)) => ratio(r),
+        },
+    }
+}
+
 /// The resource's attributes: `resource_attributes`, then `service.name` and `service.version`,
 /// which win over the same keys there.
-fn resource(export: &Export) -> Vec<KeyValue> {
+fn resource(export: &Export) -> Vec<(String, String)> {
     let own = ["service.name", "service.version"];
-    let given = (export.resource.iter())
-        .filter(|(k, _)| !own.contains(&k.as_str()))
-        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()));
+    let given = (export.resource.iter()).filter(|(k, _)| !own.contains(&k.as_str()));
     given
+        .cloned()
         .chain([
-            KeyValue::new("service.name", export.service_name.clone()),
-            KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+            ("service.name".to_owned(), export.service_name.clone()),
+            (
+                "service.version".to_owned(),
+                env!("CARGO_PKG_VERSION").to_owned(),
+            ),
         ])
         .collect()
 }
 
-fn sampler(sampler: Sampler) -> SdkSampler {
-    let root = |root| match root {
-        Root::AlwaysOn => SdkSampler::AlwaysOn,
-        Root::AlwaysOff => SdkSampler::AlwaysOff,
-        Root::Ratio(r) => SdkSampler::TraceIdRatioBased(r),
-    };
-    match sampler {
-        Sampler::AlwaysOn => SdkSampler::AlwaysOn,
-        Sampler::AlwaysOff => SdkSampler::AlwaysOff,
-        Sampler::Ratio(r) => SdkSampler::TraceIdRatioBased(r),
-        Sampler::ParentBased(r) => SdkSampler::ParentBased(Box::new(root(r))),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parent(sampled: bool) -> SpanContext {
+        SpanContext {
+            trace_id: [7; 16],
+            span_id: [8; 8],
+            sampled,
+            remote: true,
+            trace_state: Some("k=v".into()),
+        }
+    }
+
+    /// Trace ids whose low 63 bits are `n`.
+    fn trace(n: u64) -> [u8; 16] {
+        let mut id = [1; 16];
+        id[8..].copy_from_slice(&(n << 1).to_be_bytes());
+        id
+    }
+
+    #[test]
+    fn the_samplers_decide_as_their_names_say() {
+        let on = Some(&parent(true));
+        let off = Some(&parent(false));
+        let half = 1u64 << 62;
+        assert!(sampled(Sampler::AlwaysOn, off, &trace(0)));
+        assert!(!sampled(Sampler::AlwaysOff, on, &trace(0)));
+        assert!(sampled(Sampler::Ratio(0.5), None, &trace(half - 1)));
+        assert!(!sampled(Sampler::Ratio(0.5), None, &trace(half)));
+        assert!(!sampled(Sampler::Ratio(0.0), None, &trace(0)));
+        assert!(sampled(Sampler::Ratio(1.0), None, &trace(u64::MAX >> 1)));
+        let parent_based = Sampler::ParentBased(Root::AlwaysOff);
+        assert!(sampled(parent_based, on, &trace(0)));
+        assert!(!sampled(parent_based, off, &trace(0)));
+        assert!(!sampled(parent_based, None, &trace(0)));
+        let ratio = Sampler::ParentBased(Root::Ratio(0.5));
+        assert!(sampled(ratio, None, &trace(half - 1)) && !sampled(ratio, None, &trace(half)));
+    }
+
+    /// A ratio keeps the traces the SDK's sampler of the same ratio keeps, so that driftwatch
+    /// and the services beside it keep the same traces.
+    #[test]
+    fn a_ratio_keeps_what_the_sdks_sampler_keeps() {
+        use opentelemetry::trace::{SpanKind, TraceId};
+        use opentelemetry_sdk::trace::{Sampler as Sdk, SamplingDecision, ShouldSample};
+        for ratio in [0.0, 0.1, 0.5, 0.9] {
+            for _ in 0..2000 {
+                let id = fastrand::u128(..).to_be_bytes();
+                let theirs = Sdk::TraceIdRatioBased(ratio).should_sample(
+                    None,
+                    TraceId::from_bytes(id),
+                    "",
+                    &SpanKind::Client,
+                    &[],
+                    &[],
+                );
+                let keep = theirs.decision == SamplingDecision::RecordAndSample;
+                assert_eq!(sampled(Sampler::Ratio(ratio), None, &id), keep);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_span_joins_its_parents_trace_and_records_only_when_sampled() {
+        let export = Export {
+            endpoint: "http://127.0.0.1:9/v1/traces".parse().unwrap(),
+            headers: Vec::new(),
+            service_name: "t".into(),
+            resource: Vec::new(),
+            sampler: Sampler::ParentBased(Root::AlwaysOn),
+            propagation: Propagation::WhenAbsent,
+            queue_size: 8,
+            batch_size: 8,
+            interval: Duration::from_secs(60),
+            timeout: Duration::from_millis(100),
+        };
+        let t = Telemetry::start(&export, SpanCounts::default()).unwrap();
+        let start = || Start {
+            name: "GET /x".into(),
+            kind: SpanKind::Client,
+            time: None,
+            attributes: vec![attr("k", 1_i64)],
+            links: Vec::new(),
+        };
+        let child = t.span(start(), Some(&parent(true)));
+        let cx = child.context().clone();
+        assert_eq!(cx.trace_id, [7; 16]);
+        assert_ne!(cx.span_id, [8; 8]);
+        assert_eq!(cx.trace_state.as_deref(), Some("k=v"));
+        assert!(cx.sampled && !cx.remote);
+        child.end();
+        let dropped = t.span(start(), Some(&parent(false)));
+        assert!(!dropped.context().sampled);
+        dropped.end();
+        let root = t.span(start(), None);
+        assert_ne!(root.context().trace_id, [7; 16]);
+        root.end();
+        let queued = t.queue.take();
+        assert_eq!(queued.len(), 2, "the sampled child and the root");
+        assert_eq!(queued[0].parent, Some(([8; 8], true)));
+        assert_eq!(queued[0].attributes, vec![attr("k", 1_i64)]);
+        assert!(queued[0].end >= queued[0].start);
+        assert_eq!(queued[1].parent, None);
     }
 }

@@ -5,17 +5,15 @@
 //! `isError`, or the JSON-RPC error's code. The API requests the call caused are its children
 //! (`proxy::trace`).
 
-use opentelemetry::trace::Span as _;
-use opentelemetry::{Context, KeyValue};
 use serde_json::Value;
 
-use crate::telemetry::{Span, SpanBuilder, SpanKind, Status, Telemetry};
+use crate::telemetry::{Span, SpanContext, SpanKind, Start, Telemetry, attr};
 
 /// What the relay knows of a call's session, for its span.
 #[derive(Clone, Debug, Default)]
 pub struct CallTrace {
     /// The client's own span, from `params._meta`.
-    pub parent: Option<Context>,
+    pub parent: Option<SpanContext>,
     /// `pipe` (stdio) or `tcp` (the HTTP front).
     pub transport: &'static str,
     /// The protocol version the session's `initialize` asked for.
@@ -24,21 +22,25 @@ pub struct CallTrace {
 
 pub fn start(t: &Telemetry, tool: &str, id: &Value, trace: &CallTrace) -> Span {
     let mut attributes = vec![
-        KeyValue::new("mcp.method.name", "tools/call"),
-        KeyValue::new("gen_ai.tool.name", tool.to_owned()),
-        KeyValue::new("gen_ai.operation.name", "execute_tool"),
-        KeyValue::new("jsonrpc.request.id", request_id(id)),
+        attr("mcp.method.name", "tools/call"),
+        attr("gen_ai.tool.name", tool.to_owned()),
+        attr("gen_ai.operation.name", "execute_tool"),
+        attr("jsonrpc.request.id", request_id(id)),
     ];
     if !trace.transport.is_empty() {
-        attributes.push(KeyValue::new("network.transport", trace.transport));
+        attributes.push(attr("network.transport", trace.transport));
     }
     if let Some(protocol) = &trace.protocol {
-        attributes.push(KeyValue::new("mcp.protocol.version", protocol.clone()));
+        attributes.push(attr("mcp.protocol.version", protocol.clone()));
     }
-    let builder = SpanBuilder::from_name(format!("tools/call {tool}"))
-        .with_kind(SpanKind::Server)
-        .with_attributes(attributes);
-    t.span(builder, trace.parent.as_ref())
+    let start = Start {
+        name: format!("tools/call {tool}"),
+        kind: SpanKind::Server,
+        time: None,
+        attributes,
+        links: Vec::new(),
+    };
+    t.span(start, trace.parent.as_ref())
 }
 
 /// End the call's span with what its answer says (`None`: cancelled or let go unanswered).
@@ -49,14 +51,14 @@ pub fn end(mut span: Span, answer: Option<&Value>) {
         .and_then(Value::as_bool)
         == Some(true);
     if let Some(code) = error.and_then(|e| e.get("code")).and_then(Value::as_i64) {
-        span.set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
-        span.set_attribute(KeyValue::new("error.type", code.to_string()));
-        span.set_status(Status::error("the call was answered with a JSON-RPC error"));
+        span.set("rpc.response.status_code", code.to_string());
+        span.set("error.type", code.to_string());
+        span.set_error("the call was answered with a JSON-RPC error");
     } else if tool_error {
-        span.set_attribute(KeyValue::new("error.type", "tool_error"));
-        span.set_status(Status::error("the tool's result is marked isError"));
+        span.set("error.type", "tool_error");
+        span.set_error("the tool's result is marked isError");
     } else if answer.is_none() {
-        span.set_attribute(KeyValue::new("error.type", "unanswered"));
+        span.set("error.type", "unanswered");
     }
     span.end();
 }

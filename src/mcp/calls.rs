@@ -156,9 +156,7 @@ struct Call {
 
 impl Call {
     fn span_context(&self) -> Option<SpanContext> {
-        use opentelemetry::trace::Span as _;
-        let cx = self.span.as_ref()?.span_context();
-        cx.is_valid().then(|| cx.clone())
+        Some(self.span.as_ref()?.context().clone())
     }
 }
 

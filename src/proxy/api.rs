@@ -36,7 +36,7 @@ pub struct Api {
     pub unrouted: Arc<Unrouted>,
     /// Per upstream, what every request span of the API says alike (`trace`), made once:
     /// each a shared string, so a span takes them without copying.
-    pub span_attributes: Vec<Vec<opentelemetry::KeyValue>>,
+    pub span_attributes: Vec<Vec<crate::telemetry::Attribute>>,
 }
 
 impl Api {

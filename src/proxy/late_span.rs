@@ -4,11 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use opentelemetry::KeyValue;
-use opentelemetry::trace::Span as _;
-
 use crate::finding::Finding;
-use crate::telemetry::Span;
+use crate::telemetry::{Attribute, Span, attr};
 
 /// A request's span between the exit and its response's last byte: the response work adds
 /// what it found there.
@@ -19,23 +16,20 @@ pub(super) fn after_response(slot: Option<&Slot>, findings: &[Finding]) {
     let span = slot.and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
     let Some(mut span) = span else { return };
     for f in findings {
-        span.add_event("driftwatch.finding", finding(f, "log"));
+        span.event("driftwatch.finding", || finding(f, "log"));
     }
-    span.set_attribute(KeyValue::new(
-        "driftwatch.response_findings",
-        findings.len() as i64,
-    ));
+    span.set("driftwatch.response_findings", findings.len() as i64);
     span.end();
 }
 
 /// A finding as a span event's attributes: where and what, never a value.
-pub(super) fn finding(f: &Finding, action: &'static str) -> Vec<KeyValue> {
+pub(super) fn finding(f: &Finding, action: &'static str) -> Vec<Attribute> {
     vec![
-        KeyValue::new("driftwatch.finding.kind", f.kind.as_str()),
-        KeyValue::new("driftwatch.finding.severity", f.severity.as_str()),
-        KeyValue::new("driftwatch.finding.blame", f.blame.as_str()),
-        KeyValue::new("driftwatch.finding.location", f.location.as_str()),
-        KeyValue::new("driftwatch.finding.field", f.field.to_string()),
-        KeyValue::new("driftwatch.finding.action", action),
+        attr("driftwatch.finding.kind", f.kind.as_str()),
+        attr("driftwatch.finding.severity", f.severity.as_str()),
+        attr("driftwatch.finding.blame", f.blame.as_str()),
+        attr("driftwatch.finding.location", f.location.as_str()),
+        attr("driftwatch.finding.field", f.field.to_string()),
+        attr("driftwatch.finding.action", action),
     ]
 }

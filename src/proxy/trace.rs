@@ -12,11 +12,9 @@
 
 use std::time::SystemTime;
 
-use http::{HeaderMap, Method};
-use opentelemetry::trace::{Span as _, TraceContextExt};
 use std::sync::Arc;
 
-use opentelemetry::{Context, KeyValue, StringValue, Value};
+use http::{HeaderMap, Method};
 
 use super::Api;
 use super::late_span::{Slot, finding};
@@ -26,7 +24,7 @@ use crate::mcp::calls::Attribution;
 use crate::settings::{ApiSettings, Propagation, Upstream};
 use crate::sink::Outcome;
 use crate::telemetry::{
-    Link, Span, SpanBuilder, SpanContext, SpanKind, Status, Telemetry, context,
+    Attribute, Span, SpanContext, SpanKind, Start, Telemetry, Value, attr, context,
 };
 
 /// A request's span from its arrival to its exit (and, through `late`, to its answer's last
@@ -34,7 +32,7 @@ use crate::telemetry::{
 pub(super) struct RequestTrace {
     started: SystemTime,
     /// The parent its `traceparent` names (read only when traces are exported).
-    parent: Option<Context>,
+    parent: Option<SpanContext>,
     span: Option<Span>,
     /// Where the exit leaves the span for the response work.
     late: Option<Slot>,
@@ -74,8 +72,8 @@ impl RequestTrace {
             Propagation::WhenAbsent => !sent,
             Propagation::Never => false,
         };
-        if inject && span.span_context().is_valid() {
-            context::inject(span.span_context(), headers);
+        if inject {
+            context::inject(span.context(), headers);
         }
     }
 
@@ -84,30 +82,29 @@ impl RequestTrace {
         if self.span.is_some() {
             return;
         }
-        let call_parent = facts.tool.and_then(|c| c.parent.clone());
-        let mut links: Vec<Link> = (facts.tool)
-            .map(|c| c.links.iter().cloned().map(Link::with_context).collect())
-            .unwrap_or_default();
+        let call_parent = facts.tool.and_then(|c| c.parent.as_ref());
+        let mut links = (facts.tool).map(|c| c.links.clone()).unwrap_or_default();
         let parent = match (&self.parent, call_parent) {
-            (Some(remote), call_parent) => {
+            (Some(remote), call) => {
                 // The request's own parent wins; the call it was tied to is linked.
-                links.extend(call_parent.map(Link::with_context));
-                Some(remote.clone())
+                links.extend(call.cloned());
+                Some(remote)
             }
-            (None, Some(call)) => Some(Context::new().with_remote_span_context(call)),
-            (None, None) => None,
+            (None, call) => call,
         };
-        let builder = SpanBuilder::from_name(name(facts))
-            .with_kind(SpanKind::Client)
-            .with_start_time(self.started)
-            .with_attributes(attributes(facts))
-            .with_links(links);
-        self.span = Some(t.span(builder, parent.as_ref()));
+        let start = Start {
+            name: name(facts),
+            kind: SpanKind::Client,
+            time: Some(self.started),
+            attributes: attributes(facts),
+            links,
+        };
+        self.span = Some(t.span(start, parent));
     }
 
     /// The span's context, for an event's ids (made only when an event is).
     pub fn context(&self) -> Option<SpanContext> {
-        Some(self.span.as_ref()?.span_context().clone())
+        Some(self.span.as_ref()?.context().clone())
     }
 
     /// The slot the response work will find the span in, made when the span is there.
@@ -127,26 +124,24 @@ impl RequestTrace {
     ) -> Option<SpanContext> {
         let mut span = self.span.take()?;
         let code = i64::from(status.as_u16());
-        span.set_attribute(KeyValue::new("http.response.status_code", code));
-        span.set_attribute(KeyValue::new("driftwatch.action", outcome.as_str()));
+        span.set("http.response.status_code", code);
+        span.set("driftwatch.action", outcome.as_str());
         if !findings.is_empty() {
-            span.set_attribute(KeyValue::new("driftwatch.findings", findings.len() as i64));
+            span.set("driftwatch.findings", findings.len() as i64);
         }
         for (f, action) in findings.iter().zip(actions) {
-            span.add_event("driftwatch.finding", finding(f, action));
+            span.event("driftwatch.finding", || finding(f, action));
         }
         if code >= 400 {
-            span.set_attribute(KeyValue::new("error.type", code.to_string()));
+            span.set("error.type", code.to_string());
         }
         match outcome {
-            Outcome::Blocked => span.set_status(Status::error(refused(findings, actions))),
-            Outcome::ClientError | Outcome::UpstreamError => {
-                span.set_status(Status::error(outcome.as_str()))
-            }
-            Outcome::Forwarded if status.is_server_error() => span.set_status(Status::error("")),
+            Outcome::Blocked => span.set_error(refused(findings, actions)),
+            Outcome::ClientError | Outcome::UpstreamError => span.set_error(outcome.as_str()),
+            Outcome::Forwarded if status.is_server_error() => span.set_error(""),
             Outcome::Forwarded => {}
         }
-        let cx = span.span_context().clone();
+        let cx = span.context().clone();
         match self.late.take() {
             // The response work may still find something: it ends the span (or, done already,
             // the slot's drop does).
@@ -165,45 +160,38 @@ fn name(facts: &Facts<'_>) -> String {
     }
 }
 
-fn attributes(facts: &Facts<'_>) -> Vec<KeyValue> {
+fn attributes(facts: &Facts<'_>) -> Vec<Attribute> {
     let mut a = Vec::with_capacity(16);
     a.extend(facts.api.span_attributes[facts.upstream].iter().cloned());
-    a.push(KeyValue::new("http.request.method", method(facts.method)));
-    a.push(KeyValue::new(
-        "driftwatch.spec.revision",
-        facts.revision.to_owned(),
-    ));
-    a.push(KeyValue::new(
-        "driftwatch.request_id",
-        facts.request_id.to_owned(),
-    ));
+    a.push(attr("http.request.method", method(facts.method)));
+    a.push(attr("driftwatch.spec.revision", facts.revision.to_owned()));
+    a.push(attr("driftwatch.request_id", facts.request_id.to_owned()));
     if let Some(op) = facts.operation {
-        a.push(KeyValue::new("url.template", op.template.clone()));
-        a.push(KeyValue::new("driftwatch.operation", op.id.clone()));
+        a.push(attr("url.template", op.template.clone()));
+        a.push(attr("driftwatch.operation", op.id.clone()));
     }
     if let Some(tool) = facts.tool {
-        a.push(KeyValue::new("gen_ai.tool.name", tool.label().to_owned()));
-        a.push(KeyValue::new(
-            "driftwatch.tool_attribution",
-            tool.by.as_str(),
-        ));
+        a.push(attr("gen_ai.tool.name", tool.label().to_owned()));
+        a.push(attr("driftwatch.tool_attribution", tool.by.as_str()));
     }
     a
 }
 
 /// What every request span of one API and upstream says alike: the server, the API's name
 /// (when it has one) and its mode.
-pub(super) fn api_attributes(api: &ApiSettings, upstream: &Upstream) -> Vec<KeyValue> {
-    let shared = |s: &str| Value::String(StringValue::from(Arc::<str>::from(s)));
+pub(super) fn api_attributes(api: &ApiSettings, upstream: &Upstream) -> Vec<Attribute> {
     let mut a = vec![
-        KeyValue::new("server.address", shared(upstream.authority.host())),
-        KeyValue::new("driftwatch.mode", api.policy.mode.as_str()),
+        attr(
+            "server.address",
+            Arc::<str>::from(upstream.authority.host()),
+        ),
+        attr("driftwatch.mode", api.policy.mode.as_str()),
     ];
     if let Some(port) = upstream.authority.port_u16() {
-        a.push(KeyValue::new("server.port", i64::from(port)));
+        a.push(attr("server.port", i64::from(port)));
     }
     if let Some(name) = &api.name {
-        a.push(KeyValue::new("driftwatch.api", shared(name)));
+        a.push(attr("driftwatch.api", Arc::<str>::from(name.as_str())));
     }
     a
 }

@@ -75,12 +75,12 @@ pub struct TraceIds {
 impl TraceIds {
     /// A sampled span's ids (an unsampled one is in no backend to look up).
     pub fn of(cx: &crate::telemetry::SpanContext) -> TraceIds {
-        if !(cx.is_valid() && cx.is_sampled()) {
+        if !cx.sampled {
             return TraceIds::default();
         }
         TraceIds {
-            trace_id: Some(cx.trace_id().to_string()),
-            span_id: Some(cx.span_id().to_string()),
+            trace_id: Some(cx.trace_id_hex()),
+            span_id: Some(cx.span_id_hex()),
         }
     }
 }

@@ -1,16 +1,14 @@
 //! A batch of spans as an OTLP `ExportTraceServiceRequest` in protobuf, written straight from
-//! the SDK's span data. Written here rather than taken from `opentelemetry-otlp`: its path
-//! converts every span into `opentelemetry-proto`'s structs first (a `String` allocated per
-//! attribute key and value, then each freed), which measured about 3.9 µs of CPU a span, a
-//! tenth of an audited request (docs/benchmarks.md). The wire format is small and fixed
-//! (opentelemetry-proto's `trace/v1/trace.proto`); a unit test decodes what this writes with
-//! the official messages and compares it with their own conversion.
+//! driftwatch's own span records (`span`). Written here rather than taken from
+//! `opentelemetry-otlp`: its path converts every span into `opentelemetry-proto`'s structs first
+//! (a `String` allocated per attribute key and value, then each freed), which measured about
+//! 3.9 µs of CPU a span, a tenth of an audited request (docs/benchmarks.md). The wire format is
+//! small and fixed (opentelemetry-proto's `trace/v1/trace.proto`); a unit test decodes what this
+//! writes with the official messages and compares it with their own conversion of the same spans.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use opentelemetry::trace::{SpanKind, Status};
-use opentelemetry::{Array, KeyValue, Value};
-use opentelemetry_sdk::trace::SpanData;
+use super::span::{Attribute, Event, Record, SpanContext, SpanKind, Status, Value};
 
 /// The resource and the scope, encoded once: every batch starts with them.
 pub struct Header {
@@ -19,10 +17,13 @@ pub struct Header {
 }
 
 impl Header {
-    pub fn new(resource: &[KeyValue], scope: (&str, &str)) -> Header {
+    pub fn new(resource: &[(String, String)], scope: (&str, &str)) -> Header {
         let mut r = Vec::new();
-        for kv in resource {
-            message(&mut r, 1, |out| key_value(out, kv));
+        for (key, value) in resource {
+            message(&mut r, 1, |out| {
+                string(out, 1, key);
+                message(out, 2, |o| bytes(o, 1, value.as_bytes()));
+            });
         }
         let mut s = Vec::new();
         string(&mut s, 1, scope.0);
@@ -35,7 +36,7 @@ impl Header {
 }
 
 /// `ExportTraceServiceRequest { resource_spans: [{ resource, scope_spans: [{ scope, spans }] }] }`.
-pub fn request(header: &Header, spans: &[SpanData]) -> Vec<u8> {
+pub fn request(header: &Header, spans: &[Record]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + spans.len() * 640);
     message(&mut out, 1, |rs| {
         bytes(rs, 1, &header.resource);
@@ -49,83 +50,70 @@ pub fn request(header: &Header, spans: &[SpanData]) -> Vec<u8> {
     out
 }
 
-fn span(out: &mut Vec<u8>, span: &SpanData) {
-    let cx = &span.span_context;
-    bytes(out, 1, &cx.trace_id().to_bytes());
-    bytes(out, 2, &cx.span_id().to_bytes());
-    trace_state(out, cx.trace_state());
-    if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
-        bytes(out, 4, &span.parent_span_id.to_bytes());
+fn span(out: &mut Vec<u8>, span: &Record) {
+    let cx = &span.context;
+    bytes(out, 1, &cx.trace_id);
+    bytes(out, 2, &cx.span_id);
+    trace_state(out, cx);
+    if let Some((parent, _)) = &span.parent {
+        bytes(out, 4, parent);
     }
-    fixed32(
-        out,
-        16,
-        flags(span.parent_span_is_remote, cx.trace_flags().to_u8()),
-    );
+    let remote = span.parent.is_some_and(|(_, remote)| remote);
+    fixed32(out, 16, flags(remote, cx.sampled));
     string(out, 5, &span.name);
-    uint(out, 6, kind(&span.span_kind));
-    fixed64(out, 7, nanos(span.start_time));
-    fixed64(out, 8, nanos(span.end_time));
-    for kv in &span.attributes {
-        message(out, 9, |o| key_value(o, kv));
+    uint(out, 6, kind(span.kind));
+    fixed64(out, 7, nanos(span.start));
+    fixed64(out, 8, nanos(span.end));
+    for a in &span.attributes {
+        message(out, 9, |o| attribute(o, a));
     }
-    uint(out, 10, u64::from(span.dropped_attributes_count));
-    for event in span.events.iter() {
-        message(out, 11, |o| {
-            fixed64(o, 1, nanos(event.timestamp));
-            string(o, 2, &event.name);
-            for kv in &event.attributes {
-                message(o, 3, |a| key_value(a, kv));
-            }
-            uint(o, 4, u64::from(event.dropped_attributes_count));
-        });
+    for e in &span.events {
+        message(out, 11, |o| event(o, e));
     }
-    uint(out, 12, u64::from(span.events.dropped_count));
-    for link in span.links.iter() {
+    uint(out, 12, u64::from(span.dropped_events));
+    for link in &span.links {
         message(out, 13, |o| {
-            let lx = &link.span_context;
-            bytes(o, 1, &lx.trace_id().to_bytes());
-            bytes(o, 2, &lx.span_id().to_bytes());
-            trace_state(o, lx.trace_state());
-            for kv in &link.attributes {
-                message(o, 4, |a| key_value(a, kv));
-            }
-            uint(o, 5, u64::from(link.dropped_attributes_count));
-            fixed32(o, 6, flags(lx.is_remote(), lx.trace_flags().to_u8()));
+            bytes(o, 1, &link.trace_id);
+            bytes(o, 2, &link.span_id);
+            trace_state(o, link);
+            fixed32(o, 6, flags(link.remote, link.sampled));
         });
     }
-    uint(out, 14, u64::from(span.links.dropped_count));
     message(out, 15, |o| match &span.status {
         Status::Unset => {}
-        Status::Ok => uint(o, 3, 1),
-        Status::Error { description } => {
+        Status::Error(description) => {
             string(o, 2, description);
             uint(o, 3, 2);
         }
     });
 }
 
-/// `tracestate`, formatted only when there is one (most spans have none).
-fn trace_state(out: &mut Vec<u8>, state: &opentelemetry::trace::TraceState) {
-    if *state != opentelemetry::trace::TraceState::NONE {
-        string(out, 3, &state.header());
+fn event(out: &mut Vec<u8>, event: &Event) {
+    fixed64(out, 1, nanos(event.time));
+    string(out, 2, event.name);
+    for a in &event.attributes {
+        message(out, 3, |o| attribute(o, a));
+    }
+}
+
+/// `tracestate`, when there is one (most spans have none).
+fn trace_state(out: &mut Vec<u8>, cx: &SpanContext) {
+    if let Some(state) = &cx.trace_state {
+        string(out, 3, state);
     }
 }
 
 /// The span flags: the W3C trace flags, and whether the parent was remote (OTLP 1.x).
-fn flags(remote: bool, trace_flags: u8) -> u32 {
+fn flags(remote: bool, sampled: bool) -> u32 {
     const HAS_IS_REMOTE: u32 = 0x100;
     const IS_REMOTE: u32 = 0x200;
-    u32::from(trace_flags) | HAS_IS_REMOTE | if remote { IS_REMOTE } else { 0 }
+    u32::from(sampled) | HAS_IS_REMOTE | if remote { IS_REMOTE } else { 0 }
 }
 
-fn kind(kind: &SpanKind) -> u64 {
+fn kind(kind: SpanKind) -> u64 {
     match kind {
-        SpanKind::Internal => 1,
         SpanKind::Server => 2,
         SpanKind::Client => 3,
-        SpanKind::Producer => 4,
-        SpanKind::Consumer => 5,
     }
 }
 
@@ -134,41 +122,15 @@ fn nanos(t: SystemTime) -> u64 {
     u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn key_value(out: &mut Vec<u8>, kv: &KeyValue) {
-    string(out, 1, kv.key.as_str());
-    message(out, 2, |o| any_value(o, &kv.value));
-}
-
-fn any_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::String(s) => bytes(out, 1, s.as_str().as_bytes()),
-        Value::Bool(b) => {
-            key(out, 2, 0);
-            varint(out, u64::from(*b));
+fn attribute(out: &mut Vec<u8>, a: &Attribute) {
+    string(out, 1, a.key);
+    message(out, 2, |o| match &a.value {
+        Value::Int(i) => {
+            key(o, 3, 0);
+            varint(o, *i as u64);
         }
-        Value::I64(i) => {
-            key(out, 3, 0);
-            varint(out, *i as u64);
-        }
-        Value::F64(f) => {
-            key(out, 4, 1);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        Value::Array(array) => message(out, 5, |o| array_values(o, array)),
-        // A kind added to the API after this was written: as its text.
-        other => bytes(out, 1, other.as_str().as_bytes()),
-    }
-}
-
-fn array_values(out: &mut Vec<u8>, array: &Array) {
-    let mut each = |v: Value| message(out, 1, |o| any_value(o, &v));
-    match array {
-        Array::Bool(v) => v.iter().for_each(|b| each(Value::Bool(*b))),
-        Array::I64(v) => v.iter().for_each(|i| each(Value::I64(*i))),
-        Array::F64(v) => v.iter().for_each(|f| each(Value::F64(*f))),
-        Array::String(v) => v.iter().for_each(|s| each(Value::String(s.clone()))),
-        _ => {}
-    }
+        text => bytes(o, 1, text.as_str().unwrap_or_default().as_bytes()),
+    });
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -214,32 +176,39 @@ fn fixed64(out: &mut Vec<u8>, field: u32, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-/// A nested message: written in place, then its length put before it (one move of its bytes;
-/// a span's few hundred, a batch's once).
+/// A nested message, written in place after a one-byte length, which is all most need (under
+/// 128 bytes: an attribute, an event's); a longer one's length takes the bytes it needs more,
+/// put in by one move of the message (a span's few hundred bytes, a batch's once).
 fn message(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
     key(out, field, 2);
-    let start = out.len();
+    let at = out.len();
+    out.push(0);
     write(out);
-    // The length's varint on the stack: a heap allocation per nested message showed in perf.
-    let (mut len, mut n, mut v) = ([0u8; 10], 0, (out.len() - start) as u64);
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        out[at] = len as u8;
+        return;
+    }
+    // The varint on the stack: a heap allocation per message showed in perf.
+    let (mut more, mut n, mut v) = ([0u8; 10], 0, len as u64);
     while v >= 0x80 {
-        len[n] = (v as u8) | 0x80;
+        more[n] = (v as u8) | 0x80;
         v >>= 7;
         n += 1;
     }
-    len[n] = v as u8;
-    out.splice(start..start, len[..=n].iter().copied());
+    more[n] = v as u8;
+    out[at] = more[0];
+    out.splice(at + 1..at + 1, more[1..=n].iter().copied());
 }
 
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
+    use std::sync::Arc;
     use std::time::Duration;
 
-    use opentelemetry::trace::{
-        Event, Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-    };
-    use opentelemetry::{InstrumentationScope, KeyValue, StringValue, Value};
+    use opentelemetry::trace as otel;
+    use opentelemetry::{InstrumentationScope, KeyValue};
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::trace::v1::ResourceSpans;
     use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
@@ -249,114 +218,126 @@ mod tests {
     use prost::Message;
 
     use super::{Header, request};
+    use crate::telemetry::span::{Event, Record, SpanContext, SpanKind, Status, Value, attr};
 
-    fn context(trace: u128, span: u64, remote: bool) -> SpanContext {
-        let state = TraceState::from_key_value([("vendor", "x1")]).unwrap();
-        SpanContext::new(
-            TraceId::from(trace),
-            SpanId::from(span),
-            TraceFlags::SAMPLED,
+    fn context(trace: u128, span: u64, remote: bool, state: Option<&str>) -> SpanContext {
+        SpanContext {
+            trace_id: trace.to_be_bytes(),
+            span_id: span.to_be_bytes(),
+            sampled: true,
             remote,
-            state,
-        )
+            trace_state: state.map(Arc::from),
+        }
     }
 
-    fn spans(scope: &InstrumentationScope) -> Vec<SpanData> {
+    fn records() -> Vec<Record> {
         let start = std::time::UNIX_EPOCH + Duration::from_nanos(1_765_000_000_123_456_789);
-        let attributes = vec![
-            KeyValue::new("http.request.method", "PUT"),
-            KeyValue::new("http.response.status_code", 422_i64),
-            KeyValue::new("driftwatch.ratio", 0.5),
-            KeyValue::new("driftwatch.refused", true),
-            KeyValue::new(
-                "driftwatch.fields",
-                Value::Array(vec![StringValue::from("a"), "b".into()].into()),
-            ),
-        ];
-        let finding = Event::new(
-            "driftwatch.finding",
-            start + Duration::from_micros(40),
-            vec![KeyValue::new(
-                "driftwatch.finding.kind",
-                "silent_clear_risk",
-            )],
-            1,
-        );
-        let link = Link::new(context(7, 8, true), vec![KeyValue::new("k", 1_i64)], 0);
-        let full = SpanData {
-            span_context: context(
+        let full = Record {
+            context: context(
                 0x0af7651916cd43dd8448eb211c80319c,
                 0xb7ad6b7169203331,
                 false,
+                Some("vendor=x1,other=y"),
             ),
-            parent_span_id: SpanId::from(0x00f067aa0ba902b7),
-            parent_span_is_remote: true,
-            span_kind: SpanKind::Client,
-            name: Cow::Borrowed("PUT /channels/{id}"),
-            start_time: start,
-            end_time: start + Duration::from_millis(3),
-            attributes,
-            dropped_attributes_count: 2,
-            events: {
-                let mut e = SpanEvents::default();
-                e.events = vec![finding];
-                e.dropped_count = 1;
-                e
-            },
-            links: {
-                let mut l = SpanLinks::default();
-                l.links = vec![link];
-                l.dropped_count = 3;
-                l
-            },
-            status: Status::error("refused by driftwatch: silent_clear_risk /graphicsElementIds"),
-            instrumentation_scope: scope.clone(),
+            parent: Some((0x00f067aa0ba902b7_u64.to_be_bytes(), true)),
+            name: "PUT /channels/{id}".into(),
+            kind: SpanKind::Client,
+            start,
+            end: start + Duration::from_millis(3),
+            attributes: vec![
+                attr("http.request.method", "PUT"),
+                attr("http.response.status_code", 422_i64),
+                attr("driftwatch.api", Arc::<str>::from("channels")),
+                attr("driftwatch.request_id", "r-1".to_owned()),
+                attr("driftwatch.negative", -3_i64),
+            ],
+            events: vec![Event {
+                name: "driftwatch.finding",
+                time: start + Duration::from_micros(40),
+                attributes: vec![attr("driftwatch.finding.kind", "silent_clear_risk")],
+            }],
+            dropped_events: 1,
+            links: vec![
+                context(7, 8, true, Some("k=v")),
+                context(9, 10, false, None),
+            ],
+            status: Status::Error(
+                "refused by driftwatch: silent_clear_risk /graphicsElementIds".into(),
+            ),
         };
-        let root = SpanData {
-            span_context: SpanContext::new(
-                TraceId::from(5),
-                SpanId::from(6),
-                TraceFlags::SAMPLED,
-                false,
-                TraceState::NONE,
-            ),
-            parent_span_id: SpanId::INVALID,
-            parent_span_is_remote: false,
-            span_kind: SpanKind::Server,
-            name: Cow::Owned("tools/call get-page".into()),
-            start_time: start,
-            end_time: start,
+        let root = Record {
+            context: context(5, 6, false, None),
+            parent: None,
+            name: format!("tools/call {}", "x".repeat(200)),
+            kind: SpanKind::Server,
+            start,
+            end: start,
             attributes: Vec::new(),
-            dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
+            events: Vec::new(),
+            dropped_events: 0,
+            links: Vec::new(),
             status: Status::Unset,
-            instrumentation_scope: scope.clone(),
         };
-        vec![
-            full,
-            root,
-            SpanData {
-                status: Status::Ok,
-                ..spans_ok(scope, start)
-            },
-        ]
+        let local = Record {
+            parent: Some((11_u64.to_be_bytes(), false)),
+            context: context(5, 12, false, None),
+            ..root.clone()
+        };
+        vec![full, root, local]
     }
 
-    fn spans_ok(scope: &InstrumentationScope, start: std::time::SystemTime) -> SpanData {
+    /// The same span as the SDK holds it, for the official conversion.
+    fn sdk(r: &Record, scope: &InstrumentationScope) -> SpanData {
+        let cx = |c: &SpanContext| {
+            let state = (c.trace_state.as_deref())
+                .map(|s| s.parse().unwrap())
+                .unwrap_or_default();
+            otel::SpanContext::new(
+                otel::TraceId::from_bytes(c.trace_id),
+                otel::SpanId::from_bytes(c.span_id),
+                otel::TraceFlags::new(u8::from(c.sampled)),
+                c.remote,
+                state,
+            )
+        };
+        let kvs = |a: &[crate::telemetry::span::Attribute]| -> Vec<KeyValue> {
+            (a.iter())
+                .map(|a| match &a.value {
+                    Value::Int(i) => KeyValue::new(a.key, *i),
+                    v => KeyValue::new(a.key, v.as_str().unwrap().to_owned()),
+                })
+                .collect()
+        };
+        let mut events = SpanEvents::default();
+        events.events = (r.events.iter())
+            .map(|e| otel::Event::new(e.name, e.time, kvs(&e.attributes), 0))
+            .collect();
+        events.dropped_count = r.dropped_events;
+        let mut links = SpanLinks::default();
+        links.links = (r.links.iter())
+            .map(|l| otel::Link::new(cx(l), Vec::new(), 0))
+            .collect();
         SpanData {
-            span_context: context(9, 10, false),
-            parent_span_id: SpanId::from(11),
-            parent_span_is_remote: false,
-            span_kind: SpanKind::Internal,
-            name: Cow::Borrowed("ok"),
-            start_time: start,
-            end_time: start,
-            attributes: vec![KeyValue::new("n", -3_i64)],
+            span_context: cx(&r.context),
+            parent_span_id: (r.parent)
+                .map(|(p, _)| otel::SpanId::from_bytes(p))
+                .unwrap_or(otel::SpanId::INVALID),
+            parent_span_is_remote: r.parent.is_some_and(|(_, remote)| remote),
+            span_kind: match r.kind {
+                SpanKind::Server => otel::SpanKind::Server,
+                SpanKind::Client => otel::SpanKind::Client,
+            },
+            name: Cow::Owned(r.name.clone()),
+            start_time: r.start,
+            end_time: r.end,
+            attributes: kvs(&r.attributes),
             dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
-            status: Status::Ok,
+            events,
+            links,
+            status: match &r.status {
+                Status::Unset => otel::Status::Unset,
+                Status::Error(d) => otel::Status::error(d.clone()),
+            },
             instrumentation_scope: scope.clone(),
         }
     }
@@ -368,19 +349,22 @@ mod tests {
         let scope = InstrumentationScope::builder("driftwatch")
             .with_version("1.2.3")
             .build();
-        let attributes = vec![
-            KeyValue::new("deployment.environment", "test"),
-            KeyValue::new("service.name", "sidecar"),
+        let resource = [
+            ("deployment.environment", "test"),
+            ("service.name", "sidecar"),
         ];
-        let resource = Resource::builder_empty()
-            .with_attributes(attributes.clone())
-            .build();
-        let spans = spans(&scope);
-        let ours = request(&Header::new(&attributes, ("driftwatch", "1.2.3")), &spans);
+        let owned: Vec<(String, String)> = (resource.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let records = records();
+        let ours = request(&Header::new(&owned, ("driftwatch", "1.2.3")), &records);
         let ours = ExportTraceServiceRequest::decode(ours.as_slice()).unwrap();
+        let sdk_resource = Resource::builder_empty()
+            .with_attributes(resource.map(|(k, v)| KeyValue::new(k, v)))
+            .build();
         let mut theirs: Vec<ResourceSpans> = group_spans_by_resource_and_scope(
-            spans,
-            &ResourceAttributesWithSchema::from(&resource),
+            records.iter().map(|r| sdk(r, &scope)).collect(),
+            &ResourceAttributesWithSchema::from(&sdk_resource),
         );
         // The SDK's resource keeps its attributes in a map: their order is not the wire's.
         let key = |kv: &opentelemetry_proto::tonic::common::v1::KeyValue| kv.key.clone();

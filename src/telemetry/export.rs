@@ -14,12 +14,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, Request, Uri};
-use opentelemetry::Context;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{Span, SpanData, SpanProcessor};
 
 use super::client::Hyper;
 use super::encode::{self, Header};
+use super::span::Record;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, oneshot, watch};
 
@@ -40,7 +38,7 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    async fn export(&self, spans: &[SpanData]) -> Result<(), String> {
+    async fn export(&self, spans: &[Record]) -> Result<(), String> {
         let body = Bytes::from(encode::request(&self.header, spans));
         let mut request =
             Request::post(&self.endpoint).header(CONTENT_TYPE, "application/x-protobuf");
@@ -66,7 +64,7 @@ pub struct Batches {
 
 #[derive(Debug)]
 struct Shared {
-    spans: Mutex<Vec<SpanData>>,
+    spans: Mutex<Vec<Record>>,
     /// A batch is full.
     full: Notify,
     queue: usize,
@@ -76,7 +74,7 @@ struct Shared {
 
 impl Shared {
     /// At most one batch off the front of the queue.
-    fn take(&self) -> Vec<SpanData> {
+    fn take(&self) -> Vec<Record> {
         let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
         if spans.is_empty() {
             return Vec::new();
@@ -89,17 +87,13 @@ impl Shared {
     }
 }
 
-/// The processor the tracer hands each ended span to.
-#[derive(Debug)]
+/// Where each sampled span goes when it ends.
+#[derive(Clone, Debug)]
 pub struct Queue(Arc<Shared>);
 
-impl SpanProcessor for Queue {
-    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
-
-    fn on_end(&self, span: SpanData) {
-        if !span.span_context.is_sampled() {
-            return;
-        }
+impl Queue {
+    /// Queue `span` for export, or drop and count it when the queue is full.
+    pub fn push(&self, span: Record) {
         let mut spans = self.0.spans.lock().unwrap_or_else(|e| e.into_inner());
         if spans.len() >= self.0.queue {
             drop(spans);
@@ -113,12 +107,10 @@ impl SpanProcessor for Queue {
         }
     }
 
-    fn force_flush(&self) -> OTelSdkResult {
-        Ok(())
-    }
-
-    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
-        Ok(())
+    /// What is queued now, taken off the queue.
+    #[cfg(test)]
+    pub fn take(&self) -> Vec<Record> {
+        self.0.take()
     }
 }
 
@@ -191,7 +183,7 @@ async fn run(
 /// works again, once each (the counters say how much was lost).
 async fn send(
     exporter: &Exporter,
-    spans: Vec<SpanData>,
+    spans: Vec<Record>,
     batches: &Batches,
     counts: &SpanCounts,
     failing: bool,
