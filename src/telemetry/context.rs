@@ -1,17 +1,17 @@
 //! W3C trace context in and out: from a request's `traceparent` and `tracestate` headers, from
 //! an MCP message's `params._meta` (SEP-414 carries the same two keys there), and into the
-//! headers of the request driftwatch forwards. Read as the SDK's `TraceContextPropagator`
-//! reads them (a test holds the two side by side): a malformed `traceparent` reads as none, a
-//! malformed `tracestate` as empty, flags other than sampled are dropped. Written here because
-//! the spans are (`span`); the propagator also parsed a header name and formatted through a
-//! generic writer on every request (1 % of a traced sidecar's time under load).
+//! headers of the request driftwatch forwards. A malformed `traceparent` reads as none, a
+//! malformed `tracestate` as empty, flags other than sampled are dropped: as the SDK's
+//! `TraceContextPropagator` reads them, which a test holds side by side with this over valid
+//! and malformed headers (where W3C is stricter than the SDK, as on an empty key or `a==b`,
+//! this follows W3C). An empty `tracestate` is not sent (W3C: avoid it; the SDK sends one).
 
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::span::{HEX, SpanContext};
+use super::record::{HEX, SpanContext};
 
 /// The header that names a request's parent span.
 pub const TRACEPARENT: &str = "traceparent";

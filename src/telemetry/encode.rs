@@ -8,7 +8,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::span::{Attribute, Event, Record, SpanContext, SpanKind, Status, Value};
+use super::record::{Attribute, Event, Record, SpanContext, SpanKind, Status, Value};
 
 /// The resource and the scope, encoded once: every batch starts with them.
 pub struct Header {
@@ -218,7 +218,7 @@ mod tests {
     use prost::Message;
 
     use super::{Header, request};
-    use crate::telemetry::span::{Event, Record, SpanContext, SpanKind, Status, Value, attr};
+    use crate::telemetry::record::{Event, Record, SpanContext, SpanKind, Status, Value, attr};
 
     fn context(trace: u128, span: u64, remote: bool, state: Option<&str>) -> SpanContext {
         SpanContext {
@@ -300,7 +300,7 @@ mod tests {
                 state,
             )
         };
-        let kvs = |a: &[crate::telemetry::span::Attribute]| -> Vec<KeyValue> {
+        let kvs = |a: &[crate::telemetry::record::Attribute]| -> Vec<KeyValue> {
             (a.iter())
                 .map(|a| match &a.value {
                     Value::Int(i) => KeyValue::new(a.key, *i),

@@ -4,9 +4,10 @@
 //! down or slow costs a request nothing, and encoding a batch never holds a serving thread.
 //! The queue is woken once a batch is full, or by the interval, not once per span: a wake per
 //! span cost a fifth of the audited throughput. Written here rather than taken from the SDK's
-//! `BatchSpanProcessor`: that one runs its exporter under a blocking executor, where hyper's
-//! client has no reactor, and it does not say what it dropped. Each batch is encoded here
-//! (`encode`) and POSTed once; a collector that refuses it or does not answer loses it.
+//! `BatchSpanProcessor`, which ran its exporter under a blocking executor, where hyper's client
+//! has no reactor, and did not say what it dropped (and the spans are driftwatch's own now,
+//! `span`). Each batch is encoded here (`encode`) and POSTed once; a collector that refuses it
+//! or does not answer loses it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +18,7 @@ use http::{HeaderName, HeaderValue, Request, Uri};
 
 use super::client::Hyper;
 use super::encode::{self, Header};
-use super::span::Record;
+use super::record::Record;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, oneshot, watch};
 

@@ -1,151 +1,17 @@
-//! driftwatch's spans, recorded here rather than by the OpenTelemetry SDK. What a span holds is
-//! what driftwatch's two spans need (a request's, a `tools/call`'s): ids, a name, a kind, times,
-//! attributes whose keys are static text, events, links, an error status. The SDK's span cost
+//! driftwatch's spans, recorded here rather than by the OpenTelemetry SDK, whose span cost
 //! about 3.3 µs of a serving thread per request (docs/benchmarks.md): a `Context` and its
 //! `Arc`s per start, a `KeyValue` with an owned `String` per attribute, its limits checked per
-//! set. Here an attribute is a static key and, mostly, a static or shared value; a span that is
-//! not sampled records nothing; a span ends when it is dropped (the SDK's rule too), into the
-//! export queue. `encode` writes these to OTLP, checked against the official messages.
+//! set. Here a span that is not sampled records nothing, and a span ends when it is dropped
+//! (the SDK's rule too), into the export queue.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::export::Queue;
+use super::record::{Attribute, Event, Record, SpanContext, SpanKind, Status, Value, attr};
 
 /// The most events a span keeps; the rest are counted as dropped (the SDK's default limit).
 const MAX_EVENTS: usize = 128;
-
-/// A span's place in a trace, as W3C trace context carries it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpanContext {
-    pub trace_id: [u8; 16],
-    pub span_id: [u8; 8],
-    pub sampled: bool,
-    /// Read from a request or a message, not started here.
-    pub remote: bool,
-    /// `tracestate`, as read (members joined by `,`); passed on as it came.
-    pub trace_state: Option<Arc<str>>,
-}
-
-impl SpanContext {
-    /// The trace id in lowercase hex, as `traceparent` and every backend write it.
-    pub fn trace_id_hex(&self) -> String {
-        hex(&self.trace_id)
-    }
-
-    pub fn span_id_hex(&self) -> String {
-        hex(&self.span_id)
-    }
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[usize::from(b >> 4)] as char);
-        s.push(HEX[usize::from(b & 0xf)] as char);
-    }
-    s
-}
-
-pub(super) const HEX: &[u8; 16] = b"0123456789abcdef";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpanKind {
-    /// driftwatch answering for the MCP server it wraps (a `tools/call`).
-    Server,
-    /// A request to the API.
-    Client,
-}
-
-/// An attribute's value: static or shared text costs no copy per span.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    Static(&'static str),
-    Shared(Arc<str>),
-    Text(String),
-    Int(i64),
-}
-
-impl Value {
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::Static(s) => Some(s),
-            Value::Shared(s) => Some(s),
-            Value::Text(s) => Some(s),
-            Value::Int(_) => None,
-        }
-    }
-}
-
-impl From<&'static str> for Value {
-    fn from(s: &'static str) -> Value {
-        Value::Static(s)
-    }
-}
-
-impl From<String> for Value {
-    fn from(s: String) -> Value {
-        Value::Text(s)
-    }
-}
-
-impl From<Arc<str>> for Value {
-    fn from(s: Arc<str>) -> Value {
-        Value::Shared(s)
-    }
-}
-
-impl From<i64> for Value {
-    fn from(i: i64) -> Value {
-        Value::Int(i)
-    }
-}
-
-/// An attribute: its key is one of driftwatch's own, static.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Attribute {
-    pub key: &'static str,
-    pub value: Value,
-}
-
-/// `key = value`.
-pub fn attr(key: &'static str, value: impl Into<Value>) -> Attribute {
-    Attribute {
-        key,
-        value: value.into(),
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Event {
-    pub name: &'static str,
-    pub time: SystemTime,
-    pub attributes: Vec<Attribute>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Status {
-    Unset,
-    Error(Cow<'static, str>),
-}
-
-/// What a sampled span recorded: what export sends.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Record {
-    pub context: SpanContext,
-    /// The parent's span id, and whether the parent was remote.
-    pub parent: Option<([u8; 8], bool)>,
-    pub name: String,
-    pub kind: SpanKind,
-    pub start: SystemTime,
-    pub end: SystemTime,
-    pub attributes: Vec<Attribute>,
-    pub events: Vec<Event>,
-    pub dropped_events: u32,
-    pub links: Vec<SpanContext>,
-    pub status: Status,
-}
 
 /// How a span starts: what `Telemetry::span` is given.
 pub struct Start {
