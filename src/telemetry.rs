@@ -34,7 +34,7 @@ pub use settings::{Export, Propagation, Root, Sampler};
 pub use span::{Span, Start};
 
 use export::Queue;
-use record::{Record, Status};
+use record::Recording;
 
 /// The sampler and the export thread behind it.
 pub struct Telemetry {
@@ -102,20 +102,19 @@ impl Telemetry {
         if !context.sampled {
             return Span::new(context, None);
         }
-        let record = Record {
-            context: context.clone(),
+        let recording = Recording {
             parent: parent.map(|p| (p.span_id, p.remote)),
             name: start.name,
             kind: start.kind,
             start: start.time.unwrap_or_else(SystemTime::now),
-            end: SystemTime::UNIX_EPOCH,
-            attributes: start.attributes,
+            attributes: Vec::with_capacity(ATTRIBUTES_CAPACITY),
             events: Vec::new(),
+            event_count: 0,
             dropped_events: 0,
             links: start.links,
-            status: Status::Unset,
+            error: None,
         };
-        Span::new(context, Some((Box::new(record), self.queue.clone())))
+        Span::new(context, Some((Box::new(recording), self.queue.clone())))
     }
 
     /// Send what is queued, within `within`; spans ended later are not sent.
@@ -131,6 +130,10 @@ impl Telemetry {
         }
     }
 }
+
+/// Room for a request span's attributes, encoded (about 600 bytes), so that they are written
+/// without a reallocation.
+const ATTRIBUTES_CAPACITY: usize = 768;
 
 /// Random ids, never all zero (which W3C reads as none).
 fn nonzero<const N: usize>(random: impl Fn() -> [u8; N]) -> [u8; N] {
@@ -266,10 +269,10 @@ mod tests {
             name: "GET /x".into(),
             kind: SpanKind::Client,
             time: None,
-            attributes: vec![attr("k", 1_i64)],
             links: Vec::new(),
         };
-        let child = t.span(start(), Some(&parent(true)));
+        let mut child = t.span(start(), Some(&parent(true)));
+        child.set("k", 1_i64);
         let cx = child.context().clone();
         assert_eq!(cx.trace_id, [7; 16]);
         assert_ne!(cx.span_id, [8; 8]);
@@ -282,11 +285,17 @@ mod tests {
         let root = t.span(start(), None);
         assert_ne!(root.context().trace_id, [7; 16]);
         root.end();
-        let queued = t.queue.take();
+        use opentelemetry_proto::tonic::trace::v1::Span as Wire;
+        use prost::Message;
+        let queued: Vec<Wire> = (t.queue.take().iter())
+            .map(|s| Wire::decode(s.as_slice()).unwrap())
+            .collect();
         assert_eq!(queued.len(), 2, "the sampled child and the root");
-        assert_eq!(queued[0].parent, Some(([8; 8], true)));
-        assert_eq!(queued[0].attributes, vec![attr("k", 1_i64)]);
-        assert!(queued[0].end >= queued[0].start);
-        assert_eq!(queued[1].parent, None);
+        assert_eq!(queued[0].parent_span_id, [8; 8]);
+        assert_eq!(queued[0].flags, 0x301, "sampled, its parent remote");
+        assert_eq!(queued[0].attributes.len(), 1);
+        assert_eq!(queued[0].attributes[0].key, "k");
+        assert!(queued[0].end_time_unix_nano >= queued[0].start_time_unix_nano);
+        assert!(queued[1].parent_span_id.is_empty());
     }
 }

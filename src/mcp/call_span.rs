@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::telemetry::{Span, SpanContext, SpanKind, Start, Telemetry, attr};
+use crate::telemetry::{Span, SpanContext, SpanKind, Start, Telemetry};
 
 /// What the relay knows of a call's session, for its span.
 #[derive(Clone, Debug, Default)]
@@ -21,26 +21,24 @@ pub struct CallTrace {
 }
 
 pub fn start(t: &Telemetry, tool: &str, id: &Value, trace: &CallTrace) -> Span {
-    let mut attributes = vec![
-        attr("mcp.method.name", "tools/call"),
-        attr("gen_ai.tool.name", tool.to_owned()),
-        attr("gen_ai.operation.name", "execute_tool"),
-        attr("jsonrpc.request.id", request_id(id)),
-    ];
-    if !trace.transport.is_empty() {
-        attributes.push(attr("network.transport", trace.transport));
-    }
-    if let Some(protocol) = &trace.protocol {
-        attributes.push(attr("mcp.protocol.version", protocol.clone()));
-    }
     let start = Start {
         name: format!("tools/call {tool}"),
         kind: SpanKind::Server,
         time: None,
-        attributes,
         links: Vec::new(),
     };
-    t.span(start, trace.parent.as_ref())
+    let mut span = t.span(start, trace.parent.as_ref());
+    span.set("mcp.method.name", "tools/call");
+    span.set_str("gen_ai.tool.name", tool);
+    span.set("gen_ai.operation.name", "execute_tool");
+    span.set("jsonrpc.request.id", request_id(id));
+    if !trace.transport.is_empty() {
+        span.set("network.transport", trace.transport);
+    }
+    if let Some(protocol) = &trace.protocol {
+        span.set_str("mcp.protocol.version", protocol);
+    }
+    span
 }
 
 /// End the call's span with what its answer says (`None`: cancelled or let go unanswered).

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::finding::Finding;
-use crate::telemetry::{Attribute, Span, attr};
+use crate::telemetry::Span;
 
 /// A request's span between the exit and its response's last byte: the response work adds
 /// what it found there.
@@ -16,20 +16,20 @@ pub(super) fn after_response(slot: Option<&Slot>, findings: &[Finding]) {
     let span = slot.and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
     let Some(mut span) = span else { return };
     for f in findings {
-        span.event("driftwatch.finding", || finding(f, "log"));
+        span.event("driftwatch.finding", &finding(f, "log"));
     }
     span.set("driftwatch.response_findings", findings.len() as i64);
     span.end();
 }
 
 /// A finding as a span event's attributes: where and what, never a value.
-pub(super) fn finding(f: &Finding, action: &'static str) -> Vec<Attribute> {
-    vec![
-        attr("driftwatch.finding.kind", f.kind.as_str()),
-        attr("driftwatch.finding.severity", f.severity.as_str()),
-        attr("driftwatch.finding.blame", f.blame.as_str()),
-        attr("driftwatch.finding.location", f.location.as_str()),
-        attr("driftwatch.finding.field", f.field.to_string()),
-        attr("driftwatch.finding.action", action),
+pub(super) fn finding<'f>(f: &'f Finding, action: &'static str) -> [(&'static str, &'f str); 6] {
+    [
+        ("driftwatch.finding.kind", f.kind.as_str()),
+        ("driftwatch.finding.severity", f.severity.as_str()),
+        ("driftwatch.finding.blame", f.blame.as_str()),
+        ("driftwatch.finding.location", f.location.as_str()),
+        ("driftwatch.finding.field", f.field.as_str()),
+        ("driftwatch.finding.action", action),
     ]
 }

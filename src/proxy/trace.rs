@@ -96,10 +96,11 @@ impl RequestTrace {
             name: name(facts),
             kind: SpanKind::Client,
             time: Some(self.started),
-            attributes: attributes(facts),
             links,
         };
-        self.span = Some(t.span(start, parent));
+        let mut span = t.span(start, parent);
+        attributes(&mut span, facts);
+        self.span = Some(span);
     }
 
     /// The span's context, for an event's ids (made only when an event is).
@@ -130,7 +131,7 @@ impl RequestTrace {
             span.set("driftwatch.findings", findings.len() as i64);
         }
         for (f, action) in findings.iter().zip(actions) {
-            span.event("driftwatch.finding", || finding(f, action));
+            span.event("driftwatch.finding", &finding(f, action));
         }
         if code >= 400 {
             span.set("error.type", code.to_string());
@@ -160,21 +161,19 @@ fn name(facts: &Facts<'_>) -> String {
     }
 }
 
-fn attributes(facts: &Facts<'_>) -> Vec<Attribute> {
-    let mut a = Vec::with_capacity(16);
-    a.extend(facts.api.span_attributes[facts.upstream].iter().cloned());
-    a.push(attr("http.request.method", method(facts.method)));
-    a.push(attr("driftwatch.spec.revision", facts.revision.to_owned()));
-    a.push(attr("driftwatch.request_id", facts.request_id.to_owned()));
+fn attributes(span: &mut Span, facts: &Facts<'_>) {
+    span.set_all(&facts.api.span_attributes[facts.upstream]);
+    span.set("http.request.method", method(facts.method));
+    span.set_str("driftwatch.spec.revision", facts.revision);
+    span.set_str("driftwatch.request_id", facts.request_id);
     if let Some(op) = facts.operation {
-        a.push(attr("url.template", op.template.clone()));
-        a.push(attr("driftwatch.operation", op.id.clone()));
+        span.set_str("url.template", &op.template);
+        span.set_str("driftwatch.operation", &op.id);
     }
     if let Some(tool) = facts.tool {
-        a.push(attr("gen_ai.tool.name", tool.label().to_owned()));
-        a.push(attr("driftwatch.tool_attribution", tool.by.as_str()));
+        span.set_str("gen_ai.tool.name", tool.label());
+        span.set("driftwatch.tool_attribution", tool.by.as_str());
     }
-    a
 }
 
 /// What every request span of one API and upstream says alike: the server, the API's name

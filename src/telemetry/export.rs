@@ -18,7 +18,7 @@ use http::{HeaderName, HeaderValue, Request, Uri};
 
 use super::client::Hyper;
 use super::encode::{self, Header};
-use super::record::Record;
+
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, oneshot, watch};
 
@@ -39,7 +39,7 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    async fn export(&self, spans: &[Record]) -> Result<(), String> {
+    async fn export(&self, spans: &[Vec<u8>]) -> Result<(), String> {
         let body = Bytes::from(encode::request(&self.header, spans));
         let mut request =
             Request::post(&self.endpoint).header(CONTENT_TYPE, "application/x-protobuf");
@@ -65,7 +65,7 @@ pub struct Batches {
 
 #[derive(Debug)]
 struct Shared {
-    spans: Mutex<Vec<Record>>,
+    spans: Mutex<Vec<Vec<u8>>>,
     /// A batch is full.
     full: Notify,
     queue: usize,
@@ -75,7 +75,7 @@ struct Shared {
 
 impl Shared {
     /// At most one batch off the front of the queue.
-    fn take(&self) -> Vec<Record> {
+    fn take(&self) -> Vec<Vec<u8>> {
         let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
         if spans.is_empty() {
             return Vec::new();
@@ -94,7 +94,7 @@ pub struct Queue(Arc<Shared>);
 
 impl Queue {
     /// Queue `span` for export, or drop and count it when the queue is full.
-    pub fn push(&self, span: Record) {
+    pub fn push(&self, span: Vec<u8>) {
         let mut spans = self.0.spans.lock().unwrap_or_else(|e| e.into_inner());
         if spans.len() >= self.0.queue {
             drop(spans);
@@ -110,7 +110,7 @@ impl Queue {
 
     /// What is queued now, taken off the queue.
     #[cfg(test)]
-    pub fn take(&self) -> Vec<Record> {
+    pub fn take(&self) -> Vec<Vec<u8>> {
         self.0.take()
     }
 }
@@ -184,7 +184,7 @@ async fn run(
 /// works again, once each (the counters say how much was lost).
 async fn send(
     exporter: &Exporter,
-    spans: Vec<Record>,
+    spans: Vec<Vec<u8>>,
     batches: &Batches,
     counts: &SpanCounts,
     failing: bool,

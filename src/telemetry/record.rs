@@ -1,9 +1,6 @@
 //! What a span is made of, as data: its context (ids, as W3C trace context carries them), its
-//! attributes and events, and the record a sampled span leaves for export. What a span holds is
-//! what driftwatch's two spans need (a request's, a `tools/call`'s): ids, a name, a kind, times,
-//! attributes whose keys are static text, events, links, an error status. An attribute's value
-//! is mostly static or shared text, so a span copies little (the SDK's `KeyValue` owned a
-//! `String` each). `span` records these; `encode` writes them to OTLP.
+//! kind, and attributes whose keys are driftwatch's own, static, and whose values are mostly
+//! static or shared text (the SDK's `KeyValue` owned a `String` each).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -110,32 +107,19 @@ pub fn attr(key: &'static str, value: impl Into<Value>) -> Attribute {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct Event {
-    pub name: &'static str,
-    pub time: SystemTime,
-    pub attributes: Vec<Attribute>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Status {
-    Unset,
-    Error(Cow<'static, str>),
-}
-
-/// What a sampled span recorded: what export sends.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Record {
-    pub context: SpanContext,
+/// What a sampled span has recorded so far, its attributes and events already in protobuf.
+pub(super) struct Recording {
     /// The parent's span id, and whether the parent was remote.
     pub parent: Option<([u8; 8], bool)>,
     pub name: String,
     pub kind: SpanKind,
     pub start: SystemTime,
-    pub end: SystemTime,
-    pub attributes: Vec<Attribute>,
-    pub events: Vec<Event>,
+    /// `Span.attributes` entries, encoded.
+    pub attributes: Vec<u8>,
+    /// `Span.events` entries, encoded.
+    pub events: Vec<u8>,
+    pub event_count: usize,
     pub dropped_events: u32,
     pub links: Vec<SpanContext>,
-    pub status: Status,
+    pub error: Option<Cow<'static, str>>,
 }

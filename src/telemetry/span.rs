@@ -1,14 +1,18 @@
 //! driftwatch's spans, recorded here rather than by the OpenTelemetry SDK, whose span cost
 //! about 3.3 µs of a serving thread per request (docs/benchmarks.md): a `Context` and its
 //! `Arc`s per start, a `KeyValue` with an owned `String` per attribute, its limits checked per
-//! set. Here a span that is not sampled records nothing, and a span ends when it is dropped
-//! (the SDK's rule too), into the export queue.
+//! set, then each converted and freed again on export. Here a sampled span writes each
+//! attribute and event straight into OTLP's protobuf as it is set (borrowed text is copied
+//! once, into the message), and its end writes the span's message whole: what the export
+//! queue holds is bytes, which a batch only concatenates. A span that is not sampled records
+//! nothing. A span ends when it is dropped (the SDK's rule too).
 
 use std::borrow::Cow;
 use std::time::SystemTime;
 
+use super::encode::{self, Any};
 use super::export::Queue;
-use super::record::{Attribute, Event, Record, SpanContext, SpanKind, Status, Value, attr};
+use super::record::{Attribute, Recording, SpanContext, SpanKind, Value};
 
 /// The most events a span keeps; the rest are counted as dropped (the SDK's default limit).
 const MAX_EVENTS: usize = 128;
@@ -19,7 +23,6 @@ pub struct Start {
     pub kind: SpanKind,
     /// When it began (now, if not given).
     pub time: Option<SystemTime>,
-    pub attributes: Vec<Attribute>,
     pub links: Vec<SpanContext>,
 }
 
@@ -27,12 +30,12 @@ pub struct Start {
 /// sampled, it has ids (which the API may still be told) and records nothing.
 pub struct Span {
     context: SpanContext,
-    record: Option<(Box<Record>, Queue)>,
+    recording: Option<(Box<Recording>, Queue)>,
 }
 
 impl Span {
-    pub(super) fn new(context: SpanContext, record: Option<(Box<Record>, Queue)>) -> Span {
-        Span { context, record }
+    pub(super) fn new(context: SpanContext, recording: Option<(Box<Recording>, Queue)>) -> Span {
+        Span { context, recording }
     }
 
     pub fn context(&self) -> &SpanContext {
@@ -40,30 +43,42 @@ impl Span {
     }
 
     pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
-        if let Some((r, _)) = &mut self.record {
-            r.attributes.push(attr(key, value));
+        if let Some((r, _)) = &mut self.recording {
+            encode::attribute(&mut r.attributes, key, Any::from(&value.into()));
         }
     }
 
-    /// An event now, with `attributes` (made only when the span records).
-    pub fn event(&mut self, name: &'static str, attributes: impl FnOnce() -> Vec<Attribute>) {
-        let Some((r, _)) = &mut self.record else {
+    /// A text attribute, borrowed: copied only into the span's message.
+    pub fn set_str(&mut self, key: &'static str, value: &str) {
+        if let Some((r, _)) = &mut self.recording {
+            encode::attribute(&mut r.attributes, key, Any::Str(value));
+        }
+    }
+
+    pub fn set_all(&mut self, attributes: &[Attribute]) {
+        if let Some((r, _)) = &mut self.recording {
+            for a in attributes {
+                encode::attribute(&mut r.attributes, a.key, Any::from(&a.value));
+            }
+        }
+    }
+
+    /// An event now, with text attributes.
+    pub fn event(&mut self, name: &'static str, attributes: &[(&'static str, &str)]) {
+        let Some((r, _)) = &mut self.recording else {
             return;
         };
-        if r.events.len() >= MAX_EVENTS {
+        if r.event_count >= MAX_EVENTS {
             r.dropped_events += 1;
             return;
         }
-        r.events.push(Event {
-            name,
-            time: SystemTime::now(),
-            attributes: attributes(),
-        });
+        r.event_count += 1;
+        encode::event(&mut r.events, SystemTime::now(), name, attributes);
     }
 
     pub fn set_error(&mut self, description: impl Into<Cow<'static, str>>) {
-        if let Some((r, _)) = &mut self.record {
-            r.status = Status::Error(description.into());
+        if let Some((r, _)) = &mut self.recording {
+            r.error = Some(description.into());
         }
     }
 
@@ -73,9 +88,8 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        if let Some((mut record, queue)) = self.record.take() {
-            record.end = SystemTime::now();
-            queue.push(*record);
+        if let Some((r, queue)) = self.recording.take() {
+            queue.push(encode::span(&self.context, &r, SystemTime::now()));
         }
     }
 }
