@@ -34,7 +34,7 @@ pub use settings::{Export, Propagation, Root, Sampler};
 pub use span::{Span, Start};
 
 use export::Queue;
-use record::Recording;
+use span::Recording;
 
 /// The sampler and the export thread behind it.
 pub struct Telemetry {
@@ -102,19 +102,18 @@ impl Telemetry {
         if !context.sampled {
             return Span::new(context, None);
         }
+        let mut message = Vec::with_capacity(MESSAGE_CAPACITY);
+        let time = start.time.unwrap_or_else(SystemTime::now);
+        let begun = (start.name.as_str(), start.kind, time);
+        encode::start(&mut message, &context, parent, begun, &start.links);
         let recording = Recording {
-            parent: parent.map(|p| (p.span_id, p.remote)),
-            name: start.name,
-            kind: start.kind,
-            start: start.time.unwrap_or_else(SystemTime::now),
-            attributes: Vec::with_capacity(ATTRIBUTES_CAPACITY),
-            events: Vec::new(),
-            event_count: 0,
+            message,
+            events: 0,
             dropped_events: 0,
-            links: start.links,
             error: None,
+            queue: self.queue.clone(),
         };
-        Span::new(context, Some((Box::new(recording), self.queue.clone())))
+        Span::new(context, Some(Box::new(recording)))
     }
 
     /// Send what is queued, within `within`; spans ended later are not sent.
@@ -131,9 +130,9 @@ impl Telemetry {
     }
 }
 
-/// Room for a request span's attributes, encoded (about 600 bytes), so that they are written
-/// without a reallocation.
-const ATTRIBUTES_CAPACITY: usize = 768;
+/// Room for a request span's message (about 700 bytes with its attributes), so that it is
+/// written without a reallocation.
+const MESSAGE_CAPACITY: usize = 1024;
 
 /// Random ids, never all zero (which W3C reads as none).
 fn nonzero<const N: usize>(random: impl Fn() -> [u8; N]) -> [u8; N] {

@@ -9,7 +9,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::record::{Recording, SpanContext, SpanKind, Value};
+use super::record::{SpanContext, SpanKind, Value};
 
 /// The resource and the scope, encoded once: every batch starts with them.
 pub struct Header {
@@ -66,48 +66,56 @@ pub fn request(header: &Header, spans: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// A span's message: its ids, name, kind and times, what it recorded, and its status.
-pub(super) fn span(cx: &SpanContext, r: &Recording, end: SystemTime) -> Vec<u8> {
-    let mut out = Vec::with_capacity(96 + r.name.len() + r.attributes.len() + r.events.len());
-    bytes(&mut out, 1, &cx.trace_id);
-    bytes(&mut out, 2, &cx.span_id);
-    trace_state(&mut out, cx);
-    if let Some((parent, _)) = &r.parent {
-        bytes(&mut out, 4, parent);
+/// What a span's message holds of its start: its ids, parent, name, kind, start and links.
+/// Protobuf lets fields come in any order, so its attributes and events follow as they are set
+/// (`attribute`, `event`) and `end` closes it: one buffer, never moved.
+pub fn start(
+    out: &mut Vec<u8>,
+    cx: &SpanContext,
+    parent: Option<&SpanContext>,
+    begun: (&str, SpanKind, SystemTime),
+    links: &[SpanContext],
+) {
+    let (name, kind, time) = begun;
+    bytes(out, 1, &cx.trace_id);
+    bytes(out, 2, &cx.span_id);
+    trace_state(out, cx);
+    if let Some(parent) = parent {
+        bytes(out, 4, &parent.span_id);
     }
-    let remote = r.parent.is_some_and(|(_, remote)| remote);
-    fixed32(&mut out, 16, flags(remote, cx.sampled));
-    string(&mut out, 5, &r.name);
-    uint(&mut out, 6, kind(r.kind));
-    fixed64(&mut out, 7, nanos(r.start));
-    fixed64(&mut out, 8, nanos(end));
-    out.extend_from_slice(&r.attributes);
-    out.extend_from_slice(&r.events);
-    uint(&mut out, 12, u64::from(r.dropped_events));
-    for link in &r.links {
-        message(&mut out, 13, |o| {
+    fixed32(out, 16, flags(parent.is_some_and(|p| p.remote), cx.sampled));
+    string(out, 5, name);
+    uint(out, 6, self::kind(kind));
+    fixed64(out, 7, nanos(time));
+    for link in links {
+        message(out, 13, |o| {
             bytes(o, 1, &link.trace_id);
             bytes(o, 2, &link.span_id);
             trace_state(o, link);
             fixed32(o, 6, flags(link.remote, link.sampled));
         });
     }
-    message(&mut out, 15, |o| {
-        if let Some(description) = &r.error {
+}
+
+/// The end of a span's message: its end time, the events it dropped, its status.
+pub fn end(out: &mut Vec<u8>, time: SystemTime, dropped_events: u32, error: Option<&str>) {
+    fixed64(out, 8, nanos(time));
+    uint(out, 12, u64::from(dropped_events));
+    message(out, 15, |o| {
+        if let Some(description) = error {
             string(o, 2, description);
             uint(o, 3, 2);
         }
     });
-    out
 }
 
 /// One of `Span.attributes`.
-pub(super) fn attribute(out: &mut Vec<u8>, key: &str, value: Any<'_>) {
+pub fn attribute(out: &mut Vec<u8>, key: &str, value: Any<'_>) {
     key_value(out, 9, key, value);
 }
 
 /// One of `Span.events`, its attributes text.
-pub(super) fn event(out: &mut Vec<u8>, time: SystemTime, name: &str, attributes: &[(&str, &str)]) {
+pub fn event(out: &mut Vec<u8>, time: SystemTime, name: &str, attributes: &[(&str, &str)]) {
     message(out, 11, |o| {
         fixed64(o, 1, nanos(time));
         string(o, 2, name);
@@ -117,17 +125,31 @@ pub(super) fn event(out: &mut Vec<u8>, time: SystemTime, name: &str, attributes:
     });
 }
 
+/// A `KeyValue`, its lengths counted first: an attribute is written in one pass, with no
+/// length put in after.
 fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Any<'_>) {
-    message(out, field, |o| {
-        string(o, 1, key);
-        message(o, 2, |v| match value {
-            Any::Str(s) => bytes(v, 1, s.as_bytes()),
-            Any::Int(i) => {
-                self::key(v, 3, 0);
-                varint(v, i as u64);
-            }
-        });
-    });
+    let any = match value {
+        Any::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
+        Any::Int(i) => 1 + varint_len(i as u64),
+    };
+    let kv = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any as u64) + any;
+    out.reserve(kv + 6);
+    self::key(out, field, 2);
+    varint(out, kv as u64);
+    bytes(out, 1, key.as_bytes());
+    self::key(out, 2, 2);
+    varint(out, any as u64);
+    match value {
+        Any::Str(s) => bytes(out, 1, s.as_bytes()),
+        Any::Int(i) => {
+            self::key(out, 3, 0);
+            varint(out, i as u64);
+        }
+    }
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// `tracestate`, when there is one (most spans have none).
@@ -240,8 +262,8 @@ mod tests {
     use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
     use prost::Message;
 
-    use super::{Any, Header, attribute, event, request, span};
-    use crate::telemetry::record::{Recording, SpanContext, SpanKind, Value};
+    use super::{Any, Header, attribute, end, event, request, start};
+    use crate::telemetry::record::{SpanContext, SpanKind, Value};
 
     type TextAttributes = Vec<(&'static str, &'static str)>;
 
@@ -348,25 +370,27 @@ mod tests {
 
     /// Ours: written as a span writes it.
     fn ours(c: &Case) -> Vec<u8> {
-        let mut r = Recording {
-            parent: c.parent,
-            name: c.name.clone(),
-            kind: c.kind,
-            start: c.start,
-            attributes: Vec::new(),
-            events: Vec::new(),
-            event_count: c.events.len(),
-            dropped_events: c.dropped_events,
-            links: c.links.clone(),
-            error: c.error.map(Cow::Borrowed),
-        };
+        let parent = (c.parent).map(|(span_id, remote)| SpanContext {
+            span_id,
+            remote,
+            ..c.cx.clone()
+        });
+        let mut out = Vec::new();
+        start(
+            &mut out,
+            &c.cx,
+            parent.as_ref(),
+            (&c.name, c.kind, c.start),
+            &c.links,
+        );
         for (key, value) in &c.attributes {
-            attribute(&mut r.attributes, key, Any::from(value));
+            attribute(&mut out, key, Any::from(value));
         }
         for (time, name, attributes) in &c.events {
-            event(&mut r.events, *time, name, attributes);
+            event(&mut out, *time, name, attributes);
         }
-        span(&c.cx, &r, c.end)
+        end(&mut out, c.end, c.dropped_events, c.error);
+        out
     }
 
     /// Theirs: the same span as the SDK holds it, for the official conversion.

@@ -2,9 +2,7 @@
 //! kind, and attributes whose keys are driftwatch's own, static, and whose values are mostly
 //! static or shared text (the SDK's `KeyValue` owned a `String` each).
 
-use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// A span's place in a trace, as W3C trace context carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,21 +103,4 @@ pub fn attr(key: &'static str, value: impl Into<Value>) -> Attribute {
         key,
         value: value.into(),
     }
-}
-
-/// What a sampled span has recorded so far, its attributes and events already in protobuf.
-pub(super) struct Recording {
-    /// The parent's span id, and whether the parent was remote.
-    pub parent: Option<([u8; 8], bool)>,
-    pub name: String,
-    pub kind: SpanKind,
-    pub start: SystemTime,
-    /// `Span.attributes` entries, encoded.
-    pub attributes: Vec<u8>,
-    /// `Span.events` entries, encoded.
-    pub events: Vec<u8>,
-    pub event_count: usize,
-    pub dropped_events: u32,
-    pub links: Vec<SpanContext>,
-    pub error: Option<Cow<'static, str>>,
 }

@@ -1,18 +1,19 @@
 //! driftwatch's spans, recorded here rather than by the OpenTelemetry SDK, whose span cost
 //! about 3.3 µs of a serving thread per request (docs/benchmarks.md): a `Context` and its
 //! `Arc`s per start, a `KeyValue` with an owned `String` per attribute, its limits checked per
-//! set, then each converted and freed again on export. Here a sampled span writes each
-//! attribute and event straight into OTLP's protobuf as it is set (borrowed text is copied
-//! once, into the message), and its end writes the span's message whole: what the export
-//! queue holds is bytes, which a batch only concatenates. A span that is not sampled records
-//! nothing. A span ends when it is dropped (the SDK's rule too).
+//! set, then each converted and freed again on export. Here a sampled span is its OTLP
+//! protobuf message, written as it is recorded: its ids, name and start when it starts, each
+//! attribute and event as it is set (borrowed text copied once, into the message), its end
+//! time and status when it ends. What the export queue holds is that buffer, which a batch
+//! copies once. A span that is not sampled records nothing. A span ends when it is dropped
+//! (the SDK's rule too).
 
 use std::borrow::Cow;
 use std::time::SystemTime;
 
 use super::encode::{self, Any};
 use super::export::Queue;
-use super::record::{Attribute, Recording, SpanContext, SpanKind, Value};
+use super::record::{Attribute, SpanContext, SpanKind, Value};
 
 /// The most events a span keeps; the rest are counted as dropped (the SDK's default limit).
 const MAX_EVENTS: usize = 128;
@@ -30,11 +31,20 @@ pub struct Start {
 /// sampled, it has ids (which the API may still be told) and records nothing.
 pub struct Span {
     context: SpanContext,
-    recording: Option<(Box<Recording>, Queue)>,
+    recording: Option<Box<Recording>>,
+}
+
+/// A sampled span's message so far, and what its end writes.
+pub(super) struct Recording {
+    pub message: Vec<u8>,
+    pub events: usize,
+    pub dropped_events: u32,
+    pub error: Option<Cow<'static, str>>,
+    pub queue: Queue,
 }
 
 impl Span {
-    pub(super) fn new(context: SpanContext, recording: Option<(Box<Recording>, Queue)>) -> Span {
+    pub(super) fn new(context: SpanContext, recording: Option<Box<Recording>>) -> Span {
         Span { context, recording }
     }
 
@@ -43,41 +53,41 @@ impl Span {
     }
 
     pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
-        if let Some((r, _)) = &mut self.recording {
-            encode::attribute(&mut r.attributes, key, Any::from(&value.into()));
+        if let Some(r) = &mut self.recording {
+            encode::attribute(&mut r.message, key, Any::from(&value.into()));
         }
     }
 
     /// A text attribute, borrowed: copied only into the span's message.
     pub fn set_str(&mut self, key: &'static str, value: &str) {
-        if let Some((r, _)) = &mut self.recording {
-            encode::attribute(&mut r.attributes, key, Any::Str(value));
+        if let Some(r) = &mut self.recording {
+            encode::attribute(&mut r.message, key, Any::Str(value));
         }
     }
 
     pub fn set_all(&mut self, attributes: &[Attribute]) {
-        if let Some((r, _)) = &mut self.recording {
+        if let Some(r) = &mut self.recording {
             for a in attributes {
-                encode::attribute(&mut r.attributes, a.key, Any::from(&a.value));
+                encode::attribute(&mut r.message, a.key, Any::from(&a.value));
             }
         }
     }
 
     /// An event now, with text attributes.
     pub fn event(&mut self, name: &'static str, attributes: &[(&'static str, &str)]) {
-        let Some((r, _)) = &mut self.recording else {
+        let Some(r) = &mut self.recording else {
             return;
         };
-        if r.event_count >= MAX_EVENTS {
+        if r.events >= MAX_EVENTS {
             r.dropped_events += 1;
             return;
         }
-        r.event_count += 1;
-        encode::event(&mut r.events, SystemTime::now(), name, attributes);
+        r.events += 1;
+        encode::event(&mut r.message, SystemTime::now(), name, attributes);
     }
 
     pub fn set_error(&mut self, description: impl Into<Cow<'static, str>>) {
-        if let Some((r, _)) = &mut self.recording {
+        if let Some(r) = &mut self.recording {
             r.error = Some(description.into());
         }
     }
@@ -88,8 +98,21 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        if let Some((r, queue)) = self.recording.take() {
-            queue.push(encode::span(&self.context, &r, SystemTime::now()));
+        if let Some(r) = self.recording.take() {
+            let Recording {
+                mut message,
+                dropped_events,
+                error,
+                queue,
+                ..
+            } = *r;
+            encode::end(
+                &mut message,
+                SystemTime::now(),
+                dropped_events,
+                error.as_deref(),
+            );
+            queue.push(message);
         }
     }
 }
