@@ -31,7 +31,7 @@ use tokio::sync::watch;
 pub use export::SpanCounts;
 pub use record::{Attribute, SpanContext, SpanKind, Value, attr};
 pub use settings::{Export, Propagation, Root, Sampler};
-pub use span::{Span, Start};
+pub use span::{Attributes, Span, Start};
 
 use export::Queue;
 use span::Recording;

@@ -34,9 +34,8 @@ pub struct Api {
     pub(super) reloads_started: AtomicU64,
     /// Whether most recent requests route nowhere (a wrong base path or spec version).
     pub unrouted: Arc<Unrouted>,
-    /// Per upstream, what every request span of the API says alike (`trace`), made once:
-    /// each a shared string, so a span takes them without copying.
-    pub span_attributes: Vec<Vec<crate::telemetry::Attribute>>,
+    /// Per upstream, what every request span of the API says alike (`trace`), encoded once.
+    pub span_attributes: Vec<crate::telemetry::Attributes>,
 }
 
 impl Api {

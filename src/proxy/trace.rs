@@ -12,8 +12,6 @@
 
 use std::time::SystemTime;
 
-use std::sync::Arc;
-
 use http::{HeaderMap, Method};
 
 use super::Api;
@@ -24,7 +22,7 @@ use crate::mcp::calls::Attribution;
 use crate::settings::{ApiSettings, Propagation, Upstream};
 use crate::sink::Outcome;
 use crate::telemetry::{
-    Attribute, Span, SpanContext, SpanKind, Start, Telemetry, Value, attr, context,
+    Attributes, Span, SpanContext, SpanKind, Start, Telemetry, Value, attr, context,
 };
 
 /// A request's span from its arrival to its exit (and, through `late`, to its answer's last
@@ -178,21 +176,18 @@ fn attributes(span: &mut Span, facts: &Facts<'_>) {
 
 /// What every request span of one API and upstream says alike: the server, the API's name
 /// (when it has one) and its mode.
-pub(super) fn api_attributes(api: &ApiSettings, upstream: &Upstream) -> Vec<Attribute> {
+pub(super) fn api_attributes(api: &ApiSettings, upstream: &Upstream) -> Attributes {
     let mut a = vec![
-        attr(
-            "server.address",
-            Arc::<str>::from(upstream.authority.host()),
-        ),
+        attr("server.address", upstream.authority.host().to_owned()),
         attr("driftwatch.mode", api.policy.mode.as_str()),
     ];
     if let Some(port) = upstream.authority.port_u16() {
         a.push(attr("server.port", i64::from(port)));
     }
     if let Some(name) = &api.name {
-        a.push(attr("driftwatch.api", Arc::<str>::from(name.as_str())));
+        a.push(attr("driftwatch.api", name.clone()));
     }
-    a
+    Attributes::new(&a)
 }
 
 /// The standard methods as static text; another as it came.

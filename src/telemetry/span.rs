@@ -18,6 +18,20 @@ use super::record::{Attribute, SpanContext, SpanKind, Value};
 /// The most events a span keeps; the rest are counted as dropped (the SDK's default limit).
 const MAX_EVENTS: usize = 128;
 
+/// Attributes that many spans carry alike (an API's server, mode and name), encoded once.
+#[derive(Clone, Debug, Default)]
+pub struct Attributes(Vec<u8>);
+
+impl Attributes {
+    pub fn new(attributes: &[Attribute]) -> Attributes {
+        let mut out = Vec::new();
+        for a in attributes {
+            encode::attribute(&mut out, a.key, Any::from(&a.value));
+        }
+        Attributes(out)
+    }
+}
+
 /// How a span starts: what `Telemetry::span` is given.
 pub struct Start {
     pub name: String,
@@ -65,11 +79,10 @@ impl Span {
         }
     }
 
-    pub fn set_all(&mut self, attributes: &[Attribute]) {
+    /// Attributes encoded once, for many spans (`Attributes::new`).
+    pub fn set_all(&mut self, attributes: &Attributes) {
         if let Some(r) = &mut self.recording {
-            for a in attributes {
-                encode::attribute(&mut r.message, a.key, Any::from(&a.value));
-            }
+            r.message.extend_from_slice(&attributes.0);
         }
     }
 

@@ -136,6 +136,17 @@ fn assert_joined(spans: &[Value], api: &[super::upstream::Recorded], transport: 
     }
     let tied = ["only_call", "only_tool", "arguments"];
     for request in request_spans(spans) {
+        // What every request span of the API carries alike, encoded once per API.
+        assert_eq!(attr(request, "server.address"), "127.0.0.1", "{request:#}");
+        assert!(
+            attr(request, "server.port").as_i64().is_some(),
+            "{request:#}"
+        );
+        assert!(attr(request, "driftwatch.mode").is_string(), "{request:#}");
+        assert!(
+            attr(request, "http.request.method").is_string(),
+            "{request:#}"
+        );
         let by = attr(request, "driftwatch.tool_attribution")
             .as_str()
             .unwrap_or("");
