@@ -87,7 +87,7 @@ impl Telemetry {
 
     /// Start a span as `start` says, under `parent` (a root without one). Its trace is the
     /// parent's; whether it is sampled, the sampler's say.
-    pub fn span(&self, start: Start, parent: Option<&SpanContext>) -> Span {
+    pub fn span(&self, start: Start<'_>, parent: Option<&SpanContext>) -> Span {
         let trace_id = match parent {
             Some(p) => p.trace_id,
             None => nonzero(|| fastrand::u128(..).to_be_bytes()),
@@ -104,7 +104,7 @@ impl Telemetry {
         }
         let mut message = Vec::with_capacity(MESSAGE_CAPACITY);
         let time = start.time.unwrap_or_else(SystemTime::now);
-        let begun = (start.name.as_str(), start.kind, time);
+        let begun = (start.name, start.kind, time);
         encode::start(&mut message, &context, parent, begun, &start.links);
         let recording = Recording {
             message,
@@ -265,7 +265,7 @@ mod tests {
         };
         let t = Telemetry::start(&export, SpanCounts::default()).unwrap();
         let start = || Start {
-            name: "GET /x".into(),
+            name: ("GET", "/x"),
             kind: SpanKind::Client,
             time: None,
             links: Vec::new(),

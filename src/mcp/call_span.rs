@@ -22,7 +22,7 @@ pub struct CallTrace {
 
 pub fn start(t: &Telemetry, tool: &str, id: &Value, trace: &CallTrace) -> Span {
     let start = Start {
-        name: format!("tools/call {tool}"),
+        name: ("tools/call", tool),
         kind: SpanKind::Server,
         time: None,
         links: Vec::new(),

@@ -106,9 +106,11 @@ impl RequestTrace {
         Some(self.span.as_ref()?.context().clone())
     }
 
-    /// The slot the response work will find the span in, made when the span is there.
+    /// The slot the response work will find the span in, made when the span records.
     pub fn late(&mut self) -> Option<Slot> {
-        self.span.as_ref()?;
+        if !self.span.as_ref()?.is_recording() {
+            return None;
+        }
         Some(self.late.get_or_insert_with(Slot::default).clone())
     }
 
@@ -152,11 +154,9 @@ impl RequestTrace {
 }
 
 /// `GET /channels/{id}`, or the method alone when no operation matched.
-fn name(facts: &Facts<'_>) -> String {
-    match facts.operation {
-        Some(op) => format!("{} {}", facts.method, op.template),
-        None => facts.method.to_string(),
-    }
+fn name<'a>(facts: &Facts<'a>) -> (&'a str, &'a str) {
+    let template = facts.operation.map_or("", |op| op.template.as_str());
+    (facts.method.as_str(), template)
 }
 
 fn attributes(span: &mut Span, facts: &Facts<'_>) {

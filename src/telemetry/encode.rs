@@ -73,7 +73,7 @@ pub fn start(
     out: &mut Vec<u8>,
     cx: &SpanContext,
     parent: Option<&SpanContext>,
-    begun: (&str, SpanKind, SystemTime),
+    begun: ((&str, &str), SpanKind, SystemTime),
     links: &[SpanContext],
 ) {
     let (name, kind, time) = begun;
@@ -84,7 +84,7 @@ pub fn start(
         bytes(out, 4, &parent.span_id);
     }
     fixed32(out, 16, flags(parent.is_some_and(|p| p.remote), cx.sampled));
-    string(out, 5, name);
+    name_field(out, name);
     uint(out, 6, self::kind(kind));
     fixed64(out, 7, nanos(time));
     for link in links {
@@ -94,6 +94,23 @@ pub fn start(
             trace_state(o, link);
             fixed32(o, 6, flags(link.remote, link.sampled));
         });
+    }
+}
+
+/// `Span.name` from its two parts, a space between them when the second is there.
+fn name_field(out: &mut Vec<u8>, (first, second): (&str, &str)) {
+    let len = first.len()
+        + if second.is_empty() {
+            0
+        } else {
+            1 + second.len()
+        };
+    key(out, 5, 2);
+    varint(out, len as u64);
+    out.extend_from_slice(first.as_bytes());
+    if !second.is_empty() {
+        out.push(b' ');
+        out.extend_from_slice(second.as_bytes());
     }
 }
 
@@ -267,11 +284,14 @@ mod tests {
 
     type TextAttributes = Vec<(&'static str, &'static str)>;
 
+    const LONG: &str = "a-tool-whose-name-is-long-enough-that-the-span-name-takes-a-length-of-two-bytes-\
+        on-the-wire-which-is-what-this-test-needs-to-cover-and-a-little-more-to-be-sure-of-it";
+
     /// One span as the test states it, which both sides are built from.
     struct Case {
         cx: SpanContext,
         parent: Option<([u8; 8], bool)>,
-        name: String,
+        name: (&'static str, &'static str),
         kind: SpanKind,
         start: SystemTime,
         end: SystemTime,
@@ -302,7 +322,7 @@ mod tests {
                 Some("vendor=x1,other=y"),
             ),
             parent: Some((0x00f067aa0ba902b7_u64.to_be_bytes(), true)),
-            name: "PUT /channels/{id}".into(),
+            name: ("PUT", "/channels/{id}"),
             kind: SpanKind::Client,
             start,
             end: start + Duration::from_millis(3),
@@ -332,7 +352,7 @@ mod tests {
             cx: context(5, 6, false, None),
             parent: None,
             // Past 127 bytes: a length of two bytes.
-            name: format!("tools/call {}", "x".repeat(200)),
+            name: ("tools/call", LONG),
             kind: SpanKind::Server,
             start,
             end: start,
@@ -345,7 +365,7 @@ mod tests {
         let local = Case {
             cx: context(5, 12, false, None),
             parent: Some((11_u64.to_be_bytes(), false)),
-            name: "GET".into(),
+            name: ("GET", ""),
             attributes: vec![("k", Value::Text("v".repeat(300)))],
             ..root_like(start)
         };
@@ -356,7 +376,7 @@ mod tests {
         Case {
             cx: context(1, 2, false, None),
             parent: None,
-            name: String::new(),
+            name: ("", ""),
             kind: SpanKind::Client,
             start,
             end: start + Duration::from_nanos(1),
@@ -380,7 +400,7 @@ mod tests {
             &mut out,
             &c.cx,
             parent.as_ref(),
-            (&c.name, c.kind, c.start),
+            (c.name, c.kind, c.start),
             &c.links,
         );
         for (key, value) in &c.attributes {
@@ -429,7 +449,10 @@ mod tests {
                 SpanKind::Server => otel::SpanKind::Server,
                 SpanKind::Client => otel::SpanKind::Client,
             },
-            name: Cow::Owned(c.name.clone()),
+            name: Cow::Owned(match c.name {
+                (first, "") => first.to_owned(),
+                (first, second) => format!("{first} {second}"),
+            }),
             start_time: c.start,
             end_time: c.end,
             attributes: (c.attributes.iter())

@@ -33,8 +33,10 @@ impl Attributes {
 }
 
 /// How a span starts: what `Telemetry::span` is given.
-pub struct Start {
-    pub name: String,
+pub struct Start<'a> {
+    /// The name in two parts, joined by a space when the second is not empty (`GET`,
+    /// `/channels/{id}`): written into the span's message, never formatted on its own.
+    pub name: (&'a str, &'a str),
     pub kind: SpanKind,
     /// When it began (now, if not given).
     pub time: Option<SystemTime>,
@@ -64,6 +66,11 @@ impl Span {
 
     pub fn context(&self) -> &SpanContext {
         &self.context
+    }
+
+    /// Whether it records (it was sampled): one that does not is done with at once.
+    pub fn is_recording(&self) -> bool {
+        self.recording.is_some()
     }
 
     pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
