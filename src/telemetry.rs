@@ -11,8 +11,7 @@
 //! (`context`) and OTLP's protobuf (`encode`) are written here, each small and fixed by a
 //! specification, because recording with the SDK and exporting with `opentelemetry-otlp` cost
 //! about 7 µs of CPU a request (3.3 recording, 3.9 encoding and sending), a sixth of an
-//! audited one (docs/benchmarks.md). The tests hold
-//! each against the official crates (the SDK's propagator and ratio sampler, the OTLP
+//! audited one (docs/benchmarks.md). The tests hold each against the official crates (the SDK's propagator and ratio sampler, the OTLP
 //! messages and their conversion of the SDK's spans).
 
 mod client;
@@ -130,8 +129,8 @@ impl Telemetry {
     }
 }
 
-/// Room for a request span's message (about 700 bytes with its attributes), so that it is
-/// written without a reallocation.
+/// Room for a request span's message (about 450 bytes with its attributes, more with
+/// findings), so that it is written without a reallocation.
 const MESSAGE_CAPACITY: usize = 1024;
 
 /// Random ids, never all zero (which W3C reads as none).

@@ -21,9 +21,7 @@ use crate::finding::Finding;
 use crate::mcp::calls::Attribution;
 use crate::settings::{ApiSettings, Propagation, Upstream};
 use crate::sink::Outcome;
-use crate::telemetry::{
-    Attributes, Span, SpanContext, SpanKind, Start, Telemetry, Value, attr, context,
-};
+use crate::telemetry::{Attributes, Span, SpanContext, SpanKind, Start, Telemetry, attr, context};
 
 /// A request's span from its arrival to its exit (and, through `late`, to its answer's last
 /// byte).
@@ -161,7 +159,7 @@ fn name<'a>(facts: &Facts<'a>) -> (&'a str, &'a str) {
 
 fn attributes(span: &mut Span, facts: &Facts<'_>) {
     span.set_all(&facts.api.span_attributes[facts.upstream]);
-    span.set("http.request.method", method(facts.method));
+    span.set_str("http.request.method", facts.method.as_str());
     span.set_str("driftwatch.spec.revision", facts.revision);
     span.set_str("driftwatch.request_id", facts.request_id);
     if let Some(op) = facts.operation {
@@ -188,21 +186,6 @@ pub(super) fn api_attributes(api: &ApiSettings, upstream: &Upstream) -> Attribut
         a.push(attr("driftwatch.api", name.clone()));
     }
     Attributes::new(&a)
-}
-
-/// The standard methods as static text; another as it came.
-fn method(m: &Method) -> Value {
-    let name = match *m {
-        Method::GET => "GET",
-        Method::PUT => "PUT",
-        Method::POST => "POST",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => return Value::from(m.as_str().to_owned()),
-    };
-    Value::from(name)
 }
 
 /// `refused by driftwatch: silent_clear_risk /graphicsElementIds`, the blocked findings named.

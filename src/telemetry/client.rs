@@ -1,7 +1,7 @@
 //! The OTLP exporter's HTTP client: hyper's, already in the tree for the upstream, so export
-//! adds no second HTTP stack. A collector is not an
-//! upstream: it gets webpki's roots and no client certificate of the API's, and each export
-//! finishes, body included, within `telemetry.export_timeout_ms`.
+//! adds no second HTTP stack. A collector is not an upstream: it gets webpki's roots and no
+//! client certificate of the API's. Its connect is bounded here; the whole export, body
+//! included, by the exporter (`export`, `telemetry.export_timeout_ms`).
 
 use std::time::Duration;
 
@@ -19,15 +19,17 @@ const MAX_ANSWER: usize = 64 << 10;
 #[derive(Debug, Clone)]
 pub struct Hyper {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    timeout: Duration,
 }
 
+/// Why an exchange with the collector gave no answer.
+pub type HttpError = Box<dyn std::error::Error + Send + Sync>;
+
 impl Hyper {
-    pub fn new(timeout: Duration) -> Result<Hyper, rustls::Error> {
+    pub fn new(connect_timeout: Duration) -> Result<Hyper, rustls::Error> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
-        http.set_connect_timeout(Some(timeout));
+        http.set_connect_timeout(Some(connect_timeout));
         let roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
@@ -45,27 +47,14 @@ impl Hyper {
             client: Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(60))
                 .build(connector),
-            timeout,
         })
     }
-}
 
-/// Why an exchange with the collector gave no answer.
-pub type HttpError = Box<dyn std::error::Error + Send + Sync>;
-
-impl Hyper {
-    /// Send `request`; the answer, its body read, all within the timeout.
+    /// Send `request`; the answer, its body read (at most `MAX_ANSWER`).
     pub async fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let request = request.map(Full::new);
-        let exchange = async {
-            let response = self.client.request(request).await?;
-            let (parts, body) = response.into_parts();
-            let body = Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
-            Ok::<_, HttpError>(Response::from_parts(parts, body))
-        };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {:?}", self.timeout).into()),
-        }
+        let response = self.client.request(request.map(Full::new)).await?;
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
+        Ok(Response::from_parts(parts, body))
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::record::{HEX, SpanContext};
+use super::record::{HEX, SpanContext, write_hex};
 
 /// The header that names a request's parent span.
 pub const TRACEPARENT: &str = "traceparent";
@@ -121,13 +121,6 @@ pub fn inject(span: &SpanContext, headers: &mut HeaderMap) {
         _ => {
             headers.remove(TRACESTATE_NAME);
         }
-    }
-}
-
-fn write_hex(out: &mut [u8], bytes: &[u8]) {
-    for (pair, b) in out.chunks_mut(2).zip(bytes) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 0xf)];
     }
 }
 

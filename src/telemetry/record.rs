@@ -1,6 +1,6 @@
 //! What a span is made of, as data: its context (ids, as W3C trace context carries them), its
-//! kind, and attributes whose keys are driftwatch's own, static, and whose values are mostly
-//! static or shared text (the SDK's `KeyValue` owned a `String` each).
+//! kind, and attributes whose keys are driftwatch's own, static (the SDK's `KeyValue` owned a
+//! `String` each).
 
 use std::sync::Arc;
 
@@ -27,13 +27,18 @@ impl SpanContext {
     }
 }
 
-pub(super) fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[usize::from(b >> 4)] as char);
-        s.push(HEX[usize::from(b & 0xf)] as char);
+fn hex(bytes: &[u8]) -> String {
+    let mut out = vec![0; bytes.len() * 2];
+    write_hex(&mut out, bytes);
+    out.into_iter().map(char::from).collect()
+}
+
+/// `bytes` in lowercase hex, into `out` (twice their length).
+pub(super) fn write_hex(out: &mut [u8], bytes: &[u8]) {
+    for (pair, b) in out.chunks_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
     }
-    s
 }
 
 pub(super) const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -46,11 +51,10 @@ pub enum SpanKind {
     Client,
 }
 
-/// An attribute's value: static or shared text costs no copy per span.
+/// An attribute's value: static text is never copied but into the span's message.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Static(&'static str),
-    Shared(Arc<str>),
     Text(String),
     Int(i64),
 }
@@ -59,7 +63,6 @@ impl Value {
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Static(s) => Some(s),
-            Value::Shared(s) => Some(s),
             Value::Text(s) => Some(s),
             Value::Int(_) => None,
         }
@@ -75,12 +78,6 @@ impl From<&'static str> for Value {
 impl From<String> for Value {
     fn from(s: String) -> Value {
         Value::Text(s)
-    }
-}
-
-impl From<Arc<str>> for Value {
-    fn from(s: Arc<str>) -> Value {
-        Value::Shared(s)
     }
 }
 
