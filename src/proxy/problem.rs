@@ -272,6 +272,14 @@ pub fn said(refused: &Response<Bytes>) -> String {
     text
 }
 
+/// What a repaired write's tool call is told when the API answered 412 to the `If-Match` of
+/// driftwatch's read: what to do, then why (`mcp.explain_refusals`).
+pub fn changed_since_read() -> &'static str {
+    "Read the resource again, then retry this change: it changed since driftwatch read it to \
+     complete this write (another client wrote it between the read and the write), so the API \
+     answered 412 Precondition Failed and wrote nothing."
+}
+
 /// `text` within `max` bytes, cut at the last whitespace that fits and ended with "...", so
 /// that a field name or a word is never half there. A single run past half the bound with no
 /// whitespace in it (a token, an encoded value) is no word an agent reads: it is cut where the
@@ -478,6 +486,8 @@ mod tests {
             said,
             "driftwatch refused the API request this tool call made (409 Conflict): Include `graphicsElementIds` with its current value (read the resource again if you do not have it), then retry. This write replaces the whole resource, so it would erase it: the body leaves it out, and it holds a value. [silent_clear_risk /graphicsElementIds]"
         );
+        assert!(changed_since_read().starts_with("Read the resource again, then retry"));
+        assert!(changed_since_read().len() <= SAID_MAX);
     }
 
     #[test]

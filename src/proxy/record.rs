@@ -30,6 +30,11 @@ use crate::sink::{
 };
 use crate::telemetry::SpanContext;
 
+/// What became of a write set to `repair` (`driftwatch_repairs_total`'s `outcome`).
+const REPAIRED: &str = "repaired";
+const REFUSED: &str = "refused";
+const PRECONDITION_FAILED: &str = "precondition_failed";
+
 /// W3C trace context: a name, not text parsed again on every request.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
@@ -161,7 +166,16 @@ impl<'c> Ledger<'c> {
             } => {
                 self.findings.extend(extra);
                 self.findings.append(&mut self.repaired);
-                self.said_repaired(&mut response);
+                match self.repair_outcome(response.status()) {
+                    Some(REPAIRED) => self.said_repaired(&mut response),
+                    // The 412 answers driftwatch's `If-Match` (not one the agent sent).
+                    Some(PRECONDITION_FAILED)
+                        if self.repair.as_ref().is_some_and(|r| r.if_match) =>
+                    {
+                        self.tell_the_call(s, problem::changed_since_read())
+                    }
+                    _ => {}
+                }
                 (response, Outcome::Forwarded, BTreeSet::new())
             }
             Reply::Blocked {
@@ -193,7 +207,7 @@ impl<'c> Ledger<'c> {
         }
         self.count(s, op_id, (outcome, response.status()), &kinds);
         let actions: Vec<&'static str> = (self.findings.iter())
-            .map(|f| self.action(outcome, f).done())
+            .map(|f| self.done(outcome, response.status(), f))
             .collect();
         let trace = self.end_trace(s, rev, &actions, (outcome, response.status()));
         if !self.findings.is_empty() || error.is_some() {
@@ -215,6 +229,15 @@ impl<'c> Ledger<'c> {
         let (trace, facts) = self.trace_and_facts(rev);
         trace.start(t, &facts);
         trace.end(facts.findings, actions, done)
+    }
+
+    /// What an event and a span say was done about `f`: its action, except that a field
+    /// filled for a write the API then refused with 412 was not repaired (`precondition_failed`).
+    fn done(&self, outcome: Outcome, status: StatusCode, f: &Finding) -> &'static str {
+        match self.action(outcome, f) {
+            Action::Repair => self.repair_outcome(status).unwrap_or(REPAIRED),
+            action => action.done(),
+        }
     }
 
     /// What was done about `f`: repaired, blocked, or logged.
@@ -250,7 +273,8 @@ impl<'c> Ledger<'c> {
         s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
     }
 
-    /// A refused request's tool call is told, for its answer to say why (`wrap`).
+    /// A refused request's tool call is told, for its answer to say why (`wrap`); so is a
+    /// repaired write's that the API answered 412.
     fn tell_the_call(&self, s: &Sidecar, said: &str) {
         let call = self.tool.as_ref().and_then(|t| t.call.as_ref());
         if let (Some(calls), Some(call)) = (s.calls(), call) {
@@ -264,20 +288,30 @@ impl<'c> Ledger<'c> {
         if matches!(outcome, Outcome::ClientError | Outcome::UpstreamError) {
             return;
         }
-        let done = match (&repair.refused, status) {
-            (Some(_), _) => "refused",
-            (None, StatusCode::PRECONDITION_FAILED) => "precondition_failed",
-            (None, _) => "repaired",
+        let Some(done) = self.repair_outcome(status) else {
+            return;
         };
         for field in &repair.fields {
             s.sinks.metrics.repair(&self.api.label, op_id, field, done);
         }
     }
 
+    /// What became of a write set to `repair`, answered `status`: `refused` (driftwatch refused
+    /// it instead), `precondition_failed` (the API answered 412: the resource changed after the
+    /// read, and nothing was written) or `repaired`. The one place the three are told apart: the
+    /// metric, the header, the event and the tool call's answer all follow it.
+    fn repair_outcome(&self, status: StatusCode) -> Option<&'static str> {
+        let repair = self.repair.as_ref()?;
+        Some(match (&repair.refused, status) {
+            (Some(_), _) => REFUSED,
+            (None, StatusCode::PRECONDITION_FAILED) => PRECONDITION_FAILED,
+            (None, _) => REPAIRED,
+        })
+    }
+
     /// A repaired write's answer names the fields driftwatch filled (`driftwatch-repaired`).
     fn said_repaired(&self, response: &mut Response<ResponseBody>) {
-        let filled = |r: &&Repair| r.refused.is_none() && !r.fields.is_empty();
-        let Some(repair) = self.repair.as_ref().filter(filled) else {
+        let Some(repair) = self.repair.as_ref().filter(|r| !r.fields.is_empty()) else {
             return;
         };
         if let Ok(v) = HeaderValue::from_str(&repair.fields.join(", ")) {

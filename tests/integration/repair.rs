@@ -340,6 +340,11 @@ async fn a_change_made_between_the_read_and_the_write_is_not_overwritten() {
     let dw = github_sidecar(store.clone().serve().await).await;
     let resp = raw(dw.addr, &github_put("p1")).await;
     assert_eq!(resp.status, 412, "the API refused the stale write");
+    assert_eq!(
+        resp.header("driftwatch-repaired"),
+        None,
+        "nothing it filled was written"
+    );
     let now = store.now(PERMISSIONS);
     assert_eq!(
         (&now["enabled"], &now["allowed_actions"]),
@@ -532,4 +537,88 @@ async fn a_hostile_read_refuses_the_write_and_nothing_else() {
         let alive = admin_get(dw.admin, "/healthz").await;
         assert_eq!(alive.status, 200, "{said}: the sidecar goes on");
     }
+}
+
+/// Under `wrap`, the agent is told what a 412 after a repaired write means: the resource
+/// changed since driftwatch read it, so read it again and retry. The relay's session is fed the
+/// call and the server's answer as `wrap` feeds it (`ToolSource::Calls`: the request is the
+/// call's); the event and the metric say `precondition_failed`, never `repaired`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_412_after_a_repaired_write_is_said_to_the_tool_call_and_not_called_repaired() {
+    use driftwatch::mcp::message::Limits;
+    use driftwatch::mcp::relay::Session;
+    use driftwatch::proxy::ToolSource;
+    let store = github_store(|r| {
+        r.insert("allowed_actions".into(), json!("local_only"));
+        true
+    });
+    let api = store.clone().serve().await;
+    let c = config(&format!("http://{api}"), |c| {
+        c.spec.path = Some(shared_spec("github/api.github.com.json.gz"));
+        repairing(c, Kind::OmittedOnReplace);
+    });
+    let (dw, sidecar) = super::sidecar::start_with(c, ToolSource::Calls).await;
+    let calls = sidecar.calls().unwrap().clone();
+    let limits = Limits {
+        depth: 64,
+        values: 10_000,
+        bytes: 1 << 20,
+    };
+    let mut session = Session::new(1, limits, true);
+    session.from_client(
+        &calls,
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"set_actions_permissions","arguments":{"owner":"octo","repo":"app","enabled":false}}}"#,
+    );
+    let resp = raw(dw.addr, &github_put("p1")).await;
+    assert_eq!(resp.status, 412, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(resp.header("driftwatch-repaired"), None);
+
+    let server = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Request failed with status code 412"}],"isError":true}}"#;
+    let out = session.from_server(&calls, server).rewritten;
+    let out: Value = serde_json::from_slice(&out.expect("the answer gains a sentence")).unwrap();
+    let content = &out["result"]["content"];
+    assert_eq!(content[0]["text"], "Request failed with status code 412");
+    let said = content[1]["text"].as_str().unwrap();
+    assert!(
+        said.starts_with("Read the resource again, then retry")
+            && said.contains("changed since driftwatch read it")
+            && said.contains("412 Precondition Failed"),
+        "{said}"
+    );
+
+    // The request's event (its answer's `undeclared_status` is an event of its own).
+    let event = eventually("the event of p1's repair", || async {
+        let events = admin_get(dw.admin, "/findings").await.json();
+        let found = events["events"]
+            .as_array()?
+            .iter()
+            .find(|e| e["request_id"] == "p1" && e.get("repair").is_some())?;
+        Some(found.clone())
+    })
+    .await;
+    assert_eq!(event["status"], 412);
+    assert_eq!(event["repair"]["if_match"], true, "{event}");
+    // The omission's finding (`omitted_on_replace`, or `silent_clear_risk` where a read showed
+    // the field held) was filled, but nothing filled was written.
+    let actions: Vec<&str> = event["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["field"] == "/allowed_actions")
+        .map(|f| f["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["precondition_failed"], "{event}");
+    let m = scrape(dw.admin).await;
+    let repairs = |outcome: &str| {
+        sample(
+            &m,
+            &format!(
+                "driftwatch_repairs_total{{operation=\"actions/set-github-actions-permissions-repository\",field=\"allowed_actions\",outcome=\"{outcome}\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        (repairs("precondition_failed"), repairs("repaired")),
+        (1.0, 0.0)
+    );
 }
