@@ -82,16 +82,36 @@ struct BlockedLabels {
     api: ApiLabel,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// A repair's series: `{operation, field, outcome}`. The series made at zero when the sidecar
+/// starts, one per outcome, have neither operation nor field: no write has been repaired yet,
+/// and a panel reads 0 instead of "no data".
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct RepairLabels {
-    operation: String,
-    /// A field of the operation's body, as the spec names it: bounded by the spec.
-    field: String,
-    /// `repaired`, `refused` or `precondition_failed`.
+    /// The write's operation and a field of its body, as the spec names it: bounded by the spec.
+    write: Option<(String, String)>,
+    /// One of `REPAIR_OUTCOMES`.
     outcome: &'static str,
-    #[prometheus(flatten)]
     api: ApiLabel,
 }
+
+impl EncodeLabelSet for RepairLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        if let Some((operation, field)) = &self.write {
+            ("operation", operation.as_str()).encode(encoder.encode_label())?;
+            ("field", field.as_str()).encode(encoder.encode_label())?;
+        }
+        ("outcome", self.outcome).encode(encoder.encode_label())?;
+        self.api.encode(encoder)
+    }
+}
+
+/// The `outcome` label's values of `repairs` (`proxy::record`): filled and forwarded, refused
+/// instead, or answered 412 by the API.
+const REPAIR_OUTCOMES: [&str; 3] = ["repaired", "refused", "precondition_failed"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Cause {
@@ -392,6 +412,13 @@ impl Metrics {
             "Fields of replace writes filled from a fresh read in enforce mode (repair), by operation, field and outcome: repaired, refused (the write was refused instead), precondition_failed (the API answered 412 to the If-Match)",
             self.repairs.clone(),
         );
+        for outcome in REPAIR_OUTCOMES {
+            let _ = self.repairs.get_or_create(&RepairLabels {
+                write: None,
+                outcome,
+                api: ApiLabel::default(),
+            });
+        }
     }
 
     /// What went wrong, each reason's series made at zero (an alert sees the first hit).
@@ -614,8 +641,7 @@ impl Metrics {
     pub fn repair(&self, api: &ApiLabel, operation: &str, field: &str, outcome: &'static str) {
         self.repairs
             .get_or_create(&RepairLabels {
-                operation: operation.into(),
-                field: field.into(),
+                write: Some((operation.into(), field.into())),
                 outcome,
                 api: api.clone(),
             })

@@ -66,6 +66,18 @@ fn family_of(sample: &str, families: &BTreeSet<String>) -> Option<String> {
         .cloned()
 }
 
+/// The PromQL of every panel of the dashboard.
+fn panel_exprs() -> Vec<String> {
+    let dashboard: Value = serde_json::from_str(&repo_file("dashboards/driftwatch.json")).unwrap();
+    dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().clone())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     // A family shows in a scrape once it has a series: drive one of each. Enforce mode, an
@@ -133,14 +145,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
         .iter()
         .map(|r| r["expr"].as_str().unwrap().to_string())
         .collect();
-    let dashboard: Value = serde_json::from_str(&repo_file("dashboards/driftwatch.json")).unwrap();
-    let panel_exprs: Vec<String> = dashboard["panels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["targets"].as_array().unwrap().clone())
-        .map(|t| t["expr"].as_str().unwrap().to_string())
-        .collect();
+    let panel_exprs = panel_exprs();
 
     let mut problems = Vec::new();
     let mut used_families = BTreeSet::new();
@@ -299,7 +304,13 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
 async fn paging_and_fixed_vocabulary_series_exist_at_zero_before_the_first_event() {
     let up = upstream::start(ok(), std::time::Duration::ZERO, None).await;
     let dw = start(config(&format!("http://{}", up.addr), |_| {})).await;
-    let text = scrape(dw.admin).await;
+    // The spec's warnings are counted once its whole-document checks ran, after ready.
+    let text = super::util::eventually("the spec's warnings counted", || async {
+        let text = scrape(dw.admin).await;
+        text.contains("# TYPE driftwatch_spec_warnings ")
+            .then_some(text)
+    })
+    .await;
     dw.stop().await;
     for series in [
         "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"confirmed\"} 0",
@@ -314,6 +325,9 @@ async fn paging_and_fixed_vocabulary_series_exist_at_zero_before_the_first_event
         "driftwatch_unaudited_total{reason=\"spec_ref_depth\"} 0",
         "driftwatch_client_errors_total{reason=\"host\"} 0",
         "driftwatch_limit_hits_total{limit=\"open_files\",listener=\"proxy\"} 0",
+        "driftwatch_repairs_total{outcome=\"repaired\"} 0",
+        "driftwatch_repairs_total{outcome=\"refused\"} 0",
+        "driftwatch_repairs_total{outcome=\"precondition_failed\"} 0",
         "driftwatch_requests_in_flight 0",
         "driftwatch_memory_evictions_total 0",
         &format!(
@@ -329,6 +343,33 @@ async fn paging_and_fixed_vocabulary_series_exist_at_zero_before_the_first_event
     ] {
         assert!(text.contains(series), "missing `{series}`:\n{text}");
     }
+    // A healthy sidecar's panels read 0, not "no data": every metric the dashboard reads is in
+    // this scrape, made before any traffic, but for these, pinned by name: their labels come
+    // with their first request or tool, or only `wrap` or a shared memory exports them.
+    let with_their_first_event = [
+        "driftwatch_requests_total",
+        "driftwatch_blocked_total",
+        "driftwatch_unknown_query_params_total",
+        "driftwatch_tool_requests_total",
+        "driftwatch_tool_findings_total",
+        "driftwatch_catalog_defects",
+        "driftwatch_tool_calls_untracked_total",
+        "driftwatch_memory_store_up",
+        "driftwatch_memory_store_entries",
+        "driftwatch_memory_store_recall_seconds_bucket",
+        "driftwatch_memory_store_fallbacks_total",
+    ];
+    let (_, samples) = exported(&text);
+    let absent: BTreeSet<String> = panel_exprs()
+        .iter()
+        .flat_map(|e| names_in(e))
+        .filter(|name| !samples.contains(name))
+        .collect();
+    let expected: BTreeSet<String> = with_their_first_event.map(String::from).into();
+    assert_eq!(
+        absent, expected,
+        "the dashboard's metrics a fresh sidecar's scrape lacks"
+    );
 }
 
 #[test]
