@@ -379,6 +379,10 @@ pub struct EnforceConfig {
     pub kinds: HashMap<Kind, Action>,
     /// Action per operation id, then kind, over `kinds`.
     pub operations: HashMap<String, HashMap<Kind, Action>>,
+    /// Read a replace write's resource just before the write where the memory has no view of
+    /// it (after a restart, or a resource only ever listed), and decide on that read. Unset:
+    /// on in enforce mode, off in observe mode.
+    pub read_before_write: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

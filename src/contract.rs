@@ -15,6 +15,7 @@ mod schemas;
 mod security;
 mod shape;
 mod types;
+mod views;
 mod warning;
 mod writes;
 
@@ -30,6 +31,7 @@ pub use response::{CompiledSchema, DeclaredResponse, ResponseMedia, Responses};
 pub use router::{RouteKey, Routed, normalize_template};
 pub use security::{Credential, Secrets};
 pub use types::{FieldType, TypeSummary, summarize, union_branches};
+pub use views::ListOf;
 pub use warning::{LoadWarning, Skipped, count_by_reason};
 pub use writes::WriteReason;
 

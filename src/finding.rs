@@ -279,6 +279,10 @@ pub struct Evidence {
     pub value_hash: String,
     /// The write that omitted the field (on `silent_clear`).
     pub write_request_id: Option<String>,
+    /// The read was driftwatch's own, sent just before the write because the memory had no
+    /// record of the resource (`enforce.read_before_write`): `read_request_id` is its id.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_before_write: bool,
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, ending in `...` when cut (problem

@@ -46,6 +46,9 @@ pub struct FieldState {
 pub struct Snapshot {
     pub request_id: String,
     pub at: SystemTime,
+    /// Taken from a view that may leave fields out (an item of a list, a write's answer), not
+    /// from the resource's own GET: a field it does not show is unknown, not absent.
+    pub partial: bool,
     /// Every field's name, one after the other: one allocation for them all, where a `String`
     /// each made remembering a 31-field channel 31 allocations and 31 frees.
     names: String,
@@ -65,6 +68,7 @@ impl Snapshot {
     const EMPTY: Snapshot = Snapshot {
         request_id: String::new(),
         at: SystemTime::UNIX_EPOCH,
+        partial: false,
         names: String::new(),
         fields: Vec::new(),
     };
@@ -86,16 +90,11 @@ impl Snapshot {
 
     /// This snapshot made over from a GET's body, its buffers reused; `false` unless the body
     /// is an object.
-    fn fill(
-        &mut self,
-        hash_key: &HashKey,
-        request_id: &str,
-        at: SystemTime,
-        body: &impl Shown,
-    ) -> bool {
+    fn fill(&mut self, hash_key: &HashKey, seen: Seen<'_>, body: &impl Shown) -> bool {
         self.request_id.clear();
-        self.request_id.push_str(request_id);
-        self.at = at;
+        self.request_id.push_str(seen.request_id);
+        self.at = seen.at;
+        self.partial = seen.partial;
         body.fill_fields(hash_key, self)
     }
 
@@ -170,6 +169,15 @@ impl Shown for Snapshot {
         snapshot.fields.clone_from(&self.fields);
         true
     }
+}
+
+/// Where and when a body showing a resource was seen.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    pub request_id: &'a str,
+    pub at: SystemTime,
+    /// See [`Snapshot::partial`].
+    pub partial: bool,
 }
 
 /// A forwarded write that omitted fields which held values: what to look for in the next
@@ -310,12 +318,8 @@ impl Memory {
         }
     }
 
-    /// Record the top-level fields of a GET's JSON object body; the snapshot kept, for a
-    /// shared store to keep too. The fields are hashed outside the lock (a value can be large),
-    /// into buffers the thread reuses; a resource read again, whose last snapshot nobody else
-    /// holds, trades buffers with it under the lock: an agent re-reads the same resources, and
-    /// a new snapshot each time was five allocations and five frees (a sixth of the memory's
-    /// cost).
+    /// Record the top-level fields of the resource's own GET's JSON object body; see
+    /// [`Memory::remember_seen`].
     pub fn remember(
         &self,
         key: &Key,
@@ -323,8 +327,28 @@ impl Memory {
         at: SystemTime,
         body: &impl Shown,
     ) -> Option<Arc<Snapshot>> {
+        let seen = Seen {
+            request_id,
+            at,
+            partial: false,
+        };
+        self.remember_seen(key, seen, body)
+    }
+
+    /// Record the top-level fields of a JSON object body that shows the resource; the snapshot kept, for a
+    /// shared store to keep too. The fields are hashed outside the lock (a value can be large),
+    /// into buffers the thread reuses; a resource read again, whose last snapshot nobody else
+    /// holds, trades buffers with it under the lock: an agent re-reads the same resources, and
+    /// a new snapshot each time was five allocations and five frees (a sixth of the memory's
+    /// cost).
+    pub fn remember_seen(
+        &self,
+        key: &Key,
+        seen: Seen<'_>,
+        body: &impl Shown,
+    ) -> Option<Arc<Snapshot>> {
         TAKEN.with_borrow_mut(|taken| {
-            if !taken.fill(&self.hash_key, request_id, at, body) {
+            if !taken.fill(&self.hash_key, seen, body) {
                 return None;
             }
             let snapshot = {

@@ -55,6 +55,9 @@ impl Action {
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub mode: Mode,
+    /// Read a replace write's resource just before the write where the memory has no view of
+    /// it, and decide on that read (`enforce.read_before_write`; unset: on in enforce mode).
+    pub read_before_write: bool,
     kinds: HashMap<Kind, Action>,
     operations: HashMap<String, HashMap<Kind, Action>>,
 }
@@ -68,8 +71,28 @@ impl Policy {
     ) -> Policy {
         Policy {
             mode,
+            read_before_write: mode == Mode::Enforce,
             kinds,
             operations,
+        }
+    }
+
+    /// The policy with `enforce.read_before_write` as the config says, where it does.
+    pub fn reading_before_writes(mut self, read: Option<bool>) -> Policy {
+        if let Some(read) = read {
+            self.read_before_write = read;
+        }
+        self
+    }
+
+    /// What would be done with a `silent_clear_risk` on `operation`: the action that decides
+    /// a write driftwatch could not read the resource of.
+    pub fn on_risk(&self, operation: Option<&str>) -> Action {
+        let risk = Finding::new(Kind::SilentClearRisk, crate::finding::Location::Body, "")
+            .severity(Severity::Critical);
+        match self.repairs_finding(operation, &risk) {
+            true => Action::Repair,
+            false => self.action(operation, &risk),
         }
     }
 
@@ -101,6 +124,8 @@ impl Policy {
     }
 
     /// The findings whose field is to be filled from a fresh read (empty: nothing to repair).
+    /// A `silent_clear_risk` is an omission with evidence: where omissions are repaired, so is
+    /// it, unless its own action is set otherwise.
     pub fn repairing<'f>(
         &self,
         operation: Option<&str>,
@@ -108,8 +133,29 @@ impl Policy {
     ) -> Vec<&'f Finding> {
         findings
             .iter()
-            .filter(|f| Action::repairs(f.kind) && self.action(operation, f) == Action::Repair)
+            .filter(|f| Action::repairs(f.kind) && self.repairs_finding(operation, f))
             .collect()
+    }
+
+    fn repairs_finding(&self, operation: Option<&str>, f: &Finding) -> bool {
+        let action = self.action(operation, f);
+        if action == Action::Repair {
+            return true;
+        }
+        let omission = Finding {
+            kind: Kind::OmittedOnReplace,
+            severity: Severity::Warning,
+            ..f.clone()
+        };
+        f.kind == Kind::SilentClearRisk
+            && !self.set(operation, Kind::SilentClearRisk)
+            && self.action(operation, &omission) == Action::Repair
+    }
+
+    /// Whether the config sets an action for `kind` (on `operation`, or for every operation).
+    fn set(&self, operation: Option<&str>, kind: Kind) -> bool {
+        let by_operation = operation.and_then(|op| self.operations.get(op));
+        by_operation.is_some_and(|m| m.contains_key(&kind)) || self.kinds.contains_key(&kind)
     }
 }
 

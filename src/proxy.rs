@@ -5,6 +5,7 @@
 
 mod accept;
 mod api;
+mod before_write;
 mod body;
 pub mod ca;
 mod check;
@@ -22,6 +23,7 @@ mod record;
 mod reload;
 mod repair;
 mod requests;
+mod resource;
 mod route;
 mod sniff;
 mod source;

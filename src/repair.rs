@@ -76,6 +76,59 @@ pub fn fill(body: &[u8], read: &[u8], wanted: &[(&str, &str)]) -> Result<Filled,
     Ok(Filled { body: out, fields })
 }
 
+/// Whether a read's answer is the resource its GET shows, and so something a write can be
+/// judged or completed by: a JSON object that carries every top-level property the GET's schema
+/// requires and at least one it declares (an envelope `{"data": {...}}` carries none), and,
+/// where it shows the GET's last path parameter by name, the value the path names (`last`).
+/// Deeper schema faults are the response audit's to report; they do not make the read another
+/// resource. `Err` says why it is not.
+pub fn fits(
+    read_op: &Operation,
+    last: Option<&str>,
+    body: crate::json::Node,
+) -> Result<(), String> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| "not a JSON object".to_string())?;
+    let missing: Vec<&str> = (read_op.response_required.iter())
+        .filter(|name| object.get(name).is_none())
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "it lacks `{}`, which {} ({}) always shows",
+            missing.join("`, `"),
+            read_op.label(),
+            read_op.id
+        ));
+    }
+    if let Some(declared) = &read_op.response_fields
+        && !declared.iter().any(|name| object.get(name).is_some())
+    {
+        let shown: Vec<&str> = object.members().map(|(name, _)| name).take(5).collect();
+        return Err(format!(
+            "it shows none of the fields {} declares (it shows `{}`): an envelope or another shape",
+            read_op.label(),
+            shown.join("`, `")
+        ));
+    }
+    let param = read_op.path_params.last();
+    let shown_id = param
+        .and_then(|p| object.get(p))
+        .and_then(|v| match v.as_str() {
+            Some(text) => Some(text.to_string()),
+            None => v.as_number().map(|n| n.to_string()),
+        });
+    if let (Some(param), Some(shown), Some(last)) = (param, shown_id, last)
+        && shown != last
+    {
+        return Err(format!(
+            "it shows `{param}` {shown}, not the {last} the write's path names: another resource"
+        ));
+    }
+    Ok(())
+}
+
 /// The path a GET of the write's resource is sent to: the write's own path where the two
 /// share a template (`PUT` and `GET /channels/{id}`), else the read's template filled with the
 /// write's path values (by name, else by place) under the same prefix. `None` when the write's

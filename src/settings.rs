@@ -658,11 +658,12 @@ fn policy(c: &Config, fail: &Fail<'_>) -> Result<Policy, ConfigError> {
             ));
         }
     }
-    Ok(Policy::new(
+    let policy = Policy::new(
         c.proxy.mode,
         c.enforce.kinds.clone(),
         c.enforce.operations.clone(),
-    ))
+    );
+    Ok(policy.reading_before_writes(c.enforce.read_before_write))
 }
 
 #[cfg(test)]

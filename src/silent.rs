@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::contract::{Operation, WriteSemantics};
+use crate::contract::{ListOf, Operation, WriteSemantics};
 use crate::finding::{Evidence, Finding, Kind, Severity};
-use crate::memory::{Key, Memory, Pending, Shown, Snapshot};
+use crate::json::Node;
+use crate::memory::{Key, Memory, Pending, Seen, Shown, Snapshot};
 
 /// The memory key of a request to `op`: its resource's name, the path parameter values the
 /// audit routed with (so a GET and a write on different templates meet when mapped), and the
@@ -42,26 +43,79 @@ pub struct Tracker<'m> {
 /// Fields of one write found at risk: (read name, write name, evidence).
 pub type AtRisk = Vec<(String, String, Evidence)>;
 
+/// A replace write compared with what the memory holds of its resource.
+#[derive(Debug, Default)]
+pub struct Compared {
+    pub at_risk: AtRisk,
+    /// The memory cannot decide: some field the write omits is in no view of the resource it
+    /// holds (none at all, or a list's item that left the field out). Enforce reads the
+    /// resource before the write (`enforce.read_before_write`).
+    pub unseen: bool,
+}
+
 impl Tracker<'_> {
     /// Before a replace write is forwarded: drop its `omitted_on_replace` findings of fields
     /// earlier answers showed surviving omission, and upgrade those whose field was non-empty
-    /// at the last GET of the same resource (same credential scope) to `silent_clear_risk`.
+    /// at the last view of the same resource (same credential scope) to `silent_clear_risk`.
+    /// `unseen` says where the memory cannot decide: it has no view of the resource, or only a
+    /// partial one (a list's item) that does not show every omitted field.
     pub fn before_write(
         &self,
         op: &Operation,
         key: &Key,
         now: SystemTime,
         findings: &mut Vec<Finding>,
-    ) -> AtRisk {
-        let mut at_risk = Vec::new();
+    ) -> Compared {
         if op.write != WriteSemantics::Replace {
-            return at_risk;
+            return Compared::default();
         }
         let map = self.field_maps.get(&op.id);
         self.drop_survivors(op, map, findings);
-        let Some(snapshot) = self.memory.recall(key, now) else {
-            return at_risk;
+        // The omitted fields a view of the resource can show: a write-only field, or one its
+        // GET does not declare, is in no view, and waits for none.
+        let omitted = || {
+            findings
+                .iter()
+                .filter(|f| f.kind == Kind::OmittedOnReplace)
+                .filter_map(|f| viewed(op, map, f.field.trim_start_matches('/')))
         };
+        let Some(snapshot) = self.memory.recall(key, now) else {
+            let unseen = omitted().next().is_some();
+            return Compared {
+                at_risk: Vec::new(),
+                unseen,
+            };
+        };
+        let unseen = snapshot.partial && omitted().any(|name| snapshot.field(name).is_none());
+        let at_risk = self.compare(op, &snapshot, false, findings);
+        Compared { at_risk, unseen }
+    }
+
+    /// A replace write compared with driftwatch's own read of its resource, made just before
+    /// it because the memory could not decide ([`Compared::unseen`]): each omitted field the
+    /// read shows holding a value becomes a `silent_clear_risk` naming that read.
+    pub fn before_write_read(
+        &self,
+        op: &Operation,
+        read: &Snapshot,
+        findings: &mut [Finding],
+    ) -> AtRisk {
+        if op.write != WriteSemantics::Replace {
+            return Vec::new();
+        }
+        self.compare(op, read, true, findings)
+    }
+
+    /// Upgrade each `omitted_on_replace` whose field `snapshot` shows holding a value.
+    fn compare(
+        &self,
+        op: &Operation,
+        snapshot: &Snapshot,
+        read_before_write: bool,
+        findings: &mut [Finding],
+    ) -> AtRisk {
+        let map = self.field_maps.get(&op.id);
+        let mut at_risk = Vec::new();
         for f in findings
             .iter_mut()
             .filter(|f| f.kind == Kind::OmittedOnReplace)
@@ -73,17 +127,7 @@ impl Tracker<'_> {
             let Some(state) = snapshot.field(read_name) else {
                 continue;
             };
-            if state.empty {
-                continue;
-            }
-            let declared_in_read = op.read_fields.as_ref().is_none_or(|fields| {
-                fields.is_empty() || fields.iter().any(|field| field == read_name)
-            });
-            let write_only = op
-                .body_properties()
-                .iter()
-                .any(|p| p.name == write_name && p.write_only);
-            if !declared_in_read || write_only {
+            if state.empty || viewed(op, map, write_name).is_none() {
                 continue;
             }
             let (write_name, read_name) = (write_name.to_string(), read_name.to_string());
@@ -92,8 +136,9 @@ impl Tracker<'_> {
                 read_at: snapshot.at,
                 value_hash: format!("{:016x}", state.hash),
                 write_request_id: None,
+                read_before_write,
             };
-            at_risk_finding(f, op, &snapshot, &write_name, &evidence);
+            at_risk_finding(f, op, snapshot, &write_name, &evidence);
             at_risk.push((read_name, write_name, evidence));
         }
         at_risk
@@ -168,6 +213,21 @@ impl Tracker<'_> {
                 self.memory.expect_clear(key.clone(), pending.clone());
                 outcome.left = Some(pending);
             }
+        }
+        if op.answers_resource
+            && let Some(body) = body
+        {
+            // The write's answer is the resource as it now is: what a next write is judged by,
+            // as far as it shows (a field it leaves out is unknown, not absent).
+            let seen = Seen {
+                request_id,
+                at,
+                partial: true,
+            };
+            outcome.remembered = self.memory.remember_seen(key, seen, body);
+            return outcome;
+        }
+        if op.write != WriteSemantics::None {
             return outcome;
         }
         if op.remembers && op.method == "GET" {
@@ -181,6 +241,118 @@ impl Tracker<'_> {
         }
         outcome
     }
+}
+
+/// At most this many items of one list answer are remembered: a long page must not push
+/// every other resource out of the memory, nor cost more than the page is worth.
+pub const MAX_LIST_ITEMS: usize = 256;
+
+impl Tracker<'_> {
+    /// After a collection GET's answer (`list`): each item remembered as if it had been read
+    /// alone, under the key its item GET's would have (`list_key`, the list's, plus the item's
+    /// id), partial (what the list shows of an item is all that is known of it), and a clear
+    /// left pending on it confirmed where the item shows the field empty. Items past
+    /// [`MAX_LIST_ITEMS`], without an id, or not objects are skipped (`skipped` counts them).
+    pub fn after_list(
+        &self,
+        list: &ListOf,
+        item_op: &Operation,
+        list_key: &Key,
+        seen: Seen<'_>,
+        body: Node<'_>,
+    ) -> Listed {
+        let mut listed = Listed::default();
+        let items = match &list.at {
+            None => body.as_array(),
+            Some(member) => body
+                .as_object()
+                .and_then(|o| o.get(member))
+                .and_then(Node::as_array),
+        };
+        let Some(items) = items else { return listed };
+        for (n, item) in items.items().enumerate() {
+            let id = item
+                .as_object()
+                .and_then(|o| o.get(&list.id_field))
+                .and_then(id_text);
+            let Some(id) = id.filter(|_| n < MAX_LIST_ITEMS) else {
+                listed.skipped += 1;
+                continue;
+            };
+            let key = item_key(list_key, &id);
+            if let Some(pending) = self.memory.take_pending(&key) {
+                let shows_empty = |read: &str| item.shows_empty(read);
+                listed
+                    .confirmed
+                    .extend(confirm(&pending, shows_empty, item_op));
+            }
+            let seen = Seen {
+                partial: true,
+                ..seen
+            };
+            if let Some(snapshot) = self.memory.remember_seen(&key, seen, &item) {
+                listed.remembered.push((key, snapshot));
+            }
+        }
+        listed
+    }
+}
+
+/// What a list answer did to the memory.
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// `silent_clear`s its items confirmed.
+    pub confirmed: Vec<Finding>,
+    /// Each item's key and the snapshot kept, for a shared store.
+    pub remembered: Vec<(Key, std::sync::Arc<Snapshot>)>,
+    /// Items not remembered (past the bound, without an id, not objects).
+    pub skipped: usize,
+}
+
+/// An item's id as its item GET's path would carry it: a string percent-encoded as a path
+/// segment, a number as written.
+fn id_text(value: Node<'_>) -> Option<String> {
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    match value.as_str() {
+        Some(text) if !text.is_empty() => {
+            Some(percent_encoding::utf8_percent_encode(text, SEGMENT).to_string())
+        }
+        Some(_) => None,
+        None => value.as_number().map(|n| n.to_string()),
+    }
+}
+
+/// The key of an item of a list whose key is `list_key` (its path values, then the item's).
+fn item_key(list_key: &Key, id: &str) -> Key {
+    let mut path = list_key.path.clone();
+    if !path.ends_with(':') {
+        path.push('/');
+    }
+    path.push_str(id);
+    Key {
+        path,
+        scope: list_key.scope,
+    }
+}
+
+/// The name a view of the resource shows a write's field by, unless no view shows it: it is
+/// write-only, or the resource's GET does not declare it.
+fn viewed<'a>(
+    op: &Operation,
+    map: Option<&'a HashMap<String, String>>,
+    write_name: &'a str,
+) -> Option<&'a str> {
+    let read_name = read_name(map, write_name);
+    let declared_in_read = op
+        .read_fields
+        .as_ref()
+        .is_none_or(|fields| fields.is_empty() || fields.iter().any(|field| field == read_name));
+    let write_only = (op.body_properties().iter()).any(|p| p.name == write_name && p.write_only);
+    (declared_in_read && !write_only).then_some(read_name)
 }
 
 /// A write field's name in the read model: mapped in `[memory.field_map]`, else the same.
@@ -269,9 +441,17 @@ fn at_risk_finding(
 ) {
     f.kind = Kind::SilentClearRisk;
     f.severity = Severity::Critical;
-    f.observed = Some("absent; held a value at the last GET".into());
+    let (observed, shown_by) = match (evidence.read_before_write, snapshot.partial) {
+        (true, _) => (
+            "absent; held a value at driftwatch's read before the write",
+            "driftwatch's read",
+        ),
+        (false, true) => ("absent; held a value at the last read", "the read"),
+        (false, false) => ("absent; held a value at the last GET", "the GET"),
+    };
+    f.observed = Some(observed.into());
     f.message = compact_str::format_compact!(
-        "{} {} ({}) would erase `{write_name}`: the body omits it, and the GET {} at {} showed it holding a value; send its current value",
+        "Send `{write_name}` with its current value: {} {} ({}) replaces the whole resource and would erase it, and {shown_by} {} at {} showed it holding a value",
         op.method,
         op.template,
         op.id,
@@ -339,7 +519,10 @@ mod tests {
         };
         let mut findings = vec![omitted("graphicsElementIds"), omitted("password")];
         assert!(
-            tracker.before_write(put, &key, t, &mut findings).is_empty(),
+            tracker
+                .before_write(put, &key, t, &mut findings)
+                .at_risk
+                .is_empty(),
             "unmapped names are not guessed"
         );
         assert!(findings.iter().all(|f| f.kind == Kind::OmittedOnReplace));
@@ -357,7 +540,7 @@ mod tests {
             field_maps: &mapped,
             api: "",
         };
-        let at_risk = tracker.before_write(put, &key, t, &mut findings);
+        let at_risk = tracker.before_write(put, &key, t, &mut findings).at_risk;
         assert_eq!(at_risk.len(), 1);
         assert_eq!(
             (findings[0].kind, findings[1].kind),
@@ -491,7 +674,7 @@ mod tests {
             "{:?}",
             fields(&findings)
         );
-        let at_risk = tracker.before_write(put, &key, t, &mut findings);
+        let at_risk = tracker.before_write(put, &key, t, &mut findings).at_risk;
         assert_eq!(at_risk.len(), 3, "ids, links, note");
         // The answer: `ids` emptied, `links` still held, `note` not shown.
         let answer = json!({"name": "y", "ids": [], "links": {"self": "/c/1"}});
@@ -524,7 +707,7 @@ mod tests {
         );
         // The next stale write: `links` is known to survive, so it is not even omitted.
         let mut findings = write(r#"{"name": "z"}"#);
-        let at_risk = tracker.before_write(put, &key, t, &mut findings);
+        let at_risk = tracker.before_write(put, &key, t, &mut findings).at_risk;
         assert!(!fields(&findings).iter().any(|(_, f)| f == "/links"));
         assert_eq!(
             at_risk.iter().map(|f| f.1.as_str()).collect::<Vec<_>>(),
@@ -543,5 +726,80 @@ mod tests {
         assert!(outcome.survived.is_empty() && outcome.confirmed.is_empty());
         let outcome = tracker.after_response(put, &key, "p3", t, 409, Some(&answer), at_risk);
         assert!(outcome.survived.is_empty() && outcome.confirmed.is_empty());
+    }
+
+    /// Issue 63: a list read teaches the memory each item under the key its item GET's
+    /// would have, partial; a write omitting a field the list did not show is unseen.
+    #[test]
+    fn a_list_remembers_each_item_as_its_get_would_and_what_it_did_not_show_is_unseen() {
+        let doc = json!({"openapi": "3.1.0",
+            "components": {"schemas": {"C": {"type": "object", "properties": {
+                "id": {"type": "integer"}, "name": {"type": "string"}, "ids": {"type": "array"}, "note": {"type": "string"}}}}},
+            "paths": {
+                "/c": {"get": {"operationId": "listC", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/C"}}}}}}}},
+                "/c/{id}": {
+                    "get": {"operationId": "getC", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/C"}}}}}},
+                    "put": {"operationId": "putC", "x-driftwatch-write": "replace", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/C"}}}}, "responses": {"204": {"description": "ok"}}}}}});
+        let spec = Spec::from_document(std::path::Path::new("l.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        let (list_op, get, put) = (
+            contract.operation("listC").unwrap(),
+            contract.operation("getC").unwrap(),
+            contract.operation("putC").unwrap(),
+        );
+        let memory = Memory::new(
+            10,
+            Duration::from_secs(60),
+            crate::memory::HashKey::random(),
+        );
+        let maps = HashMap::new();
+        let tracker = Tracker {
+            memory: &memory,
+            field_maps: &maps,
+            api: "",
+        };
+        let t = SystemTime::now();
+        let list_key = key_of(&contract, "GET", "/c");
+        // Item 8 leaves `note` out (a trimmed item), item "x y" is a string id, one has none.
+        let body = r#"[{"id": 7, "name": "a", "ids": [1], "note": "n"}, {"id": 8, "name": "b", "ids": [2]},
+                       {"id": "x y", "name": "c"}, {"name": "no id"}]"#;
+        let parsed = crate::json::parse(body.as_bytes()).unwrap();
+        let seen = Seen {
+            request_id: "l1",
+            at: t,
+            partial: true,
+        };
+        let listed = tracker.after_list(
+            list_op.lists.as_ref().unwrap(),
+            get,
+            &list_key,
+            seen,
+            parsed.root(),
+        );
+        assert_eq!((listed.remembered.len(), listed.skipped), (3, 1));
+        assert_eq!(listed.remembered[2].0.path, "getC:x%20y");
+        let write = |path: &str, body: &str| {
+            let headers = vec![("content-type".to_string(), "application/json".to_string())];
+            let view =
+                crate::request::RequestView::new("PUT", path, &headers, Some(body.as_bytes()));
+            crate::audit::audit(&contract, &view).findings
+        };
+        // Channel 7: the list showed every field; `ids` held a value, so it is at risk.
+        let mut findings = write("/c/7", r#"{"id": 7, "name": "z"}"#);
+        let compared =
+            tracker.before_write(put, &key_of(&contract, "PUT", "/c/7"), t, &mut findings);
+        let at_risk: Vec<&str> = compared.at_risk.iter().map(|f| f.1.as_str()).collect();
+        assert_eq!((at_risk, compared.unseen), (vec!["ids", "note"], false));
+        assert_eq!(compared.at_risk[0].2.read_request_id, "l1");
+        // Channel 8: `note` was not shown, so the memory cannot decide it.
+        let mut findings = write("/c/8", r#"{"id": 8, "name": "z"}"#);
+        let compared =
+            tracker.before_write(put, &key_of(&contract, "PUT", "/c/8"), t, &mut findings);
+        assert_eq!((compared.at_risk.len(), compared.unseen), (1, true));
+        // Channel 9 was never shown.
+        let mut findings = write("/c/9", r#"{"id": 9, "name": "z"}"#);
+        let compared =
+            tracker.before_write(put, &key_of(&contract, "PUT", "/c/9"), t, &mut findings);
+        assert_eq!((compared.at_risk.len(), compared.unseen), (0, true));
     }
 }

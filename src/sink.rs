@@ -12,8 +12,8 @@ mod tools;
 mod tunnels;
 
 pub use events::{
-    Event, EventError, EventFinding, EventLog, EventOutput, Repair, SECRET_HEADERS, ToolFields,
-    TraceIds,
+    Event, EventError, EventFinding, EventLog, EventOutput, ReadNote, Repair, SECRET_HEADERS,
+    ToolFields, TraceIds,
 };
 pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};

@@ -28,6 +28,7 @@ mod integration {
     pub mod hostile_wrap;
     pub mod kinds;
     pub mod layout;
+    pub mod list_then_update;
     pub mod listeners;
     pub mod live_responses;
     pub mod many_apis;
@@ -37,6 +38,7 @@ mod integration {
     pub mod overlays;
     pub mod privacy;
     pub mod proxy;
+    pub mod read_before_write;
     pub mod real_catalogs;
     pub mod real_specs;
     pub mod reload;

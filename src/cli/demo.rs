@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod mcp_act;
+mod restart_act;
 
 use clap::Args;
 use tokio::net::TcpListener;
@@ -250,6 +251,7 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     n.metrics().await?;
     drop(n);
     drop(enforce);
+    ok &= restart_act::restart_act(out).await?;
 
     ok &= repair_act(out).await?;
     ok &= stale_spec_act(out).await?;
@@ -484,6 +486,7 @@ impl Narrator<'_> {
                 "driftwatch_blocked_total",
                 "driftwatch_silent_clears_total",
                 "driftwatch_repairs_total",
+                "driftwatch_reads_before_write_total",
             ];
             if *value != was && shown.iter().any(|s| series.starts_with(s)) {
                 writeln!(self.out, "   metric      {series} {was} -> {value}")?;

@@ -119,9 +119,13 @@ fn one_api(
             upstream.scheme, upstream.authority, upstream.prefix
         )?;
     }
+    let reads = match api.policy.read_before_write {
+        true => "reads a replace write's resource first where the memory has no view of it",
+        false => "decides replace writes on the memory alone",
+    };
     writeln!(
         out,
-        "  mode      {}, audit {audit}",
+        "  mode      {}, audit {audit}; {reads} (enforce.read_before_write)",
         api.policy.mode.as_str()
     )?;
     let spec = &revision.spec;

@@ -47,6 +47,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     let reads = reads_of(&operations, &options.read_for);
     super::writes::infer(&mut operations, &reads);
     link_reads_and_replaces(&mut operations, &reads);
+    super::views::link(doc, &mut operations, &reads);
     let base_paths = match &options.base_path {
         Some(base) => vec![trim_trailing_slash(base).to_string()],
         None => server_base_paths(doc),
@@ -211,8 +212,12 @@ fn compile_operation(
         body,
         write,
         write_reason,
-        response_fields: shown.as_ref().map(|(names, _)| names.clone()),
-        computed: shown.map(|(_, read_only)| read_only).unwrap_or_default(),
+        response_fields: shown.as_ref().map(|shown| shown.names.clone()),
+        response_required: shown
+            .as_ref()
+            .map(|shown| shown.required.clone())
+            .unwrap_or_default(),
+        computed: shown.map(|shown| shown.read_only).unwrap_or_default(),
         responses: compile_responses(compiler.doc(), op, &op_ptr),
         replaced_by: Vec::new(),
         pointer: op_ptr,
@@ -220,6 +225,8 @@ fn compile_operation(
         read_fields: None,
         resource: None,
         read: None,
+        lists: None,
+        answers_resource: false,
         read_hint: text(op, "x-driftwatch-read"),
         credentials: super::security::credentials(compiler.doc(), op),
         bearer: super::security::bearer(compiler.doc(), op),
@@ -368,9 +375,19 @@ fn link_reads_and_replaces(operations: &mut [Operation], reads: &[Option<usize>]
     }
 }
 
-/// Property names of the first 2xx JSON response's object schema (refs and `allOf` followed),
-/// and those of them the spec marks `readOnly`: fields the API computes.
-fn response_fields(doc: &Value, op: &Value) -> Option<(Vec<String>, Vec<String>)> {
+/// The top-level properties of a 2xx JSON response's object schema (refs and `allOf`
+/// followed): what a view of the resource shows.
+#[derive(Default)]
+pub(super) struct Shown {
+    pub names: Vec<String>,
+    /// Those the spec marks `readOnly`: fields the API computes.
+    read_only: Vec<String>,
+    /// Those the schema (or every `allOf` member) requires.
+    required: Vec<String>,
+}
+
+/// What the first 2xx JSON response's object schema shows.
+fn response_fields(doc: &Value, op: &Value) -> Option<Shown> {
     let responses = op.get("responses")?.as_object()?;
     let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
     let response = super::resolve::deref(doc, response);
@@ -379,12 +396,20 @@ fn response_fields(doc: &Value, op: &Value) -> Option<(Vec<String>, Vec<String>)
         .as_object()?
         .iter()
         .find(|(m, _)| is_json(m))?;
-    let mut names = (Vec::new(), Vec::new());
-    object_names(doc, media.get("schema")?, &mut names, 0);
-    (!names.0.is_empty()).then_some(names)
+    let shown = shown_by(doc, media.get("schema")?);
+    (!shown.names.is_empty()).then_some(shown)
 }
 
-fn object_names(doc: &Value, schema: &Value, names: &mut (Vec<String>, Vec<String>), depth: usize) {
+/// What an object schema shows at its top level, its `$ref`s and `allOf` followed.
+pub(super) fn shown_by(doc: &Value, schema: &Value) -> Shown {
+    let mut shown = Shown::default();
+    object_names(doc, schema, &mut shown, 0, true);
+    shown
+}
+
+/// `schema`'s properties into `shown`; `all`: the schema holds for every body (the top, or an
+/// `allOf` member), so what it requires is required.
+fn object_names(doc: &Value, schema: &Value, shown: &mut Shown, depth: usize, all: bool) {
     let schema = super::resolve::deref(doc, schema);
     if depth > 8 {
         return;
@@ -395,11 +420,17 @@ fn object_names(doc: &Value, schema: &Value, names: &mut (Vec<String>, Vec<Strin
         .into_iter()
         .flatten()
     {
-        if !names.0.contains(name) {
-            names.0.push(name.clone());
+        if !shown.names.contains(name) {
+            shown.names.push(name.clone());
         }
-        if super::schemas::flag(doc, prop, "readOnly") && !names.1.contains(name) {
-            names.1.push(name.clone());
+        if super::schemas::flag(doc, prop, "readOnly") && !shown.read_only.contains(name) {
+            shown.read_only.push(name.clone());
+        }
+    }
+    let required = schema.get("required").and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        if all && !shown.required.iter().any(|r| r == name) {
+            shown.required.push(name.to_string());
         }
     }
     for key in ["allOf", "anyOf", "oneOf"] {
@@ -409,7 +440,7 @@ fn object_names(doc: &Value, schema: &Value, names: &mut (Vec<String>, Vec<Strin
             .into_iter()
             .flatten()
         {
-            object_names(doc, branch, names, depth + 1);
+            object_names(doc, branch, shown, depth + 1, all && key == "allOf");
         }
     }
 }

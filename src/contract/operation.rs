@@ -219,6 +219,9 @@ pub struct Operation {
     pub replaced_by: Vec<usize>,
     /// Top-level properties of the 2xx JSON response, where the spec declares an object.
     pub response_fields: Option<Vec<String>>,
+    /// Those of them its schema requires: a read of the resource that lacks one is not the
+    /// resource (an envelope, an error object), and a repair will not decide on it.
+    pub response_required: Vec<String>,
     /// Top-level properties the spec marks `readOnly` in its 2xx JSON response and, on a replace
     /// write, in its GET's: fields the API computes, which a write that omits them cannot clear
     /// (many specs mark them only in the representation, not in the write's body).
@@ -234,6 +237,12 @@ pub struct Operation {
     /// itself and on its replace write), or its method and template where another operation
     /// has the same id. Memory keys are this name plus path parameter values.
     pub resource: Option<String>,
+    /// A collection GET whose items are views of an item GET's resource: each is remembered
+    /// as if read alone (`contract/views.rs`).
+    pub lists: Option<super::ListOf>,
+    /// A write whose 2xx answer is its resource as it now is (the same schema as the GET's):
+    /// the answer is remembered.
+    pub answers_resource: bool,
     /// `x-driftwatch-read` on a write: the GET that shows its resource.
     pub(crate) read_hint: Option<String>,
     /// The apiKey credentials its effective `security` accepts: declared inputs, never unknown.
@@ -266,6 +275,12 @@ impl Operation {
     /// [`super::Contract::skipped`] has run for it: what it returns will not change.
     pub fn skipped_settled(&self) -> bool {
         self.skipped_all.get().is_some()
+    }
+
+    /// Its 2xx answer shows a remembered resource: its GET's, a list of them, or a write's
+    /// answer that is the resource as it now is.
+    pub fn shows_resource(&self) -> bool {
+        self.remembers || self.lists.is_some() || self.answers_resource
     }
 
     /// `"GET /api/channels/{id}"`: its method and template, one per operation.

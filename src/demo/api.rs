@@ -45,6 +45,21 @@ pub fn seed() -> Map<String, Value> {
     v.as_object().cloned().unwrap_or_default()
 }
 
+/// A second channel, for an agent that finds what to edit by listing the channels.
+pub fn seed_9() -> Map<String, Value> {
+    let mut channel = seed();
+    channel.insert("id".into(), json!(9));
+    channel.insert(
+        "uniqueId".into(),
+        json!("0b6f3a52-8c1d-4e7a-b2f4-6a9d1c3e5f70"),
+    );
+    channel.insert("number".into(), json!("9"));
+    channel.insert("name".into(), json!("Cartoon Hour"));
+    channel.insert("graphicsElementIds".into(), json!([2]));
+    channel.insert("sortNumber".into(), json!(9));
+    channel
+}
+
 /// What a full replace leaves in a property the body did not send.
 fn reset(name: &str, current: &Value) -> Value {
     match current {
@@ -63,7 +78,7 @@ fn reset(name: &str, current: &Value) -> Value {
 
 /// Serve the API on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener) {
-    let store: Store = Arc::new(Mutex::new(BTreeMap::from([(7, seed())])));
+    let store: Store = Arc::new(Mutex::new(BTreeMap::from([(7, seed()), (9, seed_9())])));
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -100,6 +115,13 @@ async fn handle(store: Store, req: Request<Incoming>) -> Result<Response<Full<By
         {
             Some(channel) => (StatusCode::OK, Value::Object(channel)),
             None => not_found(),
+        },
+        (&Method::GET, ["api", "v1", "channels"]) => match store.lock() {
+            Ok(channels) => (
+                StatusCode::OK,
+                channels.values().cloned().map(Value::Object).collect(),
+            ),
+            Err(_) => not_found(),
         },
         (&Method::PUT, ["api", "v1", "channels", id]) => replace(&store, id, &body, if_match),
         (&Method::PUT, ["api", "v1", "schedules", _]) => schedule(&body),

@@ -24,6 +24,10 @@ struct SnapshotWire<'a> {
     n: Cow<'a, str>,
     /// Per field: where its name ends in `n`, whether it was empty, its value's hash.
     f: Vec<(usize, bool, u64)>,
+    /// Taken from a view that may leave fields out (`Snapshot::partial`); absent for a GET's,
+    /// as earlier releases wrote them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    p: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -61,6 +65,7 @@ impl Snapshot {
                 .iter()
                 .map(|f| (f.name_end, f.empty, f.hash))
                 .collect(),
+            p: self.partial,
         };
         serde_json::to_vec(&wire).unwrap_or_default()
     }
@@ -86,6 +91,7 @@ impl Snapshot {
         Some(Snapshot {
             request_id: wire.r.into_owned(),
             at: time(wire.t)?,
+            partial: wire.p,
             names,
             fields,
         })
@@ -124,6 +130,7 @@ impl Pending {
                     read_at: time(at)?,
                     value_hash,
                     write_request_id: None,
+                    read_before_write: false,
                 };
                 Some((read, write, evidence))
             })
@@ -189,6 +196,7 @@ mod tests {
             read_at: at,
             value_hash: "00ff".into(),
             write_request_id: None,
+            read_before_write: false,
         };
         let pending = Pending {
             operation: "updateChannel".into(),

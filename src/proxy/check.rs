@@ -27,6 +27,11 @@ pub(super) struct Pending {
     pub memory_key: Option<Key>,
     /// Fields the write omits that the last GET showed with a value.
     pub at_risk: AtRisk,
+    /// The memory has no view of the resource that shows every field the write omits: enforce
+    /// reads it before the write (`before_write.rs`).
+    pub unseen: bool,
+    /// driftwatch's read of the resource before the write, for the repair to complete from.
+    pub read: Option<super::resource::Read>,
     /// Their `silent_clear_risk` findings, once the write is forwarded: its own answer decides
     /// them (withdrawn where it shows the field still holding a value), so they are recorded
     /// with the response, not the request.
@@ -196,7 +201,10 @@ pub(super) async fn compare_with_last_get(
         tracker.before_write(op, key, SystemTime::now(), findings)
     }));
     match compared {
-        Ok(at_risk) => pending.at_risk = at_risk,
+        Ok(compared) => {
+            pending.at_risk = compared.at_risk;
+            pending.unseen = compared.unseen;
+        }
         Err(_) => s.sinks.metrics.audit_error(),
     }
 }

@@ -376,6 +376,10 @@ impl Late {
             json,
             remember.at_risk,
         );
+        let mut confirmed = outcome.confirmed;
+        if let (Some(list), Some(body)) = (&op.lists, json) {
+            confirmed.extend(self.listed(&tracker, rev, list, &remember.key, *body));
+        }
         if let Some(store) = &s.store {
             if let Some(lesson) = outcome.lesson {
                 store.learn(lesson);
@@ -384,7 +388,37 @@ impl Late {
             self.share(store, rev, remember.key, done);
         }
         s.sinks.metrics.memory(s.memory.len(), s.memory.evictions());
-        (outcome.confirmed, outcome.survived)
+        (confirmed, outcome.survived)
+    }
+
+    /// A list answer's items, each remembered as if read alone, and shared with the store
+    /// replicas share; the `silent_clear`s they confirm.
+    fn listed(
+        &self,
+        tracker: &Tracker<'_>,
+        rev: &Arc<super::Revision>,
+        list: &crate::contract::ListOf,
+        key: &Key,
+        body: crate::json::Node<'_>,
+    ) -> Vec<Finding> {
+        let Some(item_op) = rev.contract.operation_at(list.item) else {
+            return Vec::new();
+        };
+        let seen = crate::memory::Seen {
+            request_id: self.request_id.as_str(),
+            at: SystemTime::now(),
+            partial: true,
+        };
+        let listed = tracker.after_list(list, item_op, key, seen, body);
+        if listed.skipped > 0 && listed.remembered.len() >= crate::silent::MAX_LIST_ITEMS {
+            self.s.sinks.metrics.limit_hit("list_items");
+        }
+        if let Some(store) = &self.s.store {
+            for (key, snapshot) in listed.remembered {
+                store.remember(&key, snapshot, None, Box::new(|_, _| {}));
+            }
+        }
+        listed.confirmed
     }
 
     /// What the response work did to the memory, mirrored in the store replicas share: the
@@ -517,6 +551,7 @@ fn record(
         findings_left_out: 0,
         catalog_defects: Vec::new(),
         repair: None,
+        read_before_write: None,
         values: None,
     };
     s.publish(event);

@@ -26,7 +26,7 @@ use crate::mcp::calls::Attribution;
 use crate::policy::Action;
 use crate::revision::Revision;
 use crate::sink::{
-    Event, EventError, EventFinding, NO_OPERATION, Outcome, Repair, ToolFields, TraceIds,
+    Event, EventError, EventFinding, NO_OPERATION, Outcome, ReadNote, Repair, ToolFields, TraceIds,
 };
 use crate::telemetry::SpanContext;
 
@@ -82,6 +82,8 @@ pub(super) struct Ledger<'c> {
     /// The findings of the fields the repair filled: the audit of the completed body has none,
     /// and they are recorded with the request as `repaired`.
     pub repaired: Vec<Finding>,
+    /// driftwatch's read of the resource before the write, and what it decided.
+    read_before_write: Option<ReadNote>,
 }
 
 impl<'c> Ledger<'c> {
@@ -116,6 +118,7 @@ impl<'c> Ledger<'c> {
             values: None,
             repair: None,
             repaired: Vec::new(),
+            read_before_write: None,
         }
     }
 
@@ -141,6 +144,17 @@ impl<'c> Ledger<'c> {
             findings: &self.findings,
         };
         (&mut self.trace, facts)
+    }
+
+    /// The request's span context, for a span of driftwatch's own under it (its reads).
+    pub fn span_context(&self) -> Option<SpanContext> {
+        self.trace.context()
+    }
+
+    /// What the read before the write decided: in the event, and on the request's span.
+    pub fn note_read(&mut self, note: ReadNote) {
+        self.trace.read_before_write(&note);
+        self.read_before_write = Some(note);
     }
 
     /// The request's side of an event raised after its response.
@@ -382,6 +396,7 @@ impl<'c> Ledger<'c> {
             findings_left_out: 0,
             catalog_defects: Vec::new(),
             repair: self.repair,
+            read_before_write: self.read_before_write,
             values: self.values,
         };
         s.publish(event);

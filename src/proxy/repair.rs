@@ -8,56 +8,41 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use compact_str::format_compact;
-use http::header::{
-    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, EXPECT, HeaderValue,
-    IF_MATCH, TRANSFER_ENCODING,
-};
+use http::HeaderMap;
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, HeaderValue, IF_MATCH, TRANSFER_ENCODING};
 use http::request::Parts;
-use http::{HeaderMap, Method, Request};
-use http_body_util::{BodyExt, Limited};
 
 use super::Sidecar;
 use super::body::{BodyRead, UpstreamBody};
 use super::check::{Pending, check_again, compare_with_last_get};
-use super::headers::RequestId;
-use super::outgoing::{Peer, outgoing, send};
+use super::outgoing::Peer;
 use super::pool::Pool;
 use super::problem;
 use super::record::{Ledger, Reply};
+use super::resource::{Read, ReadError, read};
 use super::tee::own;
 use crate::finding::{Finding, Kind};
 use crate::policy::Action;
-use crate::repair::{fill, read_path};
+use crate::repair::fill;
 use crate::revision::Revision;
+use crate::silent::AtRisk;
 use crate::sink::Repair;
 
 /// Why a write set to `repair` was refused instead: what the agent and operator read.
 #[derive(Debug, thiserror::Error)]
 enum Refusal {
-    #[error(
-        "the spec shows no GET of this resource to read it by (name one: `x-driftwatch-read`, or `[memory.resources]`)"
-    )]
-    NoRead,
     #[error("the body is sent with a Content-Encoding, which driftwatch does not rewrite")]
     Encoded,
-    #[error("the write's path does not fit its template, so the resource's cannot be made")]
-    NoPath,
-    #[error("the read of the resource failed: {0}")]
-    ReadFailed(String),
-    #[error("the read of the resource was answered {0}")]
-    ReadStatus(u16),
-    #[error("the read's answer could not be used: {0}")]
-    ReadBody(String),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(
+        "the read does not show `{field}`, which {shown_by} showed holding a value: it is not the resource the memory knows"
+    )]
+    NotShown { field: String, shown_by: String },
     #[error("`{field}` as the read shows it does not fit the write's body: {reason}")]
     DoesNotFit { field: String, reason: String },
     #[error("the completed body could not be audited (an internal audit error, counted)")]
     Unaudited,
-}
-
-/// The resource as driftwatch read it.
-struct Read {
-    body: Bytes,
-    etag: Option<HeaderValue>,
 }
 
 /// What the stage needs of the request besides its ledger, and changes in place when it
@@ -122,26 +107,32 @@ async fn complete<'c>(
 ) -> Result<(), Refusal> {
     let op = ledger.operation.expect("a repair is of an operation");
     let BodyRead::Whole(body) = &*w.read else {
-        return Err(Refusal::ReadBody("the write's body was not read".into()));
+        return Err(ReadError::Body("the write's body was not read".into()).into());
     };
     let body = body.clone();
     let encoding = w.parts.headers.get(CONTENT_ENCODING);
     if encoding.is_some_and(|e| e != "identity") {
         return Err(Refusal::Encoded);
     }
-    let read_op = op.read.and_then(|i| rev.contract.operation_at(i));
-    let read_op = read_op.ok_or(Refusal::NoRead)?;
-    let path = read_path(&rev.contract, op, read_op, w.parts.uri.path()).ok_or(Refusal::NoPath)?;
-    let id = RequestId::new();
-    note.read_request_id = Some(id.as_str().to_string());
-    let fresh = fetch(s, pool, ledger, read_parts(s, w.parts, &path, &id)?, w.peer).await?;
+    let fresh = match w.pending.read.take() {
+        Some(fresh) => fresh,
+        None => {
+            let (id, fresh) = read(s, pool, rev, ledger, w.parts, w.peer).await;
+            note.read_request_id = Some(id.as_str().to_string());
+            fresh?
+        }
+    };
+    note.read_request_id = Some(fresh.request_id.as_str().to_string());
+    let id = fresh.request_id.clone();
+    shown_where_held(&w.pending.at_risk, &fresh, &note.fields)?;
     let map = s.settings.memory.field_map.get(&op.id);
     let pairs: Vec<(&str, &str)> = note
         .fields
         .iter()
         .map(|f| (f.as_str(), map.and_then(|m| m.get(f)).unwrap_or(f).as_str()))
         .collect();
-    let filled = fill(&body, &fresh.body, &pairs).map_err(|e| Refusal::ReadBody(e.to_string()))?;
+    let filled = fill(&body, &fresh.body, &pairs)
+        .map_err(|e| Refusal::Read(ReadError::Body(e.to_string())))?;
     note.fields = filled.fields;
     let completed = Bytes::from(filled.body);
     audit_again(s, rev, ledger, &mut w, completed.clone(), note).await?;
@@ -209,88 +200,20 @@ fn send_completed(w: Write<'_>, completed: Bytes, etag: Option<HeaderValue>, not
     }
 }
 
-/// The read: a GET of `path` (the write's query kept) with the write's own headers, its
-/// credentials among them, less what describes the write's body or makes it conditional;
-/// identity-encoded, under a request id of its own.
-fn read_parts(s: &Sidecar, parts: &Parts, path: &str, id: &RequestId) -> Result<Parts, Refusal> {
-    let mut headers = parts.headers.clone();
-    for name in [
-        CONTENT_TYPE,
-        CONTENT_LENGTH,
-        CONTENT_ENCODING,
-        TRANSFER_ENCODING,
-        EXPECT,
-    ] {
-        headers.remove(name);
-    }
-    let conditional: Vec<_> = headers
-        .keys()
-        .filter(|k| k.as_str().starts_with("if-"))
-        .cloned()
-        .collect();
-    conditional.iter().for_each(|k| drop(headers.remove(k)));
-    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-    headers.insert(
-        s.settings.events.request_id_header.clone(),
-        id.value().clone(),
-    );
-    let target = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_string(),
-    };
-    let mut request = Request::builder()
-        .method(Method::GET)
-        .uri(target)
-        .version(parts.version)
-        .body(())
-        .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
-    *request.headers_mut() = headers;
-    Ok(request.into_parts().0)
-}
-
-/// The resource read upstream, within `proxy.request_timeout_ms` and bounded by
-/// `audit.max_response_body`.
-async fn fetch(
-    s: &Arc<Sidecar>,
-    pool: &Pool,
-    ledger: &Ledger<'_>,
-    read_parts: Parts,
-    peer: &Peer,
-) -> Result<Read, Refusal> {
-    let upstream = &ledger.api.upstreams[ledger.upstream];
-    let none = UpstreamBody::Buffered {
-        data: None,
-        trailers: None,
-        exact: true,
-    };
-    let request = outgoing(s, upstream, read_parts, none, peer)
-        .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
-    let timeout = s.settings.proxy.request_timeout;
-    let read = async {
-        let response = send(s, upstream, pool, request)
-            .await
-            .map_err(|e| Refusal::ReadFailed(e.to_string()))?;
-        if !response.status().is_success() {
-            return Err(Refusal::ReadStatus(response.status().as_u16()));
+/// Fail closed: a field the memory saw holding a value (it is at risk) that the fresh read
+/// does not show at all is no field with nothing to lose, but a read that is not the view the
+/// memory knows (a trimmed or other representation): refused rather than sent still omitting it.
+fn shown_where_held(at_risk: &AtRisk, fresh: &Read, wanted: &[String]) -> Result<(), Refusal> {
+    for (read_name, write_name, evidence) in at_risk {
+        if !wanted.contains(write_name) || fresh.snapshot.field(read_name).is_some() {
+            continue;
         }
-        let etag = response.headers().get(ETAG).cloned();
-        let limit = s.settings.audit.max_response_body;
-        let body = Limited::new(response.into_body(), limit).collect().await;
-        let body = body.map_err(|e| {
-            Refusal::ReadBody(format!("{e} (audit.max_response_body is {limit} bytes)"))
-        })?;
-        Ok(Read {
-            body: body.to_bytes(),
-            etag,
-        })
-    };
-    match tokio::time::timeout(timeout, read).await {
-        Ok(read) => read,
-        Err(_) => Err(Refusal::ReadFailed(format!(
-            "no whole answer within {} ms",
-            timeout.as_millis()
-        ))),
+        return Err(Refusal::NotShown {
+            field: read_name.clone(),
+            shown_by: format!("the read {}", evidence.read_request_id),
+        });
     }
+    Ok(())
 }
 
 /// A body's length set as its `Content-Length` (the completed body is sent whole).

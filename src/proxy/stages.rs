@@ -16,6 +16,7 @@ use http_body_util::Either;
 use hyper::body::Incoming;
 
 use super::Sidecar;
+use super::before_write::read_before_write;
 use super::body::read;
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
@@ -69,6 +70,10 @@ async fn stages<'c>(
     super::tool::attribute(s, &rev.contract, &parts, &read, ledger);
     ledger.begin_trace(s, rev, &mut parts.headers);
     compare_with_last_get(s, ledger, &mut pending).await;
+    let before = read_before_write(s, pool, rev, ledger, &mut pending, &parts, peer).await;
+    if let Some(refused) = before {
+        return Ok(refused);
+    }
     let write = Write {
         parts: &mut parts,
         read: &mut read,
@@ -173,7 +178,9 @@ fn late_work(
     let op = ledger.operation?;
     let status = response.status();
     let remember = match pending.memory_key {
-        Some(key) if status.is_success() && (op.remembers || !pending.at_risk.is_empty()) => {
+        Some(key)
+            if status.is_success() && (op.shows_resource() || !pending.at_risk.is_empty()) =>
+        {
             Some(Remember {
                 key,
                 at_risk: pending.at_risk,

@@ -99,6 +99,14 @@ impl RequestTrace {
         self.span = Some(span);
     }
 
+    /// What driftwatch's read before the write decided, on the request's span: the read is a
+    /// span of its own, and this names it.
+    pub fn read_before_write(&mut self, note: &crate::sink::ReadNote) {
+        let Some(span) = &mut self.span else { return };
+        span.set_str("driftwatch.read_before_write.request_id", &note.request_id);
+        span.set("driftwatch.read_before_write.outcome", note.outcome);
+    }
+
     /// The span's context, for an event's ids (made only when an event is).
     pub fn context(&self) -> Option<SpanContext> {
         Some(self.span.as_ref()?.context().clone())

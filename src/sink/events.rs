@@ -57,6 +57,10 @@ pub struct Event {
     /// A replace write whose omitted fields were to be filled from a fresh read (`repair`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repair: Option<Repair>,
+    /// driftwatch's read of the resource before a replace write the memory had no view of
+    /// (`enforce.read_before_write`): what was decided on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_before_write: Option<ReadNote>,
     /// Query, body and non-secret headers, only with `log_values = true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
@@ -98,6 +102,19 @@ pub struct Repair {
     /// Why the write was refused instead, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+}
+
+/// driftwatch's read of a replace write's resource, made before the write because the memory
+/// had no view of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadNote {
+    /// The read's own request id (the API's logs show it).
+    pub request_id: String,
+    /// `held` (an omitted field held a value: at risk), `nothing_held`, `absent` (404 or 410:
+    /// nothing to erase), or `unusable` (it failed or was not the resource: `reason`).
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Repair {

@@ -74,6 +74,34 @@ struct SilentLabels {
     api: ApiLabel,
 }
 
+/// driftwatch's reads before replace writes the memory had no view of: by operation (the
+/// spec's, bounded) and what the read decided (`sink::ReadNote::outcome`, four values).
+/// The series made at zero when the sidecar starts, one per outcome, have no operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct ReadLabels {
+    operation: Option<String>,
+    /// One of `READ_OUTCOMES`.
+    outcome: &'static str,
+    api: ApiLabel,
+}
+
+impl EncodeLabelSet for ReadLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        if let Some(operation) = &self.operation {
+            ("operation", operation.as_str()).encode(encoder.encode_label())?;
+        }
+        ("outcome", self.outcome).encode(encoder.encode_label())?;
+        self.api.encode(encoder)
+    }
+}
+
+/// The `outcome` label's values of `reads_before_write` (`sink::ReadNote::outcome`).
+const READ_OUTCOMES: [&str; 4] = ["held", "nothing_held", "absent", "unusable"];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BlockedLabels {
     operation: String,
@@ -208,11 +236,12 @@ const UNAUDITED: [&str; 8] = [
 ];
 
 /// The `limit` label's values of bounds that are not a listener's.
-const LIMITS: [&str; 4] = [
+const LIMITS: [&str; 5] = [
     "body_stall",
     "findings_per_request",
     "event_bytes",
     "spec_bytes",
+    "list_items",
 ];
 
 /// The `limit` label's values of a listener's bounds (`crate::listener`), each with the
@@ -304,6 +333,7 @@ pub struct Metrics {
     unknown_params: Family<ParamLabels, Counter>,
     blocked: Family<BlockedLabels, Counter>,
     repairs: Family<RepairLabels, Counter>,
+    reads_before_write: Family<ReadLabels, Counter>,
     upstream_errors: Family<Cause, Counter>,
     client_errors: Family<Why, Counter>,
     unaudited: Family<Why, Counter>,
@@ -343,6 +373,7 @@ impl Metrics {
             unknown_params: Family::default(),
             blocked: Family::default(),
             repairs: Family::default(),
+            reads_before_write: Family::default(),
             upstream_errors: Family::default(),
             client_errors: Family::default(),
             unaudited: Family::default(),
@@ -407,6 +438,18 @@ impl Metrics {
             "Requests refused in enforce mode, by operation and the kind that blocked them",
             self.blocked.clone(),
         );
+        r.register(
+            "reads_before_write",
+            "Replace writes whose resource driftwatch read just before the write, the memory having no view of it (enforce.read_before_write), by operation and outcome: held (an omitted field held a value), nothing_held, absent (404 or 410), unusable (the read failed or was not the resource)",
+            self.reads_before_write.clone(),
+        );
+        for outcome in READ_OUTCOMES {
+            let _ = self.reads_before_write.get_or_create(&ReadLabels {
+                operation: None,
+                outcome,
+                api: ApiLabel::default(),
+            });
+        }
         r.register(
             "repairs",
             "Fields of replace writes filled from a fresh read in enforce mode (repair), by operation, field and outcome: repaired, refused (the write was refused instead), precondition_failed (the API answered 412 to the If-Match)",
@@ -642,6 +685,16 @@ impl Metrics {
         self.repairs
             .get_or_create(&RepairLabels {
                 write: Some((operation.into(), field.into())),
+                outcome,
+                api: api.clone(),
+            })
+            .inc();
+    }
+
+    pub fn read_before_write(&self, api: &ApiLabel, operation: &str, outcome: &'static str) {
+        self.reads_before_write
+            .get_or_create(&ReadLabels {
+                operation: Some(operation.into()),
                 outcome,
                 api: api.clone(),
             })

@@ -287,6 +287,7 @@ fn event(api: &crate::proxy::Api, revision: &str, tool: String, defects: Vec<Def
         findings_left_out: 0,
         catalog_defects: defects,
         repair: None,
+        read_before_write: None,
         values: None,
     }
 }

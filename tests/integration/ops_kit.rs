@@ -133,7 +133,7 @@ async fn rules_and_dashboard_use_exactly_the_metrics_driftwatch_exports() {
     assert!(families.insert(wrap_only.into()) && samples.insert(wrap_only.into()));
     assert_eq!(
         families.len(),
-        43,
+        44,
         "every metric driftwatch registers: {families:?}"
     );
 
@@ -287,7 +287,7 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
         "Findings by kind",
         "Silent clears by operation and field",
         "Top unknown query parameters",
-        "Blocked and repaired requests (enforce mode)",
+        "Blocked and repaired requests, reads before writes (enforce mode)",
         "Upstream rejections after drift",
         "Audit overhead",
         "Spec revision in force",

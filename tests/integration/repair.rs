@@ -406,9 +406,11 @@ async fn a_read_that_does_not_fit_or_fails_refuses_the_write_with_its_reason() {
     assert_eq!(puts, 0, "no refused write reached the API");
     let event = event_of(dw.admin, "p2").await;
     assert_eq!(event["action"], "blocked");
+    // p1's read was remembered (issue 63): p2's omission is a `silent_clear_risk` on it,
+    // repaired as omissions are here, and refused when the repair's read failed.
     let omitted = event["findings"].as_array().unwrap().iter();
     let omitted: Vec<_> = omitted
-        .filter(|f| f["kind"] == "omitted_on_replace")
+        .filter(|f| f["kind"] == "silent_clear_risk")
         .collect();
     assert_eq!(
         omitted[0]["action"], "block",
@@ -512,7 +514,8 @@ async fn a_hostile_read_refuses_the_write_and_nothing_else() {
         (
             deep,
             Duration::ZERO,
-            "the completed body could not be audited (nesting deeper than 128)",
+            // Refused as it is read, before anything is filled from it.
+            "its JSON could not be read (recursion limit exceeded",
         ),
     ];
     for (answer, delay, said) in cases {

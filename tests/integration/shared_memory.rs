@@ -556,7 +556,7 @@ async fn entries(conn: &redis::aio::MultiplexedConnection, pattern: &str) -> Vec
 /// Issue 34, defect 5: what a store sends back is data, not trust. A snapshot whose time is
 /// past year 9999 made every PUT to its resource an empty reply (a panic writing the finding's
 /// time), and a pending clear with one killed the writer for the life of the process. Both are
-/// now refused and counted as fallbacks, the PUT is forwarded, the writer goes on, and
+/// now refused and counted as fallbacks, the PUT is answered, the writer goes on, and
 /// `/readyz` says the store is degraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_read_back_with_a_time_past_year_9999_is_refused_and_counted() {
@@ -578,8 +578,13 @@ async fn an_entry_read_back_with_a_time_past_year_9999_is_refused_and_counted() 
         .await
         .unwrap();
 
+    // The store's copy is refused, so B has no view of the channel: in enforce it reads the
+    // channel itself before the write (issue 63) and refuses the erasing PUT on that read.
     let status = stale_put(&b, "Bearer alice", "p1", &read).await;
-    assert_eq!(status, 200, "forwarded and answered, not an empty reply");
+    assert_eq!(
+        status, 409,
+        "answered on driftwatch's own read, not an empty reply"
+    );
     assert_eq!(
         metric(&b, "driftwatch_memory_store_fallbacks_total{op=\"recall\"}").await,
         1.0

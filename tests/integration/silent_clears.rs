@@ -269,33 +269,39 @@ async fn enforce_refuses_the_erasing_put_with_409_and_the_api_keeps_the_list() {
     let problem = resp.json();
     assert_eq!(
         problem["detail"],
-        "This PUT replaces the whole resource and would erase `graphicsElementIds`: include it with the current value from your last GET."
+        "Include `graphicsElementIds` with its current value (read the resource again if you do not have it), then retry. This write replaces the whole resource, so it would erase it: the body leaves it out, and it holds a value."
     );
     assert_eq!(problem["include_fields"], json!(["graphicsElementIds"]));
     let after = raw(dw.addr, &get("/api/v1/channels/7", "Bearer alice", "g2"))
         .await
         .json();
     assert_eq!(after["graphicsElementIds"], json!([3, 7]));
-    // Without a prior GET there is no evidence: the omission alone (a warning) is not blocked.
+    // Without a prior GET through driftwatch (a restart): enforce reads the channel just before
+    // the write and refuses it on that read (issue 63; `read_before_write.rs` has the rest).
     let fresh = demo_api().await;
     let dw2 = start(config(&format!("http://{fresh}"), |c| {
         c.proxy.mode = Mode::Enforce
     }))
     .await;
-    assert_eq!(
-        raw(
-            dw2.addr,
-            &put(
-                "/api/v1/channels/7",
-                "Bearer alice",
-                "p1",
-                &stale_body(&read)
-            )
-        )
-        .await
-        .status,
-        200
-    );
+    let stale = stale_body(&read);
+    let resp = raw(
+        dw2.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p1", &stale),
+    )
+    .await;
+    assert_eq!(resp.status, 409);
+    // Told not to read, it has no evidence: the omission alone (a warning) is not blocked.
+    let dw3 = start(config(&format!("http://{fresh}"), |c| {
+        c.proxy.mode = Mode::Enforce;
+        c.enforce.read_before_write = Some(false);
+    }))
+    .await;
+    let resp = raw(
+        dw3.addr,
+        &put("/api/v1/channels/7", "Bearer alice", "p1", &stale),
+    )
+    .await;
+    assert_eq!(resp.status, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -442,3 +442,38 @@ async fn the_forwarded_traceparent_is_kept_added_or_replaced_as_propagation_says
     assert_eq!(span["parent_span_id"], "00f067aa0ba902b7", "{span:#}");
     assert_eq!(span["name"], "GET /api/v1/channels/{id}");
 }
+
+/// Issue 63: driftwatch's read before a write is a span of its own, the child of the write's
+/// span, and the write's span names it; the API got the read's span as its `traceparent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_before_a_write_is_a_span_under_the_writes() {
+    let receiver = Receiver::start("read-before-write", 0.0).await;
+    let api = super::silent_clears::demo_api().await;
+    let running = start(config(&format!("http://{api}"), |c| {
+        c.proxy.mode = driftwatch::policy::Mode::Enforce;
+        c.telemetry.endpoint = Some(receiver.base());
+        c.telemetry.export_interval_ms = 10;
+    }))
+    .await;
+    let seed = Value::Object(driftwatch::demo::api::seed());
+    let stale = super::silent_clears::stale_body(&seed);
+    let put = super::silent_clears::put("/api/v1/channels/7", "Bearer a", "p1", &stale);
+    assert_eq!(raw(running.addr, &put).await.status, 409);
+    let spans = receiver
+        .until("the write's and the read's spans", |s| {
+            request_spans(s).len() >= 2
+        })
+        .await;
+    let write = (request_spans(&spans).into_iter())
+        .find(|s| attr(s, "driftwatch.request_id") == "p1")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    let read_id = attr(write, "driftwatch.read_before_write.request_id");
+    assert_eq!(attr(write, "driftwatch.read_before_write.outcome"), "held");
+    let read = (request_spans(&spans).into_iter())
+        .find(|s| attr(s, "driftwatch.request_id") == read_id)
+        .unwrap_or_else(|| panic!("no span for the read {read_id}: {spans:#?}"));
+    assert_eq!(read["name"], "GET /api/v1/channels/{id}");
+    assert_eq!(parent_of(&spans, read), Some(write), "{read:#}");
+    assert_eq!(attr(read, "driftwatch.read_for"), "p1");
+    assert_eq!(attr(read, "http.response.status_code"), 200);
+}

@@ -154,7 +154,10 @@ impl Replay<'_> {
         }
         if let (Some(op), Some(key)) = (op, key) {
             let at = exchange.at.unwrap_or_else(SystemTime::now);
-            let at_risk = self.tracker.before_write(op, &key, at, &mut findings);
+            let at_risk = self
+                .tracker
+                .before_write(op, &key, at, &mut findings)
+                .at_risk;
             if let Some(response) = &exchange.response {
                 let request_id = Headers::get(exchange.headers.as_slice(), "x-request-id")
                     .map_or_else(|| format!("exchange-{}", exchange.index), String::from);

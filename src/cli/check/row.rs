@@ -131,6 +131,7 @@ mod tests {
             read_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_720_000_123),
             value_hash: "ab12".into(),
             write_request_id: None,
+            read_before_write: false,
         }));
         for (f, exchange) in [
             (&plain, 0),
