@@ -14,6 +14,7 @@ mod sanitize;
 mod schemas;
 mod security;
 mod shape;
+mod shown;
 mod types;
 mod views;
 mod warning;

@@ -183,36 +183,7 @@ impl Tracker<'_> {
         }
         if op.write == WriteSemantics::Replace && !at_risk.is_empty() {
             let shown = |read: &str| body.and_then(|b| b.shows(read));
-            let (mut kept, mut erased) = (Vec::new(), Vec::new());
-            let mut left = Vec::new();
-            for field in at_risk {
-                match shown(&field.0) {
-                    Some(false) => kept.push(field),
-                    Some(true) => erased.push(field),
-                    None => left.push(field),
-                }
-            }
-            let names = |fields: &AtRisk| fields.iter().map(|(read, _, _)| read.clone()).collect();
-            let lesson = crate::memory::survival::Lesson {
-                operation: crate::memory::survival::name(self.api, op),
-                kept: names(&kept),
-                erased: names(&erased),
-            };
-            if self.memory.survival.learn(&lesson) {
-                outcome.lesson = Some(lesson);
-            }
-            outcome.survived = kept.into_iter().map(|(_, write, _)| write).collect();
-            let write = |fields| Pending {
-                operation: op.id.clone(),
-                write_request_id: request_id.to_string(),
-                fields,
-            };
-            outcome.confirmed = confirm(&write(erased), |_| true, op);
-            if !left.is_empty() {
-                let pending = write(left);
-                self.memory.expect_clear(key.clone(), pending.clone());
-                outcome.left = Some(pending);
-            }
+            self.decide_risks(op, key, request_id, at_risk, shown, &mut outcome);
         }
         if op.answers_resource
             && let Some(body) = body
@@ -240,6 +211,52 @@ impl Tracker<'_> {
             outcome.remembered = self.memory.remember(key, request_id, at, body);
         }
         outcome
+    }
+}
+
+impl Tracker<'_> {
+    /// A replace write's fields at risk, decided by its own answer (`shown`): one it shows
+    /// holding a value survived (the operation learns it), one shown empty is a confirmed
+    /// `silent_clear`, one not shown is left pending for the next view.
+    fn decide_risks(
+        &self,
+        op: &Operation,
+        key: &Key,
+        request_id: &str,
+        at_risk: AtRisk,
+        shown: impl Fn(&str) -> Option<bool>,
+        outcome: &mut Outcome,
+    ) {
+        let (mut kept, mut erased) = (Vec::new(), Vec::new());
+        let mut left = Vec::new();
+        for field in at_risk {
+            match shown(&field.0) {
+                Some(false) => kept.push(field),
+                Some(true) => erased.push(field),
+                None => left.push(field),
+            }
+        }
+        let names = |fields: &AtRisk| fields.iter().map(|(read, _, _)| read.clone()).collect();
+        let lesson = crate::memory::survival::Lesson {
+            operation: crate::memory::survival::name(self.api, op),
+            kept: names(&kept),
+            erased: names(&erased),
+        };
+        if self.memory.survival.learn(&lesson) {
+            outcome.lesson = Some(lesson);
+        }
+        outcome.survived = kept.into_iter().map(|(_, write, _)| write).collect();
+        let write = |fields| Pending {
+            operation: op.id.clone(),
+            write_request_id: request_id.to_string(),
+            fields,
+        };
+        outcome.confirmed = confirm(&write(erased), |_| true, op);
+        if !left.is_empty() {
+            let pending = write(left);
+            self.memory.expect_clear(key.clone(), pending.clone());
+            outcome.left = Some(pending);
+        }
     }
 }
 

@@ -119,15 +119,7 @@ fn one_api(
             upstream.scheme, upstream.authority, upstream.prefix
         )?;
     }
-    let reads = match api.policy.read_before_write {
-        true => "reads a replace write's resource first where the memory has no view of it",
-        false => "decides replace writes on the memory alone",
-    };
-    writeln!(
-        out,
-        "  mode      {}, audit {audit}; {reads} (enforce.read_before_write)",
-        api.policy.mode.as_str()
-    )?;
+    writeln!(out, "  mode      {}", mode_line(&api.policy, audit))?;
     let spec = &revision.spec;
     // `serve --check` does everything the lazy load leaves to later, before it answers.
     revision.contract.compile_all();
@@ -187,4 +179,16 @@ fn shared_ids(contract: &crate::contract::Contract, out: &mut impl Write) -> any
         )?;
     }
     Ok(())
+}
+
+/// The API's mode, and whether a replace write's resource is read before the write.
+fn mode_line(policy: &crate::policy::Policy, audit: &str) -> String {
+    let reads = match policy.read_before_write {
+        true => "reads a replace write's resource first where the memory has no view of it",
+        false => "decides replace writes on the memory alone",
+    };
+    format!(
+        "{}, audit {audit}; {reads} (enforce.read_before_write)",
+        policy.mode.as_str()
+    )
 }

@@ -13,6 +13,7 @@ use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSem
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
 use super::router::{RouteError, Router, split_route, template_params, trim_trailing_slash};
+use super::shown::{is_json, response_fields};
 use super::types::{FieldType, summarize};
 use super::warning::{LoadWarning, Skipped};
 use super::{Contract, ContractOptions};
@@ -43,11 +44,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         skipped_here: Vec::new(),
     };
     let (mut operations, router) = compile_paths(&compiler, options, &mut warnings);
-    mark_shared_ids(&mut operations);
-    let reads = reads_of(&operations, &options.read_for);
-    super::writes::infer(&mut operations, &reads);
-    link_reads_and_replaces(&mut operations, &reads);
-    super::views::link(doc, &mut operations, &reads);
+    link_resources(doc, options, &mut operations);
     let base_paths = match &options.base_path {
         Some(base) => vec![trim_trailing_slash(base).to_string()],
         None => server_base_paths(doc),
@@ -195,7 +192,7 @@ fn compile_operation(
     let (params, open_query) = merged_params(compiler, warnings, levels);
     let body = (op.get("requestBody"))
         .map(|raw| compile_body(compiler, raw, format!("{op_ptr}/requestBody")));
-    let shown = response_fields(compiler.doc(), op);
+    let shown = response_fields(compiler.doc(), op).unwrap_or_default();
     let (write, write_reason) = write_of(options, op, &id, &format!("{upper} {template}"));
     let (route, route_keys) = split_route(template);
     Operation {
@@ -212,12 +209,9 @@ fn compile_operation(
         body,
         write,
         write_reason,
-        response_fields: shown.as_ref().map(|shown| shown.names.clone()),
-        response_required: shown
-            .as_ref()
-            .map(|shown| shown.required.clone())
-            .unwrap_or_default(),
-        computed: shown.map(|shown| shown.read_only).unwrap_or_default(),
+        response_fields: (!shown.names.is_empty()).then_some(shown.names),
+        response_required: shown.required,
+        computed: shown.read_only,
         responses: compile_responses(compiler.doc(), op, &op_ptr),
         replaced_by: Vec::new(),
         pointer: op_ptr,
@@ -307,6 +301,16 @@ fn mark_shared_ids(operations: &mut [Operation]) {
     }
 }
 
+/// Each operation told what it is to the others: ids shared, each write's semantics and the
+/// GET of its resource, and the answers that show a remembered resource besides its GET.
+fn link_resources(doc: &Value, options: &ContractOptions, operations: &mut [Operation]) {
+    mark_shared_ids(operations);
+    let reads = reads_of(operations, &options.read_for);
+    super::writes::infer(operations, &reads);
+    link_reads_and_replaces(operations, &reads);
+    super::views::link(doc, operations, &reads);
+}
+
 /// For each write, the GET that shows its resource: the one on the same path template, or on
 /// another where the config (`read_for`) or the write's `x-driftwatch-read` says so.
 fn reads_of(operations: &[Operation], read_for: &HashMap<String, String>) -> Vec<Option<usize>> {
@@ -371,76 +375,6 @@ fn link_reads_and_replaces(operations: &mut [Operation], reads: &[Option<usize>]
             operations[read].remembers = true;
             operations[read].replaced_by.push(i);
             operations[read].resource = Some(resource);
-        }
-    }
-}
-
-/// The top-level properties of a 2xx JSON response's object schema (refs and `allOf`
-/// followed): what a view of the resource shows.
-#[derive(Default)]
-pub(super) struct Shown {
-    pub names: Vec<String>,
-    /// Those the spec marks `readOnly`: fields the API computes.
-    read_only: Vec<String>,
-    /// Those the schema (or every `allOf` member) requires.
-    required: Vec<String>,
-}
-
-/// What the first 2xx JSON response's object schema shows.
-fn response_fields(doc: &Value, op: &Value) -> Option<Shown> {
-    let responses = op.get("responses")?.as_object()?;
-    let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
-    let response = super::resolve::deref(doc, response);
-    let (_, media) = response
-        .get("content")?
-        .as_object()?
-        .iter()
-        .find(|(m, _)| is_json(m))?;
-    let shown = shown_by(doc, media.get("schema")?);
-    (!shown.names.is_empty()).then_some(shown)
-}
-
-/// What an object schema shows at its top level, its `$ref`s and `allOf` followed.
-pub(super) fn shown_by(doc: &Value, schema: &Value) -> Shown {
-    let mut shown = Shown::default();
-    object_names(doc, schema, &mut shown, 0, true);
-    shown
-}
-
-/// `schema`'s properties into `shown`; `all`: the schema holds for every body (the top, or an
-/// `allOf` member), so what it requires is required.
-fn object_names(doc: &Value, schema: &Value, shown: &mut Shown, depth: usize, all: bool) {
-    let schema = super::resolve::deref(doc, schema);
-    if depth > 8 {
-        return;
-    }
-    for (name, prop) in schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        if !shown.names.contains(name) {
-            shown.names.push(name.clone());
-        }
-        if super::schemas::flag(doc, prop, "readOnly") && !shown.read_only.contains(name) {
-            shown.read_only.push(name.clone());
-        }
-    }
-    let required = schema.get("required").and_then(Value::as_array);
-    for name in required.into_iter().flatten().filter_map(Value::as_str) {
-        if all && !shown.required.iter().any(|r| r == name) {
-            shown.required.push(name.to_string());
-        }
-    }
-    for key in ["allOf", "anyOf", "oneOf"] {
-        for branch in schema
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            object_names(doc, branch, shown, depth + 1, all && key == "allOf");
         }
     }
 }
@@ -683,18 +617,6 @@ pub(crate) fn is_form(media_type: &str) -> bool {
     let essence = media_type.split(';').next().unwrap_or("").trim();
     essence.eq_ignore_ascii_case("application/x-www-form-urlencoded")
         || essence.eq_ignore_ascii_case("multipart/form-data")
-}
-
-/// JSON media types: `application/json`, `text/json`, and any `+json` suffix
-/// (`application/json-patch+json`, `application/*+json`, `application/merge-patch+json`).
-pub(crate) fn is_json(media_type: &str) -> bool {
-    let essence = media_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json" || essence == "text/json" || essence.ends_with("+json")
 }
 
 /// Path prefixes of the `servers` URLs, with variables at their defaults.

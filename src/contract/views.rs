@@ -90,12 +90,7 @@ fn collection_of(item: &Operation) -> Option<String> {
 
 /// The schema of an operation's first 2xx JSON answer, its `$ref`s followed.
 fn answer_schema<'d>(doc: &'d Value, op: &Operation) -> Option<&'d Value> {
-    let op_value = doc.pointer(&op.pointer)?;
-    let responses = op_value.get("responses")?.as_object()?;
-    let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
-    let content = deref(doc, response).get("content")?.as_object()?;
-    let (_, media) = content.iter().find(|(m, _)| super::compile::is_json(m))?;
-    Some(deref(doc, media.get("schema")?))
+    super::shown::answer_schema(doc, doc.pointer(&op.pointer)?)
 }
 
 /// Where a list answer's items are and which member carries their id, when its items are
@@ -121,7 +116,7 @@ fn items_of<'d>(
     if !is_view(doc, items, shown) {
         return None;
     }
-    let names = super::compile::shown_by(doc, items).names;
+    let names = super::shown::shown_by(doc, items).names;
     let has = |name: &str| names.iter().any(|n| n == name);
     let id_field = match last {
         Some(name) if has(name) => name,
@@ -137,8 +132,8 @@ fn is_view(doc: &Value, items: &Value, shown: &Value) -> bool {
         return true;
     }
     let (some, all) = (
-        super::compile::shown_by(doc, items).names,
-        super::compile::shown_by(doc, shown).names,
+        super::shown::shown_by(doc, items).names,
+        super::shown::shown_by(doc, shown).names,
     );
     !some.is_empty() && some.iter().all(|name| all.contains(name))
 }

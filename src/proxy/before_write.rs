@@ -42,9 +42,10 @@ pub(super) async fn read_before_write(
     if !pending.unseen || !policy.read_before_write {
         return None;
     }
-    if !pending.at_risk.is_empty() && policy.on_risk(Some(&op.id)) == Action::Block {
-        // The memory already shows a field this write would erase, and that is refused
-        // whatever the read shows of the others.
+    let refused_anyway = !policy.blocking(Some(&op.id), &ledger.findings).is_empty();
+    if refused_anyway {
+        // Another finding refuses the write (a wrong type, an unknown field, or a field the
+        // memory already shows held): nothing a read shows would let it through.
         return None;
     }
     let (id, result) = read(s, pool, rev, ledger, parts, peer).await;

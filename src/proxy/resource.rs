@@ -27,7 +27,7 @@ use crate::contract::Operation;
 use crate::memory::Snapshot;
 use crate::repair::read_path;
 use crate::revision::Revision;
-use crate::telemetry::{SpanKind, Start};
+use crate::telemetry::{Span, SpanKind, Start, Telemetry};
 
 /// Why a read could not be made or used: what the agent and the operator read.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -81,22 +81,7 @@ pub(super) async fn read(
         let read_op = read_op.ok_or(ReadError::NoRead)?;
         let path =
             read_path(&rev.contract, op, read_op, parts.uri.path()).ok_or(ReadError::NoPath)?;
-        let mut span = s.telemetry.as_ref().map(|t| {
-            let start = Start {
-                name: ("GET", read_op.template.as_str()),
-                kind: SpanKind::Client,
-                time: None,
-                links: Vec::new(),
-            };
-            let mut span = t.span(start, ledger.span_context().as_ref());
-            span.set_all(&ledger.api.span_attributes[ledger.upstream]);
-            span.set_str("http.request.method", "GET");
-            span.set_str("url.template", &read_op.template);
-            span.set_str("driftwatch.operation", &read_op.id);
-            span.set_str("driftwatch.request_id", id.as_str());
-            span.set_str("driftwatch.read_for", ledger.request_id.as_str());
-            span
-        });
+        let mut span = (s.telemetry.as_ref()).map(|t| span(t, ledger, read_op, &id));
         let mut request = read_parts(s, parts, &path, &id)?;
         if let Some(span) = &span {
             crate::telemetry::context::inject(span.context(), &mut request.headers);
@@ -131,6 +116,24 @@ pub(super) async fn read(
     };
     let result = read.await;
     (id, result)
+}
+
+/// The read's span: a client span of its own, the child of the write's.
+fn span(t: &Telemetry, ledger: &Ledger<'_>, read_op: &Operation, id: &RequestId) -> Span {
+    let start = Start {
+        name: ("GET", read_op.template.as_str()),
+        kind: SpanKind::Client,
+        time: None,
+        links: Vec::new(),
+    };
+    let mut span = t.span(start, ledger.span_context().as_ref());
+    span.set_all(&ledger.api.span_attributes[ledger.upstream]);
+    span.set_str("http.request.method", "GET");
+    span.set_str("url.template", &read_op.template);
+    span.set_str("driftwatch.operation", &read_op.id);
+    span.set_str("driftwatch.request_id", id.as_str());
+    span.set_str("driftwatch.read_for", ledger.request_id.as_str());
+    span
 }
 
 /// The read's body as a snapshot, if it is the resource: a JSON object (`crate::repair::fits`).

@@ -209,8 +209,11 @@ async fn a_request_id_is_added_when_missing_and_preserve_host_keeps_the_client_h
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enforce_refuses_with_problem_json_and_the_upstream_receives_nothing() {
     let up = upstream::start(ok(), Duration::ZERO, None).await;
+    // Decided on the request alone: this upstream's `{"ok":true}` is no channel, so a read
+    // before the write would refuse the omitting PUT (read_before_write.rs tests that).
     let dw = start(config(&format!("http://{}", up.addr), |c| {
-        c.proxy.mode = Mode::Enforce
+        c.proxy.mode = Mode::Enforce;
+        c.enforce.read_before_write = Some(false);
     }))
     .await;
     let resp = raw(
