@@ -238,10 +238,9 @@ async fn a_read_that_is_not_the_resource_refuses_the_write_with_its_reason() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_list_read_observe_reports_the_risk_and_confirms_the_clear() {
-    let api = demo_api().await;
-    let dw = start(config(&format!("http://{api}"), |_| {})).await;
+/// Alice lists the channels (request `l1`); once both are remembered, she PUTs channel 9 back
+/// through the stale tool (request `p1`).
+async fn list_then_stale_put(dw: &super::sidecar::Running) -> super::sidecar::RawResponse {
     let list = raw(dw.addr, &get("/api/v1/channels", "Bearer alice", "l1")).await;
     assert_eq!(list.status, 200);
     let nine = (list.json().as_array().unwrap().iter())
@@ -252,16 +251,19 @@ async fn after_a_list_read_observe_reports_the_risk_and_confirms_the_clear() {
         (sample(&scrape(dw.admin).await, "driftwatch_memory_entries") >= 2.0).then_some(())
     })
     .await;
-    let resp = raw(
+    let stale = stale_body(&nine);
+    raw(
         dw.addr,
-        &put(
-            "/api/v1/channels/9",
-            "Bearer alice",
-            "p1",
-            &stale_body(&nine),
-        ),
+        &put("/api/v1/channels/9", "Bearer alice", "p1", &stale),
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_list_read_observe_reports_the_risk_and_confirms_the_clear() {
+    let api = demo_api().await;
+    let dw = start(config(&format!("http://{api}"), |_| {})).await;
+    let resp = list_then_stale_put(&dw).await;
     assert_eq!(resp.status, 200, "observe forwards it");
     let found = kinds_of(dw.admin, "p1", Some("silent_clear")).await;
     assert!(
@@ -304,27 +306,7 @@ async fn after_a_list_read_observe_reports_the_risk_and_confirms_the_clear() {
 async fn after_a_list_read_enforce_refuses_without_a_read_of_its_own() {
     let api = demo_api().await;
     let dw = start(config(&format!("http://{api}"), enforce)).await;
-    let list = raw(dw.addr, &get("/api/v1/channels", "Bearer alice", "l1"))
-        .await
-        .json();
-    let nine = (list.as_array().unwrap().iter())
-        .find(|c| c["id"] == 9)
-        .cloned()
-        .unwrap();
-    eventually("both listed channels remembered", || async {
-        (sample(&scrape(dw.admin).await, "driftwatch_memory_entries") >= 2.0).then_some(())
-    })
-    .await;
-    let resp = raw(
-        dw.addr,
-        &put(
-            "/api/v1/channels/9",
-            "Bearer alice",
-            "p1",
-            &stale_body(&nine),
-        ),
-    )
-    .await;
+    let resp = list_then_stale_put(&dw).await;
     assert_eq!(resp.status, 409);
     let event = event_of(&dw, "p1").await;
     assert!(
