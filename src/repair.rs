@@ -76,22 +76,24 @@ pub fn fill(body: &[u8], read: &[u8], wanted: &[(&str, &str)]) -> Result<Filled,
     Ok(Filled { body: out, fields })
 }
 
-/// Whether a read's answer is the resource its GET shows, and so something a write can be
-/// judged or completed by: a JSON object that carries every top-level property the GET's schema
-/// requires and at least one it declares (an envelope `{"data": {...}}` carries none), and,
-/// where it shows the GET's last path parameter by name, the value the path names (`last`).
-/// Deeper schema faults are the response audit's to report; they do not make the read another
-/// resource. `Err` says why it is not.
+/// Whether a read's answer is the resource its GET shows, and so something a write that omits
+/// `omitted` (their names in the read) can be judged or completed by: a JSON object that shows
+/// at least one property the GET's schema declares (an envelope `{"data": {...}}` shows none),
+/// every omitted field the GET's schema says it always shows (`required`: one missing is
+/// unknown, not empty), and, where it shows the GET's last path parameter by name, the value the
+/// path names (`last`). Deeper schema faults are the response audit's to report; a required
+/// field the write does not omit decides nothing here. `Err` says why it is not.
 pub fn fits(
     read_op: &Operation,
     last: Option<&str>,
     body: crate::json::Node,
+    omitted: &[&str],
 ) -> Result<(), String> {
     let object = body
         .as_object()
         .ok_or_else(|| "not a JSON object".to_string())?;
     let missing: Vec<&str> = (read_op.response_required.iter())
-        .filter(|name| object.get(name).is_none())
+        .filter(|name| omitted.contains(&name.as_str()) && object.get(name).is_none())
         .map(String::as_str)
         .collect();
     if !missing.is_empty() {
@@ -269,5 +271,33 @@ mod tests {
             read_path(&c, op("putSettings"), op("getConfig"), "/nowhere"),
             None
         );
+    }
+
+    /// A read is the resource when it shows what its GET declares, every omitted field its GET
+    /// always shows, and the path's id where it shows one.
+    #[test]
+    fn a_read_fits_when_it_is_the_resource_and_not_an_envelope_another_or_a_trimmed_one() {
+        let doc = json!({"openapi": "3.1.0", "paths": {"/c/{id}": {"get": {"operationId": "getC",
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["id", "name", "ids"],
+                "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "ids": {"type": "array"}}}}}}}}}}});
+        let spec = Spec::from_document(std::path::Path::new("f.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &ContractOptions::default()).unwrap();
+        let get = contract.operation("getC").unwrap();
+        let fits = |body: &str, omitted: &[&str]| {
+            let doc = crate::json::parse(body.as_bytes()).unwrap();
+            super::fits(get, Some("7"), doc.root(), omitted)
+        };
+        assert_eq!(
+            fits(r#"{"id": 7, "name": "a", "ids": [1]}"#, &["ids"]),
+            Ok(())
+        );
+        // A required field the write does not omit decides nothing: the API may leave it out.
+        assert_eq!(fits(r#"{"id": 7, "ids": [1]}"#, &["ids"]), Ok(()));
+        let why = |body: &str, omitted: &[&str]| fits(body, omitted).unwrap_err();
+        assert!(why(r#"{"id": 7, "name": "a"}"#, &["ids"]).starts_with("it lacks `ids`"));
+        assert!(why(r#"{"data": {"id": 7}}"#, &[]).contains("shows none of the fields"));
+        assert!(why(r#"{"id": 8, "name": "a", "ids": []}"#, &["ids"]).contains("another resource"));
+        assert!(why("[1]", &[]).contains("not a JSON object"));
     }
 }

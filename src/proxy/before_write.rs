@@ -48,7 +48,12 @@ pub(super) async fn read_before_write(
         // memory already shows held): nothing a read shows would let it through.
         return None;
     }
-    let (id, result) = read(s, pool, rev, ledger, parts, peer).await;
+    let map = s.settings.memory.field_map.get(&op.id);
+    let omitted: Vec<&str> = (ledger.findings.iter())
+        .filter(|f| f.kind == Kind::OmittedOnReplace)
+        .map(|f| read_name(map, f.field.trim_start_matches('/')))
+        .collect();
+    let (id, result) = read(s, pool, rev, ledger, (parts, &omitted), peer).await;
     let mut note = ReadNote {
         request_id: id.as_str().to_string(),
         outcome: "held",
@@ -113,6 +118,15 @@ fn decide(
     }
     pending.read = Some(fresh);
     outcome
+}
+
+/// A write field's name in the read model: mapped in `[memory.field_map]`, else the same.
+fn read_name<'a>(
+    map: Option<&'a std::collections::HashMap<String, String>>,
+    write_name: &'a str,
+) -> &'a str {
+    map.and_then(|m| m.get(write_name))
+        .map_or(write_name, String::as_str)
 }
 
 /// 409: the write omits fields that may hold values, and driftwatch could not read the

@@ -114,10 +114,17 @@ async fn complete<'c>(
     if encoding.is_some_and(|e| e != "identity") {
         return Err(Refusal::Encoded);
     }
+    let map = s.settings.memory.field_map.get(&op.id);
+    let pairs: Vec<(&str, &str)> = note
+        .fields
+        .iter()
+        .map(|f| (f.as_str(), map.and_then(|m| m.get(f)).unwrap_or(f).as_str()))
+        .collect();
     let fresh = match w.pending.read.take() {
         Some(fresh) => fresh,
         None => {
-            let (id, fresh) = read(s, pool, rev, ledger, w.parts, w.peer).await;
+            let omitted: Vec<&str> = pairs.iter().map(|(_, read)| *read).collect();
+            let (id, fresh) = read(s, pool, rev, ledger, (w.parts, &omitted), w.peer).await;
             note.read_request_id = Some(id.as_str().to_string());
             fresh?
         }
@@ -125,12 +132,6 @@ async fn complete<'c>(
     note.read_request_id = Some(fresh.request_id.as_str().to_string());
     let id = fresh.request_id.clone();
     shown_where_held(&w.pending.at_risk, &fresh, &note.fields)?;
-    let map = s.settings.memory.field_map.get(&op.id);
-    let pairs: Vec<(&str, &str)> = note
-        .fields
-        .iter()
-        .map(|f| (f.as_str(), map.and_then(|m| m.get(f)).unwrap_or(f).as_str()))
-        .collect();
     let filled = fill(&body, &fresh.body, &pairs)
         .map_err(|e| Refusal::Read(ReadError::Body(e.to_string())))?;
     note.fields = filled.fields;

@@ -64,14 +64,14 @@ pub(super) struct Read {
     pub snapshot: Snapshot,
 }
 
-/// Read the resource of `ledger`'s replace write (`parts`): a GET of the path the contract
-/// pairs with it, checked to be the resource.
+/// Read the resource of `ledger`'s replace write (`parts`), which omits `omitted` (their names
+/// in the read): a GET of the path the contract pairs with it, checked to be the resource.
 pub(super) async fn read(
     s: &Arc<Sidecar>,
     pool: &Pool,
     rev: &Revision,
     ledger: &Ledger<'_>,
-    parts: &Parts,
+    (parts, omitted): (&Parts, &[&str]),
     peer: &Peer,
 ) -> (RequestId, Result<Read, ReadError>) {
     let id = RequestId::new();
@@ -103,7 +103,7 @@ pub(super) async fn read(
             return Err(ReadError::Status(status.as_u16()));
         }
         let last = path_value(rev, read_op, &path);
-        let snapshot = resource(s, read_op, last.as_deref(), &body, &id);
+        let snapshot = resource(s, (read_op, omitted), last.as_deref(), &body, &id);
         if let (Err(e), Some(span)) = (&snapshot, &mut span) {
             span.set_error(e.to_string());
         }
@@ -139,7 +139,7 @@ fn span(t: &Telemetry, ledger: &Ledger<'_>, read_op: &Operation, id: &RequestId)
 /// The read's body as a snapshot, if it is the resource: a JSON object (`crate::repair::fits`).
 fn resource(
     s: &Sidecar,
-    read_op: &Operation,
+    (read_op, omitted): (&Operation, &[&str]),
     last: Option<&str>,
     body: &[u8],
     id: &RequestId,
@@ -147,7 +147,7 @@ fn resource(
     let doc = crate::json::parse(body)
         .map_err(|e| ReadError::Body(format!("its JSON could not be read ({e})")))?;
     let root = doc.root();
-    crate::repair::fits(read_op, last, root).map_err(ReadError::Unfit)?;
+    crate::repair::fits(read_op, last, root, omitted).map_err(ReadError::Unfit)?;
     let mut snapshot = Snapshot::of(&s.memory.hash_key, root)
         .ok_or_else(|| ReadError::Unfit("not a JSON object".into()))?;
     snapshot.request_id = id.as_str().to_string();

@@ -194,7 +194,7 @@ async fn a_read_that_is_not_the_resource_refuses_the_write_with_its_reason() {
     let mut other = read_elsewhere(7);
     other["id"] = json!(8);
     let cases = [
-        (envelope, Action::Block, "it lacks `number`"),
+        (envelope, Action::Block, "it shows none of the fields"),
         (other.clone(), Action::Block, "another resource"),
         (other, Action::Repair, "another resource"),
     ];
