@@ -2,18 +2,20 @@
 //! API and its service-desk API on one host, each with a spec of its own. Each document is read
 //! and bundled on its own, then merged into one document the contract routes as one: every path
 //! under its document's base path (`/rest/agile/1.0` + `/board/{id}`), every `$ref` rewritten to
-//! match, a component whose name another document already uses renamed `{document}.{name}`,
-//! and a document's top-level `security` pushed down to its operations. The same method and
-//! full path in two documents is refused naming both: which one is meant could not be told.
+//! match, a component whose name another document already uses renamed to a name no other
+//! component has (`agile.Issue`), and a document's top-level `security` pushed down to its
+//! operations. The same method on one route in two documents (`/items/{id}` is
+//! `/items/{itemId}` to the router) is refused naming both: which one is meant could not be told.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::bundle::{collect_refs, local_target, push_token};
+use super::bundle::{EXTERNAL, collect_refs, local_target, push_token};
 use super::{METHODS, SpecError};
+use crate::contract::normalize_template;
 
 /// One document of an API made of several, as `/spec` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,7 +38,7 @@ pub(crate) fn merge(parts: Vec<Part>) -> Result<Value, SpecError> {
     let mut merged = Map::new();
     let mut paths = Map::new();
     let mut components = Map::new();
-    let mut from: Vec<(String, usize)> = Vec::new();
+    let mut routes = Routes::default();
     let files: Vec<PathBuf> = parts.iter().map(|p| p.path.clone()).collect();
     for (i, mut part) in parts.into_iter().enumerate() {
         if i == 0 {
@@ -46,9 +48,10 @@ pub(crate) fn merge(parts: Vec<Part>) -> Result<Value, SpecError> {
                 }
             }
         }
-        let renamed = rename_components(&part, &components);
-        retarget(&mut part, &renamed);
-        take_components(&mut part.doc, &label(&part.path), &renamed, &mut components);
+        let renamed = rename_components(&part, i + 1, &components);
+        let bundled = components.get(EXTERNAL).and_then(Value::as_array);
+        retarget(&mut part, &renamed, bundled.map_or(0, Vec::len));
+        take_components(&mut part.doc, &renamed, &mut components);
         let security = part.doc.get("security").cloned();
         let Some(Value::Object(own)) = part.doc.get_mut("paths").map(Value::take) else {
             continue;
@@ -56,7 +59,8 @@ pub(crate) fn merge(parts: Vec<Part>) -> Result<Value, SpecError> {
         for (template, item) in own {
             let full = format!("{}{template}", part.base);
             let item = with_security(item, security.as_ref());
-            add_path(&mut paths, &full, item, (i, &files), &mut from)?;
+            routes.claim(&full, &item, (i, &files))?;
+            add_path(&mut paths, &full, item);
         }
     }
     merged.insert("paths".into(), Value::Object(paths));
@@ -64,22 +68,47 @@ pub(crate) fn merge(parts: Vec<Part>) -> Result<Value, SpecError> {
     Ok(Value::Object(merged))
 }
 
-/// `document.Name` for each component of `part` whose section and name are taken already.
-fn rename_components(part: &Part, taken: &Map<String, Value>) -> HashSet<(String, String)> {
-    let mut renamed = HashSet::new();
+/// A component's new name, by its section and old name.
+type Renamed = HashMap<(String, String), String>;
+
+/// A free name for each component of `part` (the `number`th document) whose section and
+/// name are taken already.
+fn rename_components(part: &Part, number: usize, taken: &Map<String, Value>) -> Renamed {
+    let mut renamed = HashMap::new();
     let Some(Value::Object(sections)) = part.doc.get("components") else {
         return renamed;
     };
+    let stem = label(&part.path);
     for (section, names) in sections {
         let (Some(names), Some(Value::Object(have))) = (names.as_object(), taken.get(section))
         else {
             continue;
         };
+        // A new name may be none of the merged ones nor one the part keeps as it is.
+        let mut used: HashSet<String> = have.keys().chain(names.keys()).cloned().collect();
         for name in names.keys().filter(|n| have.contains_key(*n)) {
-            renamed.insert((section.clone(), name.clone()));
+            let new = free_name(&stem, number, name, &used);
+            used.insert(new.clone());
+            renamed.insert((section.clone(), name.clone()), new);
         }
     }
     renamed
+}
+
+/// `api.Item`; where that is taken too (two documents named `api.yaml`), `api-3.Item` for the
+/// third document, then `api-3-2.Item` and on until one is free.
+fn free_name(stem: &str, number: usize, name: &str, used: &HashSet<String>) -> String {
+    let plain = format!("{stem}.{name}");
+    if !used.contains(&plain) {
+        return plain;
+    }
+    (1..)
+        .map(|k| match k {
+            1 => format!("{stem}-{number}.{name}"),
+            k => format!("{stem}-{number}-{k}.{name}"),
+        })
+        .find(|n| !used.contains(n))
+        .unwrap_or(plain)
 }
 
 /// `agile` for `/etc/jira/agile.json`: what a renamed component is prefixed with.
@@ -90,23 +119,39 @@ fn label(path: &Path) -> String {
     stem.chars().map(|c| if ok(c) { c } else { '_' }).collect()
 }
 
-/// Every local `$ref` of the part, pointed where its target will be once merged.
-fn retarget(part: &mut Part, renamed: &HashSet<(String, String)>) {
+/// Every local `$ref` of the part, pointed where its target will be once merged: a copy of a
+/// file it bundled is `shift` places on, after the earlier documents' copies.
+fn retarget(part: &mut Part, renamed: &Renamed, shift: usize) {
     let mut refs = Vec::new();
     collect_refs(&part.doc, &mut String::new(), false, &mut refs);
-    let label = label(&part.path);
+    // The copies' own `$ref`s (an `x-` key, which `collect_refs` passes over).
+    if let Some(copies) = part.doc.pointer(&format!("/components/{EXTERNAL}")) {
+        let mut at = format!("/components/{EXTERNAL}");
+        collect_refs(copies, &mut at, false, &mut refs);
+    }
     for (at, reference) in refs {
         let Some(target) = local_target(&reference) else {
             continue;
         };
         let tokens: Vec<String> = target.split('/').skip(1).map(unescape).collect();
         let moved = match tokens.as_slice() {
-            [c, section, name, rest @ ..]
-                if c == "components" && renamed.contains(&(section.clone(), name.clone())) =>
-            {
-                let name = format!("{label}.{name}");
+            [c, section, slot, rest @ ..] if c == "components" && section == EXTERNAL => {
+                let Ok(slot) = slot.parse::<usize>() else {
+                    continue;
+                };
+                let slot = (slot + shift).to_string();
                 pointer(
-                    [c.as_str(), section, &name]
+                    [c.as_str(), section, &slot]
+                        .into_iter()
+                        .chain(rest.iter().map(String::as_str)),
+                )
+            }
+            [c, section, name, rest @ ..] if c == "components" => {
+                let Some(name) = renamed.get(&(section.clone(), name.clone())) else {
+                    continue;
+                };
+                pointer(
+                    [c.as_str(), section, name]
                         .into_iter()
                         .chain(rest.iter().map(String::as_str)),
                 )
@@ -139,17 +184,22 @@ fn pointer<'a>(tokens: impl Iterator<Item = &'a str>) -> String {
     out
 }
 
-/// Move the part's components into `into`, the renamed ones under their new names.
-fn take_components(
-    doc: &mut Value,
-    label: &str,
-    renamed: &HashSet<(String, String)>,
-    into: &mut Map<String, Value>,
-) {
+/// Move the part's components into `into`, the renamed ones under their new names, and the
+/// copies of the files it bundled after the earlier documents' copies.
+fn take_components(doc: &mut Value, renamed: &Renamed, into: &mut Map<String, Value>) {
     let Some(Value::Object(sections)) = doc.get_mut("components").map(Value::take) else {
         return;
     };
     for (section, names) in sections {
+        if section == EXTERNAL {
+            let have = into
+                .entry(EXTERNAL)
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let (Value::Array(have), Value::Array(copies)) = (have, names) {
+                have.extend(copies);
+            }
+            continue;
+        }
         let Value::Object(names) = names else {
             continue;
         };
@@ -158,9 +208,9 @@ fn take_components(
             .or_insert_with(|| Value::Object(Map::new()));
         let Value::Object(have) = have else { continue };
         for (name, value) in names {
-            let key = match renamed.contains(&(section.clone(), name.clone())) {
-                true => format!("{label}.{name}"),
-                false => name,
+            let key = match renamed.get(&(section.clone(), name.clone())) {
+                Some(new) => new.clone(),
+                None => name,
             };
             have.insert(key, value);
         }
@@ -180,39 +230,67 @@ fn with_security(mut item: Value, security: Option<&Value>) -> Value {
     item
 }
 
-/// Add `item` at `full`; when another document has that path too, each keeps its own
-/// operations (its path-level parameters moved onto them), and a method in both is refused.
-fn add_path(
-    paths: &mut Map<String, Value>,
-    full: &str,
-    item: Value,
-    (i, files): (usize, &[PathBuf]),
-    from: &mut Vec<(String, usize)>,
-) -> Result<(), SpecError> {
-    let Some(have) = paths.get_mut(full) else {
-        from.push((full.to_string(), i));
-        paths.insert(full.to_string(), item);
-        return Ok(());
-    };
-    let first = from.iter().find(|(p, _)| p == full).map_or(0, |(_, d)| *d);
-    let (mut have_map, item_map) = (lowered(have.take()), lowered(item));
-    for (key, op) in item_map {
-        if METHODS.contains(&key.as_str()) && have_map.contains_key(&key) {
-            let (a, b) = (files[first].display(), files[i].display());
-            return Err(SpecError::at(
-                &files[i],
-                &pointer(["paths", full, &key].into_iter()),
-                format!(
-                    "{} {full} is in two documents of this API, {a} and {b}: give them base \
-                     paths that tell them apart",
-                    key.to_uppercase()
-                ),
-            ));
+/// Which document holds each method of each route, as the router tells routes apart:
+/// `/items/{id}` and `/items/{itemId}` are one route (`contract::normalize_template`), and a
+/// segment of several parameters is routed apart from one of a single parameter.
+#[derive(Default)]
+struct Routes(HashMap<(&'static str, String, bool), (String, usize)>);
+
+impl Routes {
+    /// Claim the methods of `item` at `full` for document `i`; a method another document holds
+    /// on the same route is refused, naming both files. Two templates of one route within one
+    /// document are the contract's to warn of (`ambiguous_route`), as for a single document.
+    fn claim(
+        &mut self,
+        full: &str,
+        item: &Value,
+        (i, files): (usize, &[PathBuf]),
+    ) -> Result<(), SpecError> {
+        let Value::Object(item) = item else {
+            return Ok(());
+        };
+        let route = normalize_template(full);
+        let compound = full.split('/').any(|s| s.matches('{').count() > 1);
+        for method in METHODS.into_iter().filter(|m| item.contains_key(*m)) {
+            let key = (method, route.clone(), compound);
+            match self.0.get(&key) {
+                Some((first, d)) if *d != i => {
+                    let (a, b) = (files[*d].display(), files[i].display());
+                    let there = match first == full {
+                        true => String::new(),
+                        false => format!(" (there as {first})"),
+                    };
+                    return Err(SpecError::at(
+                        &files[i],
+                        &pointer(["paths", full, method].into_iter()),
+                        format!(
+                            "{} {full} is in two documents of this API, {a} and {b}{there}: \
+                             give them base paths that tell them apart",
+                            method.to_uppercase()
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.0.insert(key, (full.to_string(), i));
+                }
+            }
         }
-        have_map.insert(key, op);
+        Ok(())
     }
+}
+
+/// Add `item` at `full`; when another document has that path too, each keeps its own
+/// operations (its path-level parameters moved onto them): [`Routes::claim`] has seen that
+/// no method is in both.
+fn add_path(paths: &mut Map<String, Value>, full: &str, item: Value) {
+    let Some(have) = paths.get_mut(full) else {
+        paths.insert(full.to_string(), item);
+        return;
+    };
+    let mut have_map = lowered(have.take());
+    have_map.extend(lowered(item));
     *have = Value::Object(have_map);
-    Ok(())
 }
 
 /// A path item with its path-level `parameters` moved onto each operation (an operation's own
@@ -372,6 +450,71 @@ mod tests {
         assert_eq!(item["get"]["parameters"][0]["name"], "key");
         assert_eq!(item["put"]["parameters"][0]["name"], "key");
         assert!(item.get("parameters").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_renamed_component_takes_a_name_no_component_has() {
+        use super::{Part, merge};
+        let part = |dir: &str, schemas: serde_json::Value| Part {
+            path: PathBuf::from(format!("/etc/{dir}/api.yaml")),
+            base: format!("/{dir}"),
+            doc: json!({"paths": {"/items": {"post": {"requestBody": {"content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/Item"}}}}}}},
+                "components": {"schemas": schemas}}),
+        };
+        let merged = merge(vec![
+            part("svc1", json!({"Item": {"title": "1"}})),
+            // Its own `api.Item` is kept as it is: its `Item` must take another name.
+            part(
+                "svc2",
+                json!({"Item": {"title": "2"}, "api.Item": {"title": "2b"}}),
+            ),
+            part("svc3", json!({"Item": {"title": "3"}})),
+        ])
+        .unwrap();
+        let schemas = merged["components"]["schemas"].as_object().unwrap();
+        let names: Vec<&str> = schemas.keys().map(String::as_str).collect();
+        assert_eq!(names, ["Item", "api-2.Item", "api.Item", "api-3.Item"]);
+        for n in 1..=3 {
+            let op = &merged["paths"][format!("/svc{n}/items")]["post"];
+            let at = &op["requestBody"]["content"]["application/json"]["schema"]["$ref"];
+            let name = at.as_str().unwrap().rsplit('/').next().unwrap();
+            assert_eq!(schemas[name]["title"], n.to_string(), "svc{n}: {at}");
+        }
+    }
+
+    /// Each document's files are bundled on its own into `x-driftwatch-external`: merged, each
+    /// keeps its own copies (they were dropped, leaving every such `$ref` unresolved).
+    #[test]
+    fn the_files_each_document_bundles_stay_its_own() {
+        let dir = std::env::temp_dir().join(format!("driftwatch-docs-ext-{}", std::process::id()));
+        let mut docs = Vec::new();
+        for (n, field) in [(1, "a"), (2, "b")] {
+            let sub = dir.join(format!("svc{n}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            let pet = json!({"Pet": {"type": "object", "properties": {"tag": {"$ref": "#/Tag"}},
+                "required": [field]}, "Tag": {"title": field}});
+            write(&sub, "common.json", pet);
+            let schema = json!({"$ref": "common.json#/Pet"});
+            let api = json!({"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+                "paths": {"/pets": {"post": {"requestBody": {"content": {"application/json":
+                    {"schema": schema}}}, "responses": {"200": {"description": "ok"}}}}}});
+            docs.push((write(&sub, "api.json", api), format!("/svc{n}")));
+        }
+        let spec = Spec::load_documents(&docs, &LoadOptions::default()).unwrap();
+        for (n, field) in [(1, "a"), (2, "b")] {
+            let op = &spec.doc["paths"][format!("/svc{n}/pets")]["post"];
+            let at = &op["requestBody"]["content"]["application/json"]["schema"]["$ref"];
+            let pet = spec
+                .doc
+                .pointer(at.as_str().unwrap().trim_start_matches('#'));
+            let pet = pet.unwrap_or_else(|| panic!("svc{n}: {at} resolves to nothing"));
+            assert_eq!(pet["required"], json!([field]), "svc{n}: {at}");
+            let tag = pet["properties"]["tag"]["$ref"].as_str().unwrap();
+            let tag = spec.doc.pointer(tag.trim_start_matches('#')).unwrap();
+            assert_eq!(tag["title"], field, "svc{n}: {at}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

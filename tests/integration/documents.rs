@@ -208,3 +208,130 @@ fn the_same_method_and_path_in_two_documents_is_refused_naming_both() {
         "{said}"
     );
 }
+
+/// `svc{n}/api.yaml`: one `POST /items` whose body is the component `Item`, each document's
+/// `Item` of another shape (one required property, nothing else allowed).
+fn alike(dir: &std::path::Path, n: usize, field: &str, kind: &str) -> PathBuf {
+    let sub = dir.join(format!("svc{n}"));
+    std::fs::create_dir_all(&sub).unwrap();
+    let path = sub.join("api.yaml");
+    let text = format!(
+        "openapi: 3.0.3\ninfo: {{title: svc{n}, version: '1'}}\npaths:\n  /items:\n    post:\n      operationId: createItem{n}\n      requestBody:\n        required: true\n        content:\n          application/json:\n            schema: {{$ref: '#/components/schemas/Item'}}\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    Item:\n      type: object\n      additionalProperties: false\n      required: [{field}]\n      properties: {{{field}: {{type: {kind}}}}}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Issue 64: three documents named `api.yaml` in three directories, each with its own `Item`.
+/// The second's was renamed `api.Item`, and the third's renamed `api.Item` too, over it: the
+/// second API's correct call was refused (422) and a call shaped for the third forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_with_one_file_name_keep_their_components_apart() {
+    let dir =
+        std::env::temp_dir().join(format!("driftwatch-documents-alike-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let shapes = [
+        ("name", "string", "\"a\""),
+        ("count", "integer", "1"),
+        ("flag", "boolean", "true"),
+    ];
+    let documents = (1..=3)
+        .map(|n| {
+            let (field, kind, _) = shapes[n - 1];
+            DocumentConfig {
+                spec: alike(&dir, n, field, kind),
+                base_path: format!("/svc{n}"),
+            }
+        })
+        .collect();
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = None;
+        c.proxy.upstream = None;
+        c.api = vec![ApiConfig {
+            name: "alike".into(),
+            documents,
+            upstream: Some(format!("http://{}", up.addr)),
+            mode: Some(Mode::Enforce),
+            ..ApiConfig::default()
+        }];
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    // Every API's own body to every API: forwarded where it is that API's, refused elsewhere.
+    let mut wrong = Vec::new();
+    for n in 1..=3 {
+        for (m, (field, _, value)) in shapes.iter().enumerate() {
+            let body = format!("{{\"{field}\": {value}}}");
+            let request = format!(
+                "POST /svc{n}/items HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let answer = raw(dw.addr, request.as_bytes()).await;
+            let forwarded = answer.status == 200;
+            if forwarded != (m + 1 == n) {
+                wrong.push(format!(
+                    "{body} to svc{n}: {} {}",
+                    answer.status,
+                    String::from_utf8_lossy(&answer.body)
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    dw.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 64: `GET /items/{id}` in one document and `GET /items/{itemId}` in another are one
+/// route to the router; they were accepted with an `ambiguous_route` warning.
+#[test]
+fn one_route_under_other_parameter_names_in_two_documents_is_refused_naming_both() {
+    let dir =
+        std::env::temp_dir().join(format!("driftwatch-documents-route-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let doc = |name: &str, method: &str, param: &str| {
+        let path = dir.join(name);
+        let text = format!(
+            "openapi: 3.0.3\ninfo: {{title: {name}, version: '1'}}\npaths:\n  /items/{{{param}}}:\n    {method}:\n      parameters: [{{name: {param}, in: path, required: true, schema: {{type: string}}}}]\n      responses: {{'200': {{description: ok}}}}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (a, b) = (doc("a.yaml", "get", "id"), doc("b.yaml", "get", "itemId"));
+    let put = doc("put.yaml", "put", "itemId");
+    let check = |second: &std::path::Path| {
+        let config = dir.join("documents.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[spec]\ndocuments = [{{spec = {a:?}, base_path = \"/\"}}, {{spec = {second:?}, base_path = \"/\"}}]\n[proxy]\nupstream = \"http://127.0.0.1:9\"\n"
+            ),
+        )
+        .unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(["serve", "--check", "--config", config.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = check(&b);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GET /items/{itemId} is in two documents of this API"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&a.display().to_string()) && err.contains(&b.display().to_string()),
+        "{err}"
+    );
+    // Another method on the same route is no clash.
+    let out = check(&put);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
