@@ -370,11 +370,10 @@ impl AsWritten {
 /// it was read from changed, so a reload can keep it without compiling anything: which files a
 /// document bundles is decided by the bytes of the files before them.
 pub fn revision_now(bytes: &[u8], files: &SpecFiles, max: u64) -> Option<String> {
-    // Only what the load's confinement lets through: a regular file (a named pipe put in a
-    // bundled file's place would block the read), within `max` bytes.
+    // Only what a load reads: a regular file (a named pipe put in a bundled file's place is
+    // never opened), within `max` bytes.
     let each = |f: &SpecFile| {
-        let regular = std::fs::metadata(&f.path).is_ok_and(|m| m.is_file());
-        let (bytes, _) = regular.then(|| read::read_bytes(&f.path, max).ok())??;
+        let (bytes, _) = read::read_bytes(&f.path, max).ok()?;
         Some(revision(&bytes))
     };
     let read = files.bundled.iter().chain(&files.overlays);

@@ -12,6 +12,10 @@ pub enum SpecError {
     },
     #[error("{}: larger than {max} bytes (spec.max_bytes); nothing past that was read", file.display())]
     TooLarge { file: PathBuf, max: u64 },
+    /// A named pipe would hold a start or a reload until something wrote to it, a device
+    /// (`/dev/zero`) never ends: neither is opened.
+    #[error("{}: not a regular file ({kind}): a spec, an overlay or a document is read from a file", file.display())]
+    NotAFile { file: PathBuf, kind: &'static str },
     #[error("{}: at {}: {reason}", file.display(), display_pointer(pointer))]
     Invalid {
         file: PathBuf,
@@ -27,6 +31,7 @@ impl SpecError {
         match self {
             SpecError::Io { source, .. } => source.to_string(),
             SpecError::TooLarge { max, .. } => format!("larger than {max} bytes"),
+            SpecError::NotAFile { kind, .. } => format!("not a regular file ({kind})"),
             SpecError::Invalid { reason, .. } => reason.clone(),
         }
     }

@@ -34,19 +34,18 @@ pub(crate) fn parse_whole(path: &Path, bytes: &[u8], name: &str) -> Result<Docum
 }
 
 /// The file's bytes, gunzipped when its name ends in `.gz`, refused past `max`; and its name
-/// in lowercase without `.gz` (which tells JSON from YAML).
+/// in lowercase without `.gz` (which tells JSON from YAML). Only a regular file is read: what
+/// the path names is looked at before it is opened (opening a named pipe waits for a writer),
+/// and what was opened is looked at again.
 pub(crate) fn read_bytes(path: &Path, max: u64) -> Result<(Vec<u8>, String), SpecError> {
     let io = |source| SpecError::Io {
         file: path.to_path_buf(),
         source,
     };
+    regular(path, &std::fs::metadata(path).map_err(io)?)?;
     let file = std::fs::File::open(path).map_err(io)?;
     let name = path.to_string_lossy().to_ascii_lowercase();
-    let size = file
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len());
+    let size = regular(path, &file.metadata().map_err(io)?)?;
     let (reader, name, size): (Box<dyn Read>, String, Option<u64>) = match name.strip_suffix(".gz")
     {
         Some(inner) => (
@@ -54,7 +53,7 @@ pub(crate) fn read_bytes(path: &Path, max: u64) -> Result<(Vec<u8>, String), Spe
             inner.to_string(),
             None,
         ),
-        None => (Box::new(file), name, size),
+        None => (Box::new(file), name, Some(size)),
     };
     let bytes = read_at_most(reader, max, size).map_err(io)?;
     if bytes.len() as u64 > max {
@@ -66,11 +65,29 @@ pub(crate) fn read_bytes(path: &Path, max: u64) -> Result<(Vec<u8>, String), Spe
     Ok((bytes, name))
 }
 
+/// The length of the file `meta` describes, if it is a regular file (after symlinks).
+fn regular(path: &Path, meta: &std::fs::Metadata) -> Result<u64, SpecError> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let kind = match () {
+        _ if kind.is_file() => return Ok(meta.len()),
+        _ if kind.is_dir() => "a directory",
+        _ if kind.is_fifo() => "a named pipe",
+        _ if kind.is_char_device() || kind.is_block_device() => "a device",
+        _ if kind.is_socket() => "a socket",
+        _ => "not a file",
+    };
+    Err(SpecError::NotAFile {
+        file: path.to_path_buf(),
+        kind,
+    })
+}
+
 /// At most `max + 1` bytes of `reader`, whose size is `size` when known (a regular file): one
-/// buffer of that size. A source that cannot tell (gzip, a pipe, `/dev/zero`) is read a MiB at
-/// a time and joined once, instead of into one buffer grown by doubling and copied at each
-/// step: `driftwatch check --spec /dev/zero` peaked at 418 MB and took 0.8 s against the
-/// 128 MiB bound, now 287 MB and 0.04 s.
+/// buffer of that size. A source that cannot tell (gzip) is read a MiB at a time and joined
+/// once, instead of into one buffer grown by doubling and copied at each step: `driftwatch
+/// check --spec /dev/zero` (refused unread now) peaked at 418 MB and took 0.8 s against the
+/// 128 MiB bound that way, 287 MB and 0.04 s so.
 fn read_at_most(reader: Box<dyn Read>, max: u64, size: Option<u64>) -> std::io::Result<Vec<u8>> {
     let limit = max.saturating_add(1);
     let mut reader = reader.take(limit);

@@ -97,10 +97,10 @@ fn every_read_is_bounded() {
     assert!(matches!(e, SpecError::TooLarge { .. }), "{e}");
     let e = load(&d, "big.json#/pad", &small).unwrap_err().to_string();
     assert!(e.contains("larger than 1048576 bytes"), "{e}");
-    // `--spec /dev/zero` ends at the bound, at once.
+    // `--spec /dev/zero` is refused unread (it ended at the bound, having read it).
     let started = Instant::now();
     let e = Spec::load_with(Path::new("/dev/zero"), &small).unwrap_err();
-    assert!(matches!(e, SpecError::TooLarge { .. }), "{e}");
+    assert!(matches!(e, SpecError::NotAFile { .. }), "{e}");
     assert!(started.elapsed() < Duration::from_secs(5));
     // A gzip bomb: 64 MiB of zeros in 64 KiB of gzip.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -221,5 +221,167 @@ async fn a_reload_past_the_bound_keeps_the_revision_in_force_and_is_counted() {
         sample(&m, "driftwatch_limit_hits_total{limit=\"spec_bytes\"}"),
         1.0
     );
+    dw.stop().await;
+}
+
+/// A child process killed when the test lets go of it: a check that hangs on a named pipe
+/// must not outlive a failed test.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Run driftwatch with `args`; its exit code and stderr, once it exits (at most 10 s).
+async fn exits(args: &[&str]) -> (Option<i32>, String) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Child(child);
+    let what = format!("driftwatch {args:?} to exit");
+    let status = super::util::eventually(&what, || {
+        let status = child.0.try_wait().unwrap();
+        async move { status }
+    })
+    .await;
+    let mut err = String::new();
+    let stderr = child.0.stderr.as_mut().unwrap();
+    std::io::Read::read_to_string(stderr, &mut err).unwrap();
+    (status.code(), err)
+}
+
+fn fifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success());
+}
+
+/// Issue 64: a named pipe given as the spec, an overlay or a document made a start and
+/// `overlay apply` wait for a writer that never came. Each is refused at once, by name, as a
+/// device and a directory are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_overlay_or_document_that_is_not_a_regular_file_is_refused_at_once() {
+    let d = dir("not-a-file");
+    let pipe = d.join("pipe.yaml");
+    fifo(&pipe);
+    let folder = d.join("folder.yaml");
+    std::fs::create_dir_all(&folder).unwrap();
+    let spec = super::util::example("channels.openapi.yaml");
+    let documents = d.join("documents.toml");
+    std::fs::write(
+        &documents,
+        format!(
+            "[spec]\ndocuments = [{{spec = {spec:?}, base_path = \"/\"}}, {{spec = {pipe:?}, base_path = \"/b\"}}]\n[proxy]\nupstream = \"http://127.0.0.1:9\"\n"
+        ),
+    )
+    .unwrap();
+    let (spec, pipe_s) = (spec.to_str().unwrap(), pipe.to_str().unwrap());
+    let serve = ["serve", "--check", "--upstream", "http://127.0.0.1:9"];
+    let with = |rest: &[&str]| -> Vec<String> {
+        serve.iter().chain(rest).map(|s| s.to_string()).collect()
+    };
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        ("the spec", with(&["--spec", pipe_s]), pipe_s.into()),
+        (
+            "an overlay",
+            with(&["--spec", spec, "--overlay", pipe_s]),
+            pipe_s.into(),
+        ),
+        (
+            "a device as an overlay",
+            with(&["--spec", spec, "--overlay", "/dev/zero"]),
+            "/dev/zero".into(),
+        ),
+        (
+            "a directory as an overlay",
+            with(&["--spec", spec, "--overlay", folder.to_str().unwrap()]),
+            folder.display().to_string(),
+        ),
+        (
+            "a document",
+            ["serve", "--check", "--config", documents.to_str().unwrap()]
+                .map(String::from)
+                .to_vec(),
+            pipe_s.into(),
+        ),
+        (
+            "overlay apply",
+            ["overlay", "apply", "--spec", spec, "--overlay", pipe_s]
+                .map(String::from)
+                .to_vec(),
+            pipe_s.into(),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (case, args, named) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let started = Instant::now();
+        let (code, err) = exits(&args).await;
+        eprintln!("{case}: refused in {:?}", started.elapsed());
+        let said = format!("{named}: not a regular file");
+        if code != Some(2) || !err.contains(&said) {
+            wrong.push(format!("{case}: exit {code:?}, {err}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Issue 64: an overlay (or the spec) replaced by a named pipe made `POST /spec/reload` never
+/// answer. It answers with the refusal, and the revision in force stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_to_a_named_pipe_answers_and_keeps_the_revision_in_force() {
+    use super::sidecar::{admin_get, config, raw, start};
+    let d = dir("pipe-reload");
+    let (path, overlay) = (d.join("api.yaml"), d.join("overlay.yaml"));
+    std::fs::copy(super::util::example("channels.openapi.yaml"), &path).unwrap();
+    let text = "overlay: 1.0.0\ninfo: {title: t, version: '1'}\nactions:\n  - target: $.info\n    update: {x-done: true}\n";
+    std::fs::write(&overlay, text).unwrap();
+    let up = super::upstream::start(super::upstream::ok(), Duration::ZERO, None).await;
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.path = Some(path.clone());
+        c.spec.overlays = vec![overlay.clone()];
+        c.spec.watch_interval_ms = 0;
+    }))
+    .await;
+    let before = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    for pipe in [&overlay, &path] {
+        let kept = std::fs::read(pipe).unwrap();
+        std::fs::remove_file(pipe).unwrap();
+        fifo(pipe);
+        let reload = raw(
+            dw.admin,
+            b"POST /spec/reload HTTP/1.1\r\nhost: admin\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+        let Ok(answer) = tokio::time::timeout(Duration::from_secs(10), reload).await else {
+            // Let the reader stuck in open(2) go, so that the runtime can stop.
+            let stuck = pipe.clone();
+            tokio::task::spawn_blocking(move || std::fs::write(stuck, b"{}"));
+            panic!("POST /spec/reload did not answer in 10 s with {pipe:?} a named pipe");
+        };
+        let text = String::from_utf8_lossy(&answer.body).to_string();
+        assert!(answer.status >= 400, "{} {text}", answer.status);
+        let said = format!("{}: not a regular file", pipe.display());
+        assert!(text.contains(&said), "{text}");
+        assert_eq!(
+            admin_get(dw.admin, "/spec").await.json()["revision"],
+            before
+        );
+        assert_eq!(
+            raw(
+                dw.addr,
+                b"GET /api/v1/channels/7 HTTP/1.1\r\nhost: x\r\n\r\n"
+            )
+            .await
+            .status,
+            200
+        );
+        std::fs::remove_file(pipe).unwrap();
+        std::fs::write(pipe, kept).unwrap();
+    }
     dw.stop().await;
 }
