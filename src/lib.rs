@@ -24,6 +24,7 @@
 //! - [`policy`]: observe/enforce, and the action per finding; [`repair`]: where a replace
 //!   write's resource is read and how its body is completed from that read (`repair`).
 //! - [`revision`]: the spec in force, and the narrow handle to read or reload it.
+//! - [`template`]: a path template's shape, which routing and the merge of documents compare.
 //! - [`listener`]: how every listener accepts, within its bounds.
 //! - [`proxy`]: the live sidecar. Which API a request is for, from a `CONNECT`, an
 //!   absolute-form URI, a prefix or `Host` (`proxy/route.rs`); the request path as stages with
@@ -68,6 +69,7 @@ pub mod sink;
 pub mod spec;
 pub mod start;
 pub mod telemetry;
+pub mod template;
 pub mod traffic;
 pub mod trust;
 pub mod wrap;

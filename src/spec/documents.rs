@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::bundle::{EXTERNAL, collect_refs, local_target, push_token};
 use super::{METHODS, SpecError};
-use crate::contract::normalize_template;
+use crate::template::normalize_template;
 
 /// One document of an API made of several, as `/spec` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
