@@ -43,7 +43,14 @@ static_api() {
     location = /api/v1/channels/7 { return 200 '$BENCH_CHANNEL'; }
     location = /api/v1/playouts { return 200 '$BENCH_PAGE'; }
     location /api/v1/playouts/ { return 200 '{"items":[]}'; }
-    location ~ ^/api/v1/channels/[0-9]+$ { return 200 '$BENCH_CHANNEL'; }
+    # Any other channel: a GET answered with its own id (a read before a write checks that the
+    # read is the resource the write names), a PUT with 204 as the spec allows (an answer that
+    # showed a field the write left out would teach the sidecar that the field survives
+    # omission, and it would stop asking about it).
+    location ~ ^/api/v1/channels/(?<channel>[0-9]+)$ {
+      if (\$request_method = PUT) { return 204; }
+      return 200 '{"id":\$channel,${BENCH_BODY:1}';
+    }
   }
 }
 NGINX
