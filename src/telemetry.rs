@@ -30,10 +30,10 @@ use tokio::sync::watch;
 pub use export::SpanCounts;
 pub use record::{Attribute, SpanContext, SpanKind, Value, attr};
 pub use settings::{Export, Propagation, Root, Sampler};
-pub use span::{Attributes, Span, Start};
+pub use span::{Attributes, MAX_TEXT, Span, Start, TRUNCATED};
 
 use export::Queue;
-use span::Recording;
+use span::{MAX_LINKS, Recording};
 
 /// The sampler and the export thread behind it.
 pub struct Telemetry {
@@ -70,6 +70,7 @@ impl Telemetry {
         let (stop, stopped) = watch::channel(false);
         let batches = export::Batches {
             queue: export.queue_size,
+            queue_bytes: export.queue_bytes(),
             size: export.batch_size,
             interval: export.interval,
             timeout: export.timeout,
@@ -103,16 +104,55 @@ impl Telemetry {
         }
         let mut message = Vec::with_capacity(MESSAGE_CAPACITY);
         let time = start.time.unwrap_or_else(SystemTime::now);
-        let begun = (start.name, start.kind, time);
-        encode::start(&mut message, &context, parent, begun, &start.links);
+        let (name, truncated) = span::bounded_name(start.name);
+        let kept = start.links.len().min(MAX_LINKS);
+        let dropped = u32::try_from(start.links.len() - kept).unwrap_or(u32::MAX);
+        let links = (&start.links[..kept], dropped);
+        encode::start(
+            &mut message,
+            &context,
+            parent,
+            (name, start.kind, time),
+            links,
+        );
         let recording = Recording {
             message,
             events: 0,
             dropped_events: 0,
             error: None,
+            truncated,
             queue: self.queue.clone(),
         };
         Span::new(context, Some(Box::new(recording)))
+    }
+
+    /// Spans kept in a queue that no thread empties, for tests and the fuzz target
+    /// (`otlp_encode`): `drain` gives what an export would POST of them, to decode with the
+    /// official messages.
+    #[doc(hidden)]
+    pub fn detached(sampler: Sampler) -> Telemetry {
+        let unbounded = export::Batches {
+            queue: usize::MAX,
+            queue_bytes: usize::MAX,
+            size: usize::MAX,
+            interval: Duration::MAX,
+            timeout: Duration::MAX,
+        };
+        Telemetry {
+            sampler,
+            queue: Queue::new(&unbounded, Default::default()),
+            propagation: Propagation::Never,
+            stop: watch::channel(false).0,
+            finished: Mutex::new(None),
+        }
+    }
+
+    /// The spans ended so far, taken off the queue, as the `ExportTraceServiceRequest` an
+    /// export would send with `resource`.
+    #[doc(hidden)]
+    pub fn drain(&self, resource: &[(String, String)]) -> Vec<u8> {
+        let header = encode::Header::new(resource, ("driftwatch", env!("CARGO_PKG_VERSION")));
+        encode::request(&header, &self.queue.take_all())
     }
 
     /// Send what is queued, within `within`; spans ended later are not sent.
@@ -285,7 +325,7 @@ mod tests {
         root.end();
         use opentelemetry_proto::tonic::trace::v1::Span as Wire;
         use prost::Message;
-        let queued: Vec<Wire> = (t.queue.take().iter())
+        let queued: Vec<Wire> = (t.queue.take_all().iter())
             .map(|s| Wire::decode(s.as_slice()).unwrap())
             .collect();
         assert_eq!(queued.len(), 2, "the sampled child and the root");

@@ -25,6 +25,7 @@ mod integration {
     pub mod hostile;
     pub mod hostile_forward;
     pub mod hostile_specs;
+    pub mod hostile_traces;
     pub mod hostile_wrap;
     pub mod kinds;
     pub mod layout;

@@ -3,7 +3,9 @@
 //! the server it wraps), parented on the `traceparent` the client put in `params._meta`
 //! (SEP-414). It ends with the call's answer: `error.type` is `tool_error` for a result marked
 //! `isError`, or the JSON-RPC error's code. The API requests the call caused are its children
-//! (`proxy::trace`).
+//! (`proxy::trace`). The client sets the tool, the id and the protocol version: the span cuts
+//! each to its bound (`telemetry::MAX_TEXT`), and they are given to it borrowed, never copied
+//! whole.
 
 use serde_json::Value;
 
@@ -31,7 +33,10 @@ pub fn start(t: &Telemetry, tool: &str, id: &Value, trace: &CallTrace) -> Span {
     span.set("mcp.method.name", "tools/call");
     span.set_str("gen_ai.tool.name", tool);
     span.set("gen_ai.operation.name", "execute_tool");
-    span.set("jsonrpc.request.id", request_id(id));
+    match id {
+        Value::String(s) => span.set_str("jsonrpc.request.id", s),
+        other => span.set("jsonrpc.request.id", other.to_string()),
+    }
     if !trace.transport.is_empty() {
         span.set("network.transport", trace.transport);
     }
@@ -59,12 +64,4 @@ pub fn end(mut span: Span, answer: Option<&Value>) {
         span.set("error.type", "unanswered");
     }
     span.end();
-}
-
-/// A JSON-RPC id as text: a string as it is, a number as its digits.
-fn request_id(id: &Value) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }

@@ -34,17 +34,19 @@ impl Header {
     }
 }
 
-/// An attribute's value as the wire has it: text or an integer.
+/// An attribute's value as the wire has it: text, an integer or a boolean.
 #[derive(Clone, Copy)]
 pub enum Any<'a> {
     Str(&'a str),
     Int(i64),
+    Bool(bool),
 }
 
 impl<'a> From<&'a Value> for Any<'a> {
     fn from(value: &'a Value) -> Any<'a> {
         match value {
             Value::Int(i) => Any::Int(*i),
+            Value::Bool(b) => Any::Bool(*b),
             text => Any::Str(text.as_str().unwrap_or_default()),
         }
     }
@@ -67,15 +69,16 @@ pub fn request(header: &Header, spans: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// What a span's message holds of its start: its ids, parent, name, kind, start and links.
-/// Protobuf lets fields come in any order, so its attributes and events follow as they are set
-/// (`attribute`, `event`) and `end` closes it: one buffer, never moved.
+/// What a span's message holds of its start: its ids, parent, name, kind, start, links and
+/// how many links were left out. Protobuf lets fields come in any order, so its attributes and
+/// events follow as they are set (`attribute`, `event`) and `end` closes it: one buffer, never
+/// moved.
 pub fn start(
     out: &mut Vec<u8>,
     cx: &SpanContext,
     parent: Option<&SpanContext>,
     begun: ((&str, &str), SpanKind, SystemTime),
-    links: &[SpanContext],
+    (links, dropped_links): (&[SpanContext], u32),
 ) {
     let (name, kind, time) = begun;
     bytes(out, 1, &cx.trace_id);
@@ -96,6 +99,7 @@ pub fn start(
             fixed32(o, 6, flags(link.remote, link.sampled));
         });
     }
+    uint(out, 14, u64::from(dropped_links));
 }
 
 /// `Span.name` from its two parts, a space between them when the second is there.
@@ -133,7 +137,12 @@ pub fn attribute(out: &mut Vec<u8>, key: &str, value: Any<'_>) {
 }
 
 /// One of `Span.events`, its attributes text.
-pub fn event(out: &mut Vec<u8>, time: SystemTime, name: &str, attributes: &[(&str, &str)]) {
+pub fn event<'a>(
+    out: &mut Vec<u8>,
+    time: SystemTime,
+    name: &str,
+    attributes: impl IntoIterator<Item = (&'a str, &'a str)>,
+) {
     message(out, 11, |o| {
         fixed64(o, 1, nanos(time));
         string(o, 2, name);
@@ -149,6 +158,7 @@ fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Any<'_>) {
     let any = match value {
         Any::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
         Any::Int(i) => 1 + varint_len(i as u64),
+        Any::Bool(_) => 2,
     };
     let kv = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any as u64) + any;
     out.reserve(kv + 6);
@@ -162,6 +172,10 @@ fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Any<'_>) {
         Any::Int(i) => {
             self::key(out, 3, 0);
             varint(out, i as u64);
+        }
+        Any::Bool(b) => {
+            self::key(out, 2, 0);
+            out.push(u8::from(b));
         }
     }
 }
@@ -300,6 +314,7 @@ mod tests {
         events: Vec<(SystemTime, &'static str, TextAttributes)>,
         dropped_events: u32,
         links: Vec<SpanContext>,
+        dropped_links: u32,
         error: Option<&'static str>,
     }
 
@@ -333,6 +348,8 @@ mod tests {
                 ("driftwatch.api", Value::Text("channels".into())),
                 ("driftwatch.request_id", Value::Text("r-1".into())),
                 ("driftwatch.negative", Value::Int(-3)),
+                ("driftwatch.truncated", Value::Bool(true)),
+                ("driftwatch.no", Value::Bool(false)),
             ],
             events: vec![(
                 start + Duration::from_micros(40),
@@ -347,6 +364,7 @@ mod tests {
                 context(7, 8, true, Some("k=v")),
                 context(9, 10, false, None),
             ],
+            dropped_links: 3,
             error: Some("refused by driftwatch: silent_clear_risk /graphicsElementIds"),
         };
         let root = Case {
@@ -361,6 +379,7 @@ mod tests {
             events: Vec::new(),
             dropped_events: 0,
             links: Vec::new(),
+            dropped_links: 0,
             error: None,
         };
         let local = Case {
@@ -385,6 +404,7 @@ mod tests {
             events: Vec::new(),
             dropped_events: 0,
             links: Vec::new(),
+            dropped_links: 0,
             error: None,
         }
     }
@@ -402,13 +422,13 @@ mod tests {
             &c.cx,
             parent.as_ref(),
             (c.name, c.kind, c.start),
-            &c.links,
+            (&c.links, c.dropped_links),
         );
         for (key, value) in &c.attributes {
             attribute(&mut out, key, Any::from(value));
         }
         for (time, name, attributes) in &c.events {
-            event(&mut out, *time, name, attributes);
+            event(&mut out, *time, name, attributes.iter().copied());
         }
         end(&mut out, c.end, c.dropped_events, c.error);
         out
@@ -440,6 +460,7 @@ mod tests {
         links.links = (c.links.iter())
             .map(|l| otel::Link::new(cx(l), Vec::new(), 0))
             .collect();
+        links.dropped_count = c.dropped_links;
         SpanData {
             span_context: cx(&c.cx),
             parent_span_id: (c.parent)
@@ -459,6 +480,7 @@ mod tests {
             attributes: (c.attributes.iter())
                 .map(|(k, v)| match v {
                     Value::Int(i) => KeyValue::new(*k, *i),
+                    Value::Bool(b) => KeyValue::new(*k, *b),
                     v => KeyValue::new(*k, v.as_str().unwrap().to_owned()),
                 })
                 .collect(),

@@ -1,6 +1,8 @@
 //! Spans leave off the request path: a span that ends is put in a bounded queue without waiting
-//! (full: it is dropped and counted), and a thread of its own sends them in batches, each export
-//! within its timeout (failed or late: the batch is dropped and counted). A collector that is
+//! (full, in spans or in bytes: it is dropped and counted), and a thread of its own sends them
+//! in batches, each export within its timeout (failed or late: the batch is dropped and
+//! counted). The bytes are bounded because a span's are not all alike: 300 spans of 3 MB,
+//! queued for a collector that did not answer, were 1.9 GB (issue 64). A collector that is
 //! down or slow costs a request nothing, and encoding a batch never holds a serving thread.
 //! The queue is woken once a batch is full, or by the interval, not once per span: a wake per
 //! span cost a fifth of the audited throughput. Written here rather than taken from the SDK's
@@ -55,9 +57,16 @@ impl Exporter {
     }
 }
 
+/// The bytes of one batch at most (but a span larger alone goes alone): a collector refuses
+/// bigger requests (gRPC's default limit is 4 MiB, and a collector behind one forwards them).
+pub const BATCH_BYTES: usize = 4 << 20;
+
 /// How the batches are made and sent.
 pub struct Batches {
+    /// Spans waiting at most.
     pub queue: usize,
+    /// Their bytes at most (`Export::queue_bytes`), as much as their buffers hold.
+    pub queue_bytes: usize,
     pub size: usize,
     pub interval: Duration,
     pub timeout: Duration,
@@ -65,26 +74,43 @@ pub struct Batches {
 
 #[derive(Debug)]
 struct Shared {
-    spans: Mutex<Vec<Vec<u8>>>,
+    queued: Mutex<Queued>,
     /// A batch is full.
     full: Notify,
     queue: usize,
+    queue_bytes: usize,
     size: usize,
     dropped: Counter,
 }
 
+/// The spans waiting, and the bytes their buffers hold.
+#[derive(Debug, Default)]
+struct Queued {
+    spans: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
 impl Shared {
-    /// At most one batch off the front of the queue.
-    fn take(&self) -> Vec<Vec<u8>> {
-        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
-        if spans.is_empty() {
-            return Vec::new();
+    /// At most one batch off the front of the queue (`size` spans, `BATCH_BYTES`), and whether
+    /// more wait behind it.
+    fn take(&self) -> (Vec<Vec<u8>>, bool) {
+        let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut n, mut bytes) = (0, 0);
+        for span in queued.spans.iter().take(self.size) {
+            if n > 0 && bytes + span.len() > BATCH_BYTES {
+                break;
+            }
+            (n, bytes) = (n + 1, bytes + span.len());
         }
-        if spans.len() <= self.size {
-            return std::mem::replace(&mut *spans, Vec::with_capacity(self.size));
-        }
-        let rest = spans.split_off(self.size);
-        std::mem::replace(&mut *spans, rest)
+        let batch = match n == queued.spans.len() {
+            true => std::mem::take(&mut queued.spans),
+            false => {
+                let rest = queued.spans.split_off(n);
+                std::mem::replace(&mut queued.spans, rest)
+            }
+        };
+        queued.bytes -= batch.iter().map(Vec::capacity).sum::<usize>();
+        (batch, !queued.spans.is_empty())
     }
 }
 
@@ -93,25 +119,45 @@ impl Shared {
 pub struct Queue(Arc<Shared>);
 
 impl Queue {
-    /// Queue `span` for export, or drop and count it when the queue is full.
+    /// A queue of `batches.queue` spans and `batches.queue_bytes` at most, what it drops
+    /// counted in `dropped`.
+    pub fn new(batches: &Batches, dropped: Counter) -> Queue {
+        Queue(Arc::new(Shared {
+            queued: Mutex::default(),
+            full: Notify::new(),
+            queue: batches.queue,
+            queue_bytes: batches.queue_bytes,
+            size: batches.size,
+            dropped,
+        }))
+    }
+
+    /// Queue `span` for export, or drop and count it when the queue is full, in spans or in
+    /// bytes.
     pub fn push(&self, span: Vec<u8>) {
-        let mut spans = self.0.spans.lock().unwrap_or_else(|e| e.into_inner());
-        if spans.len() >= self.0.queue {
-            drop(spans);
-            self.0.dropped.inc();
+        let shared = &self.0;
+        let mut queued = shared.queued.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = queued.bytes + span.capacity();
+        if queued.spans.len() >= shared.queue || bytes > shared.queue_bytes {
+            drop(queued);
+            shared.dropped.inc();
             return;
         }
-        spans.push(span);
-        if spans.len() == self.0.size {
-            drop(spans);
-            self.0.full.notify_one();
+        let filled = queued.spans.len() + 1 == shared.size
+            || (queued.bytes < BATCH_BYTES && bytes >= BATCH_BYTES);
+        queued.spans.push(span);
+        queued.bytes = bytes;
+        if filled {
+            drop(queued);
+            shared.full.notify_one();
         }
     }
 
-    /// What is queued now, taken off the queue.
-    #[cfg(test)]
-    pub fn take(&self) -> Vec<Vec<u8>> {
-        self.0.take()
+    /// Everything queued, taken off the queue.
+    pub fn take_all(&self) -> Vec<Vec<u8>> {
+        let mut queued = self.0.queued.lock().unwrap_or_else(|e| e.into_inner());
+        queued.bytes = 0;
+        std::mem::take(&mut queued.spans)
     }
 }
 
@@ -124,25 +170,19 @@ pub fn start(
     counts: SpanCounts,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<(Queue, oneshot::Receiver<()>)> {
-    let shared = Arc::new(Shared {
-        spans: Mutex::new(Vec::new()),
-        full: Notify::new(),
-        queue: batches.queue,
-        size: batches.size,
-        dropped: counts.dropped.clone(),
-    });
+    let queue = Queue::new(&batches, counts.dropped.clone());
+    let shared = queue.0.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let (done, finished) = oneshot::channel();
-    let queue = shared.clone();
     std::thread::Builder::new()
         .name("driftwatch-traces".into())
         .spawn(move || {
             runtime.block_on(run(exporter, &shared, &batches, &counts, stop));
             let _ = done.send(());
         })?;
-    Ok((Queue(queue), finished))
+    Ok((queue, finished))
 }
 
 async fn run(
@@ -162,15 +202,15 @@ async fn run(
                 _ = stop.changed() => {}
             }
         }
-        // Whole batches while there are; a part batch waits for the next turn, unless stopping.
+        // Batches while more wait behind them, the last (part or whole) too; stopping, until
+        // none is left.
         loop {
-            let batch = shared.take();
-            let whole = batch.len() == batches.size;
+            let (batch, more) = shared.take();
             if batch.is_empty() {
                 break;
             }
             failing = send(&exporter, batch, batches, counts, failing).await;
-            if !whole && !stopping {
+            if !more && !stopping {
                 break;
             }
         }
@@ -208,4 +248,86 @@ async fn send(
         );
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(spans: usize, bytes: usize, size: usize) -> (Queue, Counter) {
+        let dropped = Counter::default();
+        let batches = Batches {
+            queue: spans,
+            queue_bytes: bytes,
+            size,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+        };
+        (Queue::new(&batches, dropped.clone()), dropped)
+    }
+
+    /// A span of `n` bytes, its buffer no larger.
+    fn span(n: usize) -> Vec<u8> {
+        let mut s = vec![7; n];
+        s.shrink_to_fit();
+        s
+    }
+
+    /// Full in bytes before it is full in spans, the queue drops what comes and counts it;
+    /// taking a batch makes room again.
+    #[test]
+    fn the_queue_is_bounded_in_bytes_as_well_as_spans_and_counts_what_it_drops() {
+        let (q, dropped) = queue(2048, 1 << 20, 512);
+        for _ in 0..10 {
+            q.push(span(200 << 10));
+        }
+        assert_eq!(dropped.get(), 5, "five of 200 KB fill 1 MiB");
+        assert_eq!(q.0.take().0.len(), 5);
+        q.push(span(200 << 10));
+        assert_eq!(dropped.get(), 5, "room again");
+        let (q, dropped) = queue(3, 1 << 20, 512);
+        for _ in 0..5 {
+            q.push(span(10));
+        }
+        assert_eq!(dropped.get(), 2, "and in spans");
+    }
+
+    /// A batch is `size` spans or `BATCH_BYTES` at most, whichever comes first, and says
+    /// whether more wait; a span larger than a batch goes alone.
+    #[test]
+    fn a_batch_is_bounded_in_bytes_and_a_span_larger_goes_alone() {
+        let (q, _) = queue(2048, 64 << 20, 3);
+        for n in [
+            BATCH_BYTES / 2,
+            BATCH_BYTES / 2,
+            1,
+            BATCH_BYTES + 1,
+            10,
+            10,
+            10,
+            10,
+        ] {
+            q.push(span(n));
+        }
+        let mut batches = Vec::new();
+        loop {
+            let (batch, more) = q.0.take();
+            batches.push((batch.iter().map(Vec::len).collect::<Vec<_>>(), more));
+            if !more {
+                break;
+            }
+        }
+        let half = BATCH_BYTES / 2;
+        assert_eq!(
+            batches,
+            [
+                (vec![half, half], true),
+                (vec![1], true),
+                (vec![BATCH_BYTES + 1], true),
+                (vec![10, 10, 10], true),
+                (vec![10], false),
+            ]
+        );
+        assert_eq!(q.0.queued.lock().unwrap().bytes, 0);
+    }
 }

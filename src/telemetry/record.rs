@@ -57,6 +57,7 @@ pub enum Value {
     Static(&'static str),
     Text(String),
     Int(i64),
+    Bool(bool),
 }
 
 impl Value {
@@ -64,7 +65,7 @@ impl Value {
         match self {
             Value::Static(s) => Some(s),
             Value::Text(s) => Some(s),
-            Value::Int(_) => None,
+            Value::Int(_) | Value::Bool(_) => None,
         }
     }
 }
@@ -84,6 +85,12 @@ impl From<String> for Value {
 impl From<i64> for Value {
     fn from(i: i64) -> Value {
         Value::Int(i)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
     }
 }
 

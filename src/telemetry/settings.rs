@@ -21,6 +21,22 @@ pub struct Export {
     pub timeout: Duration,
 }
 
+/// A span's share of the queue's bytes: a request span is about 450 bytes, one with a dozen
+/// findings about 3 KB; the byte bound binds when peers make spans larger than that.
+const SPAN_BYTES: usize = 8 << 10;
+
+/// The queue's bytes at least, whatever `queue_size`: room for a span at its largest (128
+/// events and 128 links, each value within 256 bytes; its links' `tracestate`s the most).
+const MIN_QUEUE_BYTES: usize = 4 << 20;
+
+impl Export {
+    /// The bytes the export queue holds at most: 8 KiB a span of `queue_size`, 4 MiB at least
+    /// (16 MiB by default).
+    pub fn queue_bytes(&self) -> usize {
+        (self.queue_size.saturating_mul(SPAN_BYTES)).max(MIN_QUEUE_BYTES)
+    }
+}
+
 impl fmt::Debug for Export {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
