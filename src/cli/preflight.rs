@@ -97,6 +97,24 @@ fn listeners(settings: &Settings, out: &mut impl Write) -> anyhow::Result<()> {
         writeln!(out, "  memory    off")?;
     }
     writeln!(out, "  events    {}", settings.events.output)?;
+    traces(settings, out)
+}
+
+/// Where spans go and what the export queue holds, or that traces are off. An endpoint at one
+/// of driftwatch's own listeners never gets here: the settings refused it, naming the key.
+fn traces(settings: &Settings, out: &mut impl Write) -> anyhow::Result<()> {
+    let Some(export) = &settings.telemetry.export else {
+        writeln!(out, "  traces    off")?;
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "  traces    {} (a queue of {} spans and {} MiB at most; values within {} bytes)",
+        export.endpoint,
+        export.queue_size,
+        export.queue_bytes() >> 20,
+        crate::telemetry::MAX_TEXT,
+    )?;
     Ok(())
 }
 

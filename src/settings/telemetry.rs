@@ -1,7 +1,9 @@
-//! `[telemetry]` typed: off unless an endpoint is set; then the traces URL parsed, each
-//! export header a valid name and value, the sampler one the SDK names, and the propagation a
-//! known choice. Header values are credentials: `Debug` shows their names only.
+//! `[telemetry]` typed: off unless an endpoint is set; then the traces URL parsed and not one
+//! of driftwatch's own listeners, each export header a valid name and value, the sampler one
+//! the SDK names, and the propagation a known choice. Header values are credentials: `Debug`
+//! shows their names only.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Uri};
@@ -18,11 +20,13 @@ pub struct TelemetrySettings {
 
 pub fn telemetry(c: &Config, fail: &Fail<'_>) -> Result<TelemetrySettings, ConfigError> {
     let t = &c.telemetry;
-    let endpoint = match (&t.traces_endpoint, &t.endpoint) {
-        (Some(url), _) => endpoint("telemetry.traces_endpoint", url, "", fail)?,
-        (None, Some(url)) => endpoint("telemetry.endpoint", url, "v1/traces", fail)?,
+    let (key, url, path) = match (&t.traces_endpoint, &t.endpoint) {
+        (Some(url), _) => ("telemetry.traces_endpoint", url, ""),
+        (None, Some(url)) => ("telemetry.endpoint", url, "v1/traces"),
         (None, None) => return Ok(TelemetrySettings::default()),
     };
+    let endpoint = endpoint(key, url, path, fail)?;
+    not_our_own(key, &endpoint, c, fail)?;
     let mut headers = Vec::new();
     for (name, value) in &t.headers {
         let key = "telemetry.headers";
@@ -86,6 +90,63 @@ fn endpoint(key: &str, url: &str, path: &str, fail: &Fail<'_>) -> Result<Uri, Co
     whole.parse().map_err(|_| bad("is not a usable URI"))
 }
 
+/// An endpoint at one of driftwatch's own listeners would have every batch sent to itself:
+/// through the proxy to the API (a `POST /v1/traces` upstream for every few requests), or to
+/// the admin listener. Refused, naming the listener.
+fn not_our_own(key: &str, endpoint: &Uri, c: &Config, fail: &Fail<'_>) -> Result<(), ConfigError> {
+    let ours = [
+        (
+            "proxy",
+            c.proxy.listen,
+            "its batches would go through the proxy to the API",
+        ),
+        (
+            "admin",
+            c.admin.listen,
+            "the admin listener is not a collector",
+        ),
+    ];
+    for (listener, at, why) in ours {
+        if reaches(endpoint, at) {
+            return Err(fail(
+                key,
+                format!(
+                    "`{endpoint}` is driftwatch's own {listener} listener ({listener}.listen \
+                     {at}): {why}; point it at the collector's OTLP/HTTP port (4318)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a connection to `endpoint` would reach a listener on `at`: the same port, and the
+/// same address, or loopback or unspecified where the listener takes every address (0.0.0.0,
+/// [::]) or loopback. `localhost` is loopback; another name is not resolved at start.
+pub(super) fn reaches(endpoint: &Uri, at: SocketAddr) -> bool {
+    let https = endpoint.scheme_str() == Some("https");
+    let port = endpoint.port_u16().unwrap_or(if https { 443 } else { 80 });
+    if at.port() == 0 || port != at.port() {
+        return false;
+    }
+    let host = endpoint.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches([']', '.']);
+    let ips = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip.to_canonical()],
+        Err(_) if host == "localhost" || host.ends_with(".localhost") => {
+            vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]
+        }
+        Err(_) => return false,
+    };
+    let listener = at.ip().to_canonical();
+    let here = |ip: &IpAddr| ip.is_loopback() || ip.is_unspecified();
+    ips.iter().any(|ip| {
+        *ip == listener
+            || (listener.is_unspecified() && here(ip))
+            || (ip.is_unspecified() && listener.is_loopback())
+    })
+}
+
 fn sampler(name: &str, arg: Option<f64>, fail: &Fail<'_>) -> Result<Sampler, ConfigError> {
     let ratio = || match arg {
         Some(r) if (0.0..=1.0).contains(&r) => Ok(r),
@@ -123,5 +184,49 @@ fn propagation(name: &str, fail: &Fail<'_>) -> Result<Propagation, ConfigError> 
             "telemetry.propagation",
             format!("`{other}` is not one of always, when_absent or never"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener on 0.0.0.0 or [::] takes loopback; `localhost` is loopback; an IPv4 address
+    /// mapped into IPv6 is the address; the port must be the same; names are not resolved.
+    #[test]
+    fn an_endpoint_reaches_a_listener_on_its_port_at_the_same_or_a_wildcard_address() {
+        let reach = [
+            ("http://127.0.0.1:8080", "0.0.0.0:8080"),
+            ("http://localhost:8080/v1/traces", "0.0.0.0:8080"),
+            ("http://[::1]:8080", "[::]:8080"),
+            ("http://127.0.0.1:8080", "[::]:8080"),
+            ("http://localhost:9090", "127.0.0.1:9090"),
+            ("http://LOCALHOST.:9090", "[::1]:9090"),
+            ("http://0.0.0.0:8080", "127.0.0.1:8080"),
+            ("http://[::ffff:127.0.0.1]:8080", "127.0.0.1:8080"),
+            ("http://10.0.0.5:8080", "10.0.0.5:8080"),
+            ("http://127.0.0.1", "0.0.0.0:80"),
+            ("https://127.0.0.1", "0.0.0.0:443"),
+            ("http://a.localhost:8080", "127.0.0.1:8080"),
+        ];
+        let apart = [
+            ("http://127.0.0.1:4318", "0.0.0.0:8080"),
+            ("http://10.0.0.6:8080", "10.0.0.5:8080"),
+            ("http://10.0.0.6:8080", "127.0.0.1:8080"),
+            ("http://127.0.0.2:8080", "127.0.0.1:8080"),
+            ("http://collector:8080", "0.0.0.0:8080"),
+            ("https://127.0.0.1", "0.0.0.0:80"),
+            ("http://127.0.0.1:0", "127.0.0.1:0"),
+        ];
+        let mut wrong = Vec::new();
+        for (expected, cases) in [(true, &reach[..]), (false, &apart[..])] {
+            for (url, at) in cases {
+                let endpoint = url::Url::parse(url).unwrap().as_str().parse().unwrap();
+                if reaches(&endpoint, at.parse().unwrap()) != expected {
+                    wrong.push(format!("{url} at {at}: expected {expected}"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
     }
 }

@@ -2,10 +2,12 @@
 //! decodes each export with the official OTLP messages (`opentelemetry-proto`): whatever a peer
 //! sets in a span (a request id, a tool, a method, a JSON-RPC id, a protocol version) reaches
 //! the collector cut to 256 bytes at a character's boundary, the span marked
-//! `driftwatch.truncated`; and the export queue holds bytes, not only spans, and what it drops
-//! is counted.
+//! `driftwatch.truncated`; the export queue holds bytes, not only spans, and what it drops is
+//! counted; and an export endpoint that is the sidecar's own listener is refused at start and
+//! by `serve --check`, naming the key.
 
 use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -301,4 +303,112 @@ async fn with_the_collector_silent_the_queue_is_bounded_in_bytes_and_counts_its_
         dropped > 0.0,
         "600 spans of about 50 KB each queued whole, none dropped"
     );
+}
+
+/// `driftwatch serve` with `args`, `env` set.
+fn serve(args: &[&str], env: &[(&str, String)]) -> std::process::Output {
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_driftwatch"));
+    serve
+        .arg("serve")
+        .arg("--spec")
+        .arg(example("channels.openapi.yaml"))
+        .args(["--upstream", "http://127.0.0.1:9"])
+        .args(args)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    for (name, value) in env {
+        serve.env(name, value);
+    }
+    let mut child = serve
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Refused, it exits at once; were it to serve, the test must not wait for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// An export endpoint that is the sidecar's own proxy or admin listener would send every
+/// batch through the proxy to the API (issue 64: `POST /v1/traces` upstream, 44 extra requests
+/// per 3,000). It is refused at start and by `serve --check`, naming the key and what set it;
+/// a listener on 0.0.0.0 or [::] is the same as an endpoint on 127.0.0.1 or localhost there.
+/// A collector elsewhere passes, and `--check` names it.
+#[test]
+fn an_export_endpoint_at_the_sidecars_own_listener_is_refused_at_start_and_by_check() {
+    let (proxy, admin) = (free_addr(), free_addr());
+    let listen = |ip: &str, at: SocketAddr| format!("{ip}:{}", at.port());
+    let cases = [
+        (
+            "0.0.0.0",
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{}", proxy.port()),
+            ),
+            ["telemetry.endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "proxy"],
+        ),
+        (
+            "[::]",
+            (
+                "DRIFTWATCH_TELEMETRY_TRACES_ENDPOINT",
+                format!("http://localhost:{}/v1/traces", admin.port()),
+            ),
+            [
+                "telemetry.traces_endpoint",
+                "DRIFTWATCH_TELEMETRY_TRACES_ENDPOINT",
+                "admin",
+            ],
+        ),
+        (
+            "127.0.0.1",
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                format!("http://[::ffff:127.0.0.1]:{}/v1/traces", proxy.port()),
+            ),
+            [
+                "telemetry.traces_endpoint",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "proxy",
+            ],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (ip, (var, url), words) in &cases {
+        let (p, a) = (listen(ip, proxy), listen(ip, admin));
+        for check in [true, false] {
+            let mut args = vec!["--listen", &p, "--admin-listen", &a];
+            if check {
+                args.push("--check");
+            }
+            let out = serve(&args, &[(var, url.clone())]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            if out.status.code() != Some(2) || words.iter().any(|w| !said.contains(w)) {
+                wrong.push(format!(
+                    "{ip} {var}={url} check={check}: {:?} {said}",
+                    out.status
+                ));
+            }
+        }
+    }
+    let elsewhere = (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "http://127.0.0.1:4318".to_string(),
+    );
+    let (p, a) = (listen("0.0.0.0", proxy), listen("0.0.0.0", admin));
+    let out = serve(
+        &["--listen", &p, "--admin-listen", &a, "--check"],
+        &[elsewhere],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !said.contains("traces    http://127.0.0.1:4318/v1/traces") {
+        wrong.push(format!("a collector elsewhere: {:?} {said}", out.status));
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
