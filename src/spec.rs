@@ -3,6 +3,7 @@
 //! 3.0 schema forms (also where 3.1 documents still use them) into JSON Schema 2020-12. Downstream code sees one shape
 //! only. Every failure names the file, the JSON pointer and the reason.
 
+mod action;
 mod bundle;
 mod documents;
 pub(crate) use bundle::{local_refs, local_target, push_token};
@@ -165,6 +166,7 @@ impl Documents {
 }
 
 /// Apply `options.overlays` in order; their files and hashes, their warnings into `notes`.
+/// Together they may add at most `options.max_bytes` to the document (`action::Growth`).
 fn apply_overlays(
     doc: &mut Value,
     options: &LoadOptions,
@@ -172,8 +174,9 @@ fn apply_overlays(
 ) -> Result<(Vec<SpecFile>, Vec<String>), SpecError> {
     let mut files = Vec::with_capacity(options.overlays.len());
     let mut hashes = Vec::with_capacity(options.overlays.len());
+    let mut growth = action::Growth::new(options.max_bytes);
     for path in &options.overlays {
-        let applied = overlay::apply(doc, path, options.max_bytes)?;
+        let applied = overlay::apply(doc, path, options.max_bytes, &mut growth)?;
         notes.extend(applied.notes);
         files.push(applied.file);
         hashes.push(applied.hash);

@@ -16,6 +16,20 @@ pub enum SpecError {
     /// (`/dev/zero`) never ends: neither is opened.
     #[error("{}: not a regular file ({kind}): a spec, an overlay or a document is read from a file", file.display())]
     NotAFile { file: PathBuf, kind: &'static str },
+    /// An overlay's action would take what the overlays add to the document past the bound.
+    #[error(
+        "{}: at /actions/{action}: this action may add {} bytes or more to the document ({targets} targets, {each} bytes or more each) after the {added} bytes the overlays may have added before it, more than they may add in all ({max} bytes, spec.max_bytes, counted in memory); refused before it was applied",
+        file.display(),
+        each.saturating_mul(*targets as u64)
+    )]
+    Overgrown {
+        file: PathBuf,
+        action: usize,
+        targets: usize,
+        each: u64,
+        added: u64,
+        max: u64,
+    },
     #[error("{}: at {}: {reason}", file.display(), display_pointer(pointer))]
     Invalid {
         file: PathBuf,
@@ -32,6 +46,9 @@ impl SpecError {
             SpecError::Io { source, .. } => source.to_string(),
             SpecError::TooLarge { max, .. } => format!("larger than {max} bytes"),
             SpecError::NotAFile { kind, .. } => format!("not a regular file ({kind})"),
+            SpecError::Overgrown { action, max, .. } => {
+                format!("the overlays would add more than {max} bytes at /actions/{action}")
+            }
             SpecError::Invalid { reason, .. } => reason.clone(),
         }
     }

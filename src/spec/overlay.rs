@@ -5,18 +5,20 @@
 //! completed one. An overlay is part of the revision: its bytes are hashed with the spec's, and
 //! its file is stamped, so an edit to it reloads as an edit to the spec does.
 //!
-//! The actions are `roas-overlay`'s (RFC 9535 JSONPath, the Overlay merge rules). What is ours:
-//! a malformed overlay is refused naming the file, the action's index and the reason; an action
-//! whose target matches nothing is a load warning naming the overlay, the action and the
-//! target, since a target that no longer matches usually means the vendor's spec moved.
+//! The actions are `roas-overlay`'s (RFC 9535 JSONPath, the Overlay merge rules), applied one
+//! at a time within a bound on what they add (`spec/action.rs`). What is ours: a malformed
+//! overlay is refused naming the file, the action's index and the reason; an action whose
+//! target matches nothing is a load warning naming the overlay, the action and the target,
+//! since a target that no longer matches usually means the vendor's spec moved; and an action
+//! that would take what the overlays add past `spec.max_bytes` is refused, naming it.
 
 use std::path::Path;
 
-use roas_overlay::apply::Apply;
 use roas_overlay::v1_1::Overlay;
 use roas_overlay::validation::Validate;
 use serde_json::Value;
 
+use super::action::{Failed, Growth, act};
 use super::files::SpecFile;
 use super::notes::{Note, NoteKind};
 use super::{SpecError, read};
@@ -29,29 +31,54 @@ pub(crate) struct Applied {
     pub notes: Vec<Note>,
 }
 
-/// Apply the overlay in the file at `path` to `doc`, read within `max` bytes. On an error the
-/// document is as it was.
-pub(crate) fn apply(doc: &mut Value, path: &Path, max: u64) -> Result<Applied, SpecError> {
+/// Apply the overlay in the file at `path` to `doc`, read within `max` bytes, each action in
+/// turn once `growth` has room for what it may add. On an error the document is part
+/// applied: the load that asked fails, and drops it.
+pub(crate) fn apply(
+    doc: &mut Value,
+    path: &Path,
+    max: u64,
+    growth: &mut Growth,
+) -> Result<Applied, SpecError> {
     let file = SpecFile::before_reading(path);
     let (bytes, name) = read::read_bytes(path, max)?;
     let (value, hash, _) = read::parse_whole(path, &bytes, &name)?;
     let overlay = parse(path, value)?;
-    let report = overlay
-        .apply(doc, Default::default())
-        .map_err(|e| SpecError::at(path, &format!("/actions/{}", e.action_index), e.to_string()))?;
     let name = path.display();
-    let notes = (report.actions.iter())
-        .filter(|a| a.matched == 0)
-        .map(|a| Note {
-            pointer: format!("{name}#/actions/{}", a.index),
+    let mut notes = Vec::new();
+    for (index, action) in overlay.actions.iter().enumerate() {
+        let matched = act(doc, action, growth).map_err(|failed| match failed {
+            Failed::Refused(kind) => {
+                let reason = format!("target `{}`: {kind}", action.target);
+                SpecError::at(path, &format!("/actions/{index}"), reason)
+            }
+            Failed::Overgrown { targets, each } => SpecError::Overgrown {
+                file: path.to_path_buf(),
+                action: index,
+                targets,
+                each,
+                added: growth.added,
+                max: growth.max,
+            },
+        })?;
+        if matched > 0 {
+            continue;
+        }
+        let operation = match (action.is_remove(), &action.copy) {
+            (true, _) => "remove",
+            (false, Some(_)) => "copy",
+            (false, None) => "update",
+        };
+        notes.push(Note {
+            pointer: format!("{name}#/actions/{index}"),
             kind: NoteKind::OverlayTarget,
             detail: format!(
-                "overlay {name}: actions[{}] ({}) targets `{}`, which matches nothing in the \
-                 document: it changed nothing (has the spec moved?)",
-                a.index, a.operation, a.target
+                "overlay {name}: actions[{index}] ({operation}) targets `{}`, which matches \
+                 nothing in the document: it changed nothing (has the spec moved?)",
+                action.target
             ),
-        })
-        .collect();
+        });
+    }
     Ok(Applied { file, hash, notes })
 }
 
@@ -138,7 +165,7 @@ fn pointer(path: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::spec::{LoadOptions, Spec, file_revision_now};
+    use crate::spec::{LoadOptions, Spec, SpecError, file_revision_now};
 
     const SPEC: &str = "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths:\n  /pets:\n    get:\n      responses: {'200': {description: ok}}\n";
     const PAGING: &str = "overlay: 1.1.0\ninfo: {title: paging, version: '1'}\nactions:\n  - target: $.paths.*.get\n    update: {parameters: [{name: page, in: query}]}\n  - target: $.paths['/gone']\n    remove: true\n";
@@ -184,6 +211,53 @@ mod tests {
             Spec::load_with(&spec, &options).unwrap().revision,
             now().unwrap()
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 64: each `copy` of the whole document into it doubles it. With room for a few
+    /// doublings, the overlay is refused at the first action that would pass the bound, naming
+    /// it, and what the earlier ones added is counted against it.
+    #[test]
+    fn what_the_overlays_add_is_bounded_at_the_action_that_passes_the_bound() {
+        let dir = std::env::temp_dir().join(format!("driftwatch-growth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (spec, overlay) = (dir.join("spec.yaml"), dir.join("double.yaml"));
+        std::fs::write(&spec, SPEC).unwrap();
+        let mut text = String::from("overlay: 1.1.0\ninfo: {title: t, version: '1'}\nactions:\n");
+        for k in 0..30 {
+            let each = format!("  - target: $..[?@.*]\n    update: {{x-d{k}: {{e: {k}}}}}\n");
+            text.push_str(&each);
+        }
+        std::fs::write(&overlay, text).unwrap();
+        let options = LoadOptions {
+            max_bytes: 1 << 20,
+            overlays: vec![overlay.clone()],
+            ..LoadOptions::default()
+        };
+        let e = Spec::load_with(&spec, &options).unwrap_err();
+        let SpecError::Overgrown {
+            action,
+            added,
+            targets,
+            each,
+            ..
+        } = &e
+        else {
+            panic!("{e}");
+        };
+        assert!((5..30).contains(action), "{e}");
+        assert!(
+            *added > 0 && *added <= 1 << 20 && added + each * *targets as u64 > 1 << 20,
+            "{e}"
+        );
+        let said = format!("{}: at /actions/{action}: ", overlay.display());
+        assert!(e.to_string().starts_with(&said), "{e}");
+        assert!(e.to_string().contains("spec.max_bytes"), "{e}");
+        // The same overlay cut before that action loads: the bound refuses only what passes it.
+        let text = std::fs::read_to_string(&overlay).unwrap();
+        let kept: Vec<&str> = text.lines().take(3 + 2 * action).collect();
+        std::fs::write(&overlay, kept.join("\n")).unwrap();
+        assert!(Spec::load_with(&spec, &options).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

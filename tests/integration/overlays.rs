@@ -480,3 +480,88 @@ async fn an_overlay_proposed_from_the_events_does_what_the_hand_written_one_does
         proposal.matches("  - target:").count()
     );
 }
+
+/// 20 `update` actions, each giving every non-empty object and list of the document one more
+/// member that is itself one: each action doubles them (1.9 KB of overlay, issue 64).
+fn doubling() -> String {
+    let mut text =
+        String::from("overlay: 1.0.0\ninfo: {title: doubling, version: '1'}\nactions:\n");
+    for k in 0..20 {
+        text.push_str(&format!(
+            "  - target: $..[?@.*]\n    description: every object and list gains one more ({k})\n    update: {{x-d{k}: {{e: {k}}}}}\n"
+        ));
+    }
+    text
+}
+
+/// The `/actions/N` an error names for `overlay`.
+fn action_named(err: &str, overlay: &Path) -> usize {
+    let said = format!("{}: at /actions/", overlay.display());
+    let at = err
+        .find(&said)
+        .unwrap_or_else(|| panic!("names no action: {err}"))
+        + said.len();
+    let digits: String = err[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
+/// Issue 64: the doubling overlay took `serve --check` to 5.7 GB and an abort. It is refused
+/// at the action that passes the bound, before that action runs: under a 1 GiB address-space
+/// limit (`ulimit -v`) the check ends with its refusal, not an allocation failure.
+#[test]
+fn an_overlay_that_doubles_the_document_is_refused_at_the_action_that_passes_the_bound() {
+    let dir = dir("doubling");
+    let overlay = dir.join("doubling.yaml");
+    std::fs::write(&overlay, doubling()).unwrap();
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -v 1048576; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_driftwatch"))
+        .args([
+            "serve",
+            "--check",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--spec",
+        ])
+        .arg(example("channels.openapi.yaml"))
+        .arg("--overlay")
+        .arg(&overlay)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{:?}: {err}", out.status);
+    assert!(err.contains("spec.max_bytes"), "{err}");
+    let action = action_named(&err, &overlay);
+    assert!((1..20).contains(&action), "{err}");
+}
+
+/// The same overlay put in place of one in force: the reload answers with the refusal, the
+/// revision in force stays, and the sidecar answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_to_the_doubling_overlay_is_refused_and_the_revision_in_force_stays() {
+    let up = upstream::start(ok(), Duration::ZERO, None).await;
+    let dir = dir("doubling-reload");
+    let overlay = dir.join("overlay.yaml");
+    std::fs::write(&overlay, PAGING).unwrap();
+    let dw = start(config(&format!("http://{}", up.addr), |c| {
+        c.spec.overlays = vec![overlay.clone()];
+        c.spec.watch_interval_ms = 0;
+        c.audit.response_sample_rate = 0.0;
+    }))
+    .await;
+    let first = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    std::fs::write(&overlay, doubling()).unwrap();
+    let answer = raw(
+        dw.admin,
+        b"POST /spec/reload HTTP/1.1\r\nhost: admin\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    let text = String::from_utf8_lossy(&answer.body).to_string();
+    assert!(answer.status >= 400, "{} {text}", answer.status);
+    assert!(text.contains("spec.max_bytes"), "{text}");
+    assert!((1..20).contains(&action_named(&text, &overlay)), "{text}");
+    let now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
+    assert_eq!(now, first, "the revision in force stays");
+    assert_eq!(raw(dw.addr, PAGED).await.status, 200);
+    dw.stop().await;
+}
