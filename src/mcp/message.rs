@@ -5,6 +5,10 @@
 //! in one reused scratch buffer), and refuses a message nested deeper than, or holding more
 //! values than, the bounds: its cost is its bytes, whatever their shape.
 
+mod skim;
+
+pub use skim::Skim;
+
 use std::cell::Cell;
 use std::fmt;
 

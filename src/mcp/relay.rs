@@ -1,8 +1,9 @@
 //! What the MCP relay reads of the messages it passes on unchanged: a `tools/call` going to the
 //! server begins a call, its answer (or `notifications/cancelled`) ends it, and the answer to
 //! a `tools/list` is the catalog the server serves. Each message is held to the MCP message
-//! bounds before it is parsed; one that is not is passed on unread. Pure: the stdio relay and
-//! the HTTP front feed it bytes.
+//! bounds before it is parsed; one that is not is passed on unread, skimmed only for the ids
+//! of the answers it holds (`message::Skim`), which end their calls all the same. Pure: the
+//! stdio relay and the HTTP front feed it bytes.
 //!
 //! The one change made to what passes: the answer to a call whose API request driftwatch
 //! refused, when the server's result does not carry the refusal (most MCP servers pass on only
@@ -16,7 +17,7 @@ use serde_json::Value;
 
 use super::call_span::CallTrace;
 use super::calls::Calls;
-use super::message::{Limits, check};
+use super::message::{Limits, Refused, Skim, check};
 use crate::telemetry::context;
 
 /// `tools/list` requests awaiting their answer, per session; past it one is not followed.
@@ -40,6 +41,9 @@ pub struct Answered {
     pub listed: Option<Value>,
     /// The message to pass on instead, where a refused call's answer now says why.
     pub rewritten: Option<Vec<u8>>,
+    /// It was past a bound other than its bytes (depth, values) and may have answered a
+    /// `tools/list`, whose catalog then goes unchecked.
+    pub unread_list: Option<Refused>,
 }
 
 /// Every problem driftwatch answers with is typed under this: a result carrying it passed
@@ -106,8 +110,17 @@ impl Session {
     /// `tools/list` answer, and a refused call's answer made to say why.
     pub fn from_server(&mut self, calls: &Calls, bytes: &[u8]) -> Answered {
         let mut answered = Answered::default();
-        let Some((mut messages, batch)) = self.parsed(bytes) else {
-            return answered;
+        let (mut messages, batch) = match self.parsed(bytes) {
+            Ok(parsed) => parsed,
+            // Past the byte bound a relay never holds a message whole: it skims it as it
+            // passes, and tells `unread`.
+            Err(Some(refused @ (Refused::Depth(_) | Refused::Values(_)))) => {
+                let mut skim = Skim::default();
+                skim.feed(bytes);
+                answered.unread_list = self.unread(calls, skim.answered()).then_some(refused);
+                return answered;
+            }
+            Err(_) => return answered,
         };
         let mut changed = false;
         for m in &mut messages {
@@ -140,23 +153,38 @@ impl Session {
         answered
     }
 
-    /// Whether a `tools/list` of this session awaits its answer: one past the bounds went by
-    /// unread may have been it.
-    pub fn awaits_list(&self) -> bool {
-        !self.lists.is_empty()
+    /// A message from the server went by unread (past the bounds), `answered` the ids its
+    /// skim found (`None`: it could not be read for them). The calls it answers end, as a
+    /// read answer ends them; whether it may have been a `tools/list` answer comes back: one
+    /// whose id was found, or, with no ids found, any list awaiting its answer.
+    pub fn unread(&mut self, calls: &Calls, answered: Option<Vec<Value>>) -> bool {
+        let Some(ids) = answered else {
+            return !self.lists.is_empty();
+        };
+        let mut listed = false;
+        for id in ids {
+            calls.end(self.id, &id);
+            listed |= self.lists.remove(&id.to_string());
+        }
+        listed
     }
 
     fn messages(&self, bytes: &[u8]) -> Vec<Value> {
         self.parsed(bytes).map(|(m, _)| m).unwrap_or_default()
     }
 
-    /// The messages within the bounds, and whether they came as a batch.
-    fn parsed(&self, bytes: &[u8]) -> Option<(Vec<Value>, bool)> {
-        check(bytes, self.limits).ok()?;
+    /// The messages within the bounds, and whether they came as a batch; else the bound it
+    /// was past (`None`: not JSON-RPC).
+    fn parsed(&self, bytes: &[u8]) -> Result<(Vec<Value>, bool), Option<Refused>> {
+        match check(bytes, self.limits) {
+            Err(Refused::Syntax(_)) => return Err(None),
+            Err(refused) => return Err(Some(refused)),
+            Ok(()) => {}
+        }
         match serde_json::from_slice(bytes) {
-            Ok(Value::Array(batch)) => Some((batch, true)),
-            Ok(one @ Value::Object(_)) => Some((vec![one], false)),
-            _ => None,
+            Ok(Value::Array(batch)) => Ok((batch, true)),
+            Ok(one @ Value::Object(_)) => Ok((vec![one], false)),
+            _ => Err(None),
         }
     }
 }
@@ -198,6 +226,7 @@ fn explain(message: &mut Value, said: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::calls::By;
 
     const LIMITS: Limits = Limits {
         depth: 64,
@@ -300,6 +329,49 @@ mod tests {
                 .rewritten
                 .is_none()
         );
+    }
+
+    /// Issue 64, r01: an answer past the bounds went by unread and its call stayed in flight,
+    /// so every lone call after it was `ambiguous` until it expired.
+    #[test]
+    fn an_answer_passed_on_unread_ends_the_calls_it_answers() {
+        let calls = Calls::default();
+        let mut s = Session::new(1, LIMITS, true);
+        let call = |id: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t"}}}}"#
+            )
+        };
+        s.from_client(&calls, call(1).as_bytes());
+        s.from_client(
+            &calls,
+            br#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#,
+        );
+        // Past the byte bound the relay skims it as it passes.
+        assert!(!s.unread(&calls, Some(vec![1.into()])), "not the list's");
+        s.from_client(&calls, call(2).as_bytes());
+        let a = calls.attribute(Default::default).unwrap();
+        assert_eq!((a.label(), a.by), ("t", By::OnlyCall));
+        // No id found: nothing ends, and the list awaiting may have been it.
+        assert!(s.unread(&calls, None));
+        assert_eq!(calls.in_flight(), 1);
+        assert!(s.unread(&calls, Some(vec!["l".into()])), "the list's");
+        assert!(!s.unread(&calls, None), "no list awaits");
+        // Past the values bound, held whole: skimmed here.
+        let wide = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"result":[{}]}}"#,
+            ["0"; 10_000].join(",")
+        );
+        let answered = s.from_server(&calls, wide.as_bytes());
+        assert_eq!(calls.in_flight(), 0);
+        assert!(answered.unread_list.is_none() && answered.listed.is_none());
+        s.from_client(
+            &calls,
+            br#"{"jsonrpc":"2.0","id":"l2","method":"tools/list"}"#,
+        );
+        let wide = wide.replace(r#""id":2"#, r#""id":"l2""#);
+        let answered = s.from_server(&calls, wide.as_bytes());
+        assert_eq!(answered.unread_list, Some(Refused::Values(10_000)));
     }
 
     #[test]

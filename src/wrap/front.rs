@@ -23,7 +23,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::live::Live;
-use super::sse::{Events, Reader, Tapped};
+use super::sse::{Events, Reader, Skimmed, Tapped};
 use crate::mcp::calls::Calls;
 use crate::mcp::message::{Limits, Refused};
 use crate::mcp::relay::Session;
@@ -184,13 +184,13 @@ impl HttpFront {
                 first: None,
                 body,
                 events,
+                skimmed: None,
             };
             return Response::from_parts(parts, tapped.boxed());
         }
-        // A JSON answer: read whole within the bound, or passed on unread.
-        let (read, body) = self.read_within(body).await;
+        // A JSON answer: read whole within the bound, or passed on unread (and skimmed).
+        let (read, body) = self.read_within(session, body).await;
         let Some(whole) = read else {
-            self.unread(session);
             return Response::from_parts(parts, body);
         };
         match self.read_answer(session, &whole) {
@@ -204,8 +204,19 @@ impl HttpFront {
     }
 
     /// The body's bytes while they fit the bound, and the body to pass on: those bytes, then
-    /// (past the bound) the rest as it comes. `None`: past the bound, or cut short.
-    async fn read_within(&self, mut body: Incoming) -> (Option<Bytes>, Relayed) {
+    /// (past the bound) the rest as it comes, skimmed for the calls it answers. `None`: past
+    /// the bound, or cut short.
+    async fn read_within(&self, session: u64, mut body: Incoming) -> (Option<Bytes>, Relayed) {
+        let passed = |held: bytes::BytesMut, body| {
+            let skimmed = Skimmed::new(Box::new(self.clone()), session);
+            Tapped {
+                first: Some(held.freeze()),
+                body,
+                events: None,
+                skimmed: Some(skimmed),
+            }
+            .boxed()
+        };
         let mut held = bytes::BytesMut::new();
         loop {
             match body.frame().await {
@@ -219,12 +230,12 @@ impl HttpFront {
                         held.extend_from_slice(data);
                     }
                     if held.len() > self.limits.bytes {
-                        return (None, passed(held.freeze(), body));
+                        return (None, passed(held, body));
                     }
                 }
                 Some(Err(e)) => {
                     tracing::debug!("the MCP server's answer ended early: {e}");
-                    return (None, passed(held.freeze(), body));
+                    return (None, passed(held, body));
                 }
             }
         }
@@ -245,31 +256,24 @@ impl Reader for HttpFront {
         if let Some(list) = answered.listed {
             self.live.listed(list);
         }
+        if let Some(refused) = &answered.unread_list {
+            self.live.unreadable(refused);
+        }
         answered.rewritten
     }
 
-    /// An answer past the bound went by unread: if a `tools/list` of its session awaited
-    /// one, the live check says it could not read the catalog instead of waiting for ever.
-    fn unread(&self, session: u64) {
-        if self.with_session(session, |s, _| s.awaits_list()) {
-            self.live.unreadable(self.limits.bytes);
+    /// An answer past the bound went by unread: the calls it answers end; if it may have
+    /// answered a `tools/list`, the live check says it could not read the catalog instead of
+    /// waiting for ever.
+    fn unread(&self, session: u64, answered: Option<Vec<serde_json::Value>>) {
+        if self.with_session(session, |s, calls| s.unread(calls, answered)) {
+            self.live.unreadable(&Refused::Bytes(self.limits.bytes));
         }
     }
 
     fn bound(&self) -> usize {
         self.limits.bytes
     }
-}
-
-/// `first`, then the rest of `body`, unread.
-fn passed(first: Bytes, body: Incoming) -> Relayed {
-    let first = Some(first);
-    Tapped {
-        first,
-        body,
-        events: None,
-    }
-    .boxed()
 }
 
 /// A session id as a key (0: no session).

@@ -18,6 +18,7 @@ use crate::catalog::{
 };
 use crate::contract::Contract;
 use crate::mcp::calls::{Calls, map_toml};
+use crate::mcp::message::Refused;
 use crate::proxy::Api;
 use crate::proxy::Sidecar;
 use crate::revision::Revision;
@@ -78,11 +79,15 @@ impl Live {
         self.listed.notify_one();
     }
 
-    /// An answer past the message bound went by unread while a `tools/list` awaited one: the
-    /// catalog may have been it, and is not checked. Said at `/tools/check` and logged.
-    pub fn unreadable(&self, bound: usize) {
+    /// An answer past a message bound (`refused`) went by unread while a `tools/list` awaited
+    /// one: the catalog may have been it, and is not checked. Said at `/tools/check` and logged.
+    pub fn unreadable(&self, refused: &Refused) {
+        let past = match refused {
+            Refused::Bytes(bound) => format!("past mcp.max_message_bytes ({bound} bytes)"),
+            other => other.to_string(),
+        };
         let why = format!(
-            "the MCP server's tools/list answer was past mcp.max_message_bytes ({bound} bytes) and passed on unread: its catalog is not checked; raise the bound to check it"
+            "the MCP server's tools/list answer was {past} and passed on unread: its catalog is not checked; raise the bound to check it"
         );
         let mut state = self.state();
         if state.unreadable.is_none() {

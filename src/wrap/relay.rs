@@ -1,7 +1,8 @@
 //! The two byte streams between the client and the server, passed on unchanged. Each line is
 //! read (within `mcp.max_message_bytes`) before it is passed on, so a call is known to be in
 //! flight before the server can act on it, and over when its answer reaches the client. A
-//! line past the bound is passed on as it comes, unread and never held.
+//! line past the bound is passed on as it comes, unread and never held, skimmed for the ids of
+//! the answers it holds, whose calls it ends.
 //!
 //! Each direction is a thread of its own doing blocking reads and writes: tokio's stdin and
 //! stdout hand every read and write to its blocking pool, a thread hand-off each way per
@@ -13,10 +14,19 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::live::Live;
 use crate::mcp::calls::Calls;
-use crate::mcp::message::Limits;
+use crate::mcp::message::{Limits, Refused, Skim};
 use crate::mcp::relay::Session;
+
+/// What [`lines`] hands its reader: a whole line within the bound, or, at the end of one past
+/// it (passed on unread), the ids of the answers its skim found.
+enum Line<'a> {
+    Read(&'a [u8]),
+    Unread(Option<Vec<Value>>),
+}
 
 /// The relay's two threads: the client's stdin to the server, the server's stdout to the
 /// client.
@@ -38,9 +48,9 @@ pub fn both(
     // Never joined: it blocks on stdin until the client closes it or the process ends.
     spawn("wrap-to-server").spawn(move || {
         let Some(stdin) = stdin else { return };
-        let read = move |line: Option<&[u8]>| {
+        let read = move |line: Line<'_>| {
             let mut s = client_side.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(line) = line {
+            if let Line::Read(line) = line {
                 s.from_client(&client_calls, line);
             }
             None
@@ -51,19 +61,25 @@ pub fn both(
     })?;
     let to_client = spawn("wrap-to-client").spawn(move || {
         let Some(stdout) = stdout else { return };
-        let read = move |line: Option<&[u8]>| {
+        let read = move |line: Line<'_>| {
             let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(line) = line else {
-                // Past the bound: if a `tools/list` awaited, this may have been its answer.
-                if s.awaits_list() {
-                    live.unreadable(limits.bytes);
+            let line = match line {
+                Line::Read(line) => line,
+                Line::Unread(answered) => {
+                    // It ends the calls it answers; it may have been a catalog.
+                    if s.unread(&calls, answered) {
+                        live.unreadable(&Refused::Bytes(limits.bytes));
+                    }
+                    return None;
                 }
-                return None;
             };
             let answered = s.from_server(&calls, line);
             drop(s);
             if let Some(list) = answered.listed {
                 live.listed(list);
+            }
+            if let Some(refused) = &answered.unread_list {
+                live.unreadable(refused);
             }
             answered.rewritten
         };
@@ -141,18 +157,19 @@ fn lock(child: &Mutex<Child>) -> std::sync::MutexGuard<'_, Child> {
 }
 
 /// Copy `from` to `to`, handing each whole line of at most `bound` bytes to `read` before it
-/// is written. The stream's bytes are written as they are, whatever they hold, except a line
-/// `read` gives a replacement for (a refused call's answer made to say why).
+/// is written, and a longer one's skim at its end. The stream's bytes are written as they are,
+/// whatever they hold, except a line `read` gives a replacement for (a refused call's answer
+/// made to say why).
 fn lines(
     mut from: impl Read,
     mut to: impl Write,
     bound: usize,
-    mut read: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    mut read: impl FnMut(Line<'_>) -> Option<Vec<u8>>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
-    // Inside a line past the bound: its bytes pass on unread until its end.
-    let mut passing = false;
+    // Inside a line past the bound: its bytes pass on unread until its end, skimmed.
+    let mut passing: Option<Skim> = None;
     loop {
         let n = match from.read(&mut buf) {
             Ok(n) => n,
@@ -161,33 +178,40 @@ fn lines(
         };
         if n == 0 {
             to.write_all(&line)?;
+            if let Some(skim) = passing {
+                read(Line::Unread(skim.answered()));
+            }
             return to.flush();
         }
         let mut chunk = &buf[..n];
         while let Some(end) = chunk.iter().position(|&b| b == b'\n') {
             let (head, rest) = chunk.split_at(end + 1);
-            if std::mem::take(&mut passing) {
-                to.write_all(head)?;
-            } else {
-                line.extend_from_slice(head);
-                match read((line.len() <= bound).then_some(&line[..])) {
+            line.extend_from_slice(head);
+            let unread = passing
+                .take()
+                .or_else(|| (line.len() > bound).then(Skim::default));
+            match unread {
+                Some(mut skim) => {
+                    skim.feed(&line);
+                    read(Line::Unread(skim.answered()));
+                    to.write_all(&line)?;
+                }
+                None => match read(Line::Read(&line)) {
                     Some(replaced) => to.write_all(&replaced)?,
                     None => to.write_all(&line)?,
-                }
-                line.clear();
+                },
             }
+            line.clear();
             chunk = rest;
         }
-        if passing {
-            to.write_all(chunk)?;
-        } else {
-            line.extend_from_slice(chunk);
-            if line.len() > bound {
-                let _ = read(None);
-                to.write_all(&line)?;
-                line.clear();
-                passing = true;
-            }
+        line.extend_from_slice(chunk);
+        if passing.is_none() && line.len() > bound {
+            passing = Some(Skim::default());
+        }
+        if let Some(skim) = &mut passing {
+            skim.feed(&line);
+            to.write_all(&line)?;
+            line.clear();
         }
         to.flush()?;
     }
@@ -197,20 +221,48 @@ fn lines(
 mod tests {
     use super::*;
 
+    /// A reader that gives `n` bytes at a time: lines come in pieces.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
     #[test]
     fn every_byte_passes_unchanged_and_only_lines_within_the_bound_are_read() {
         let long = "x".repeat(100);
-        let input = format!("{{\"a\":1}}\n{long}\n\n{{\"b\":2}}\r\ntail");
-        let mut out = Vec::new();
-        let mut seen = Vec::new();
-        lines(input.as_bytes(), &mut out, 50, |l| {
-            seen.push(l.map_or("(unread)".into(), |l| {
-                String::from_utf8_lossy(l).into_owned()
-            }));
-            None
-        })
-        .unwrap();
-        assert_eq!(out, input.as_bytes());
-        assert_eq!(seen, ["{\"a\":1}\n", "(unread)", "\n", "{\"b\":2}\r\n"]);
+        let answer = format!(r#"{{"result":{{"text":"{long}"}},"jsonrpc":"2.0","id":7}}"#);
+        let input = format!("{{\"a\":1}}\n{long}\n\n{answer}\r\n{{\"b\":2}}\r\n{answer}");
+        for piece in [3, 64 << 10] {
+            let mut out = Vec::new();
+            let mut seen = Vec::new();
+            lines(Trickle(input.as_bytes(), piece), &mut out, 50, |l| {
+                seen.push(match l {
+                    Line::Read(l) => String::from_utf8_lossy(l).into_owned(),
+                    Line::Unread(ids) => format!("(unread: {ids:?})"),
+                });
+                None
+            })
+            .unwrap();
+            assert_eq!(out, input.as_bytes());
+            let seven = "(unread: Some([Number(7)]))";
+            assert_eq!(
+                seen,
+                [
+                    "{\"a\":1}\n",
+                    "(unread: None)",
+                    "\n",
+                    seven,
+                    "{\"b\":2}\r\n",
+                    seven
+                ],
+                "{piece} bytes at a time"
+            );
+        }
     }
 }

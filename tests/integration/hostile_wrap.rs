@@ -1,6 +1,7 @@
 //! `driftwatch wrap` where an operator runs it (issue 49): a server started through `sh -c`
 //! (as `npx` does) is stopped whole on SIGTERM; a read-only `ca_dir` and a second wrapped
-//! server beside the first both start.
+//! server beside the first both start. And its MCP front under hostile peers (issues 49 and
+//! 64): stalled bodies, answers past the message bound, made-up session ids.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -225,23 +226,12 @@ async fn the_mcp_front_cuts_a_stalled_body_passes_a_large_answer_on_and_outlives
         ),
     )
     .unwrap();
-    let (admin, front) = (free_addr(), free_addr());
-    let mut wrap = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"));
-    wrap.args(["wrap", "--config"])
-        .arg(&config)
-        .args(["--admin-listen", &admin.to_string()])
-        .args(["--mcp-upstream", &format!("http://{}/mcp", server.addr)])
-        .args(["--mcp-listen", &front.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let _wrap = wrap.spawn().unwrap();
-    super::deploy::ready(admin).await;
-    super::util::eventually("the front to listen", || async {
-        tokio::net::TcpStream::connect(front).await.ok().map(|_| ())
-    })
-    .await;
+    let Front {
+        admin,
+        front,
+        wrap: _wrap,
+        ..
+    } = front_wrap(server.addr, &config).await;
 
     // The calls let go without an answer are counted, each reason at zero from the start.
     let metrics = super::sidecar::scrape(admin).await;
@@ -303,6 +293,264 @@ async fn the_mcp_front_cuts_a_stalled_body_passes_a_large_answer_on_and_outlives
         String::from_utf8_lossy(&answer[..n])
     );
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// wrap with its MCP front before the server at `mcp` (its `/mcp`), its sidecar's proxy on a
+/// port of its own, as `config` says otherwise.
+struct Front {
+    admin: std::net::SocketAddr,
+    front: std::net::SocketAddr,
+    proxy: std::net::SocketAddr,
+    wrap: tokio::process::Child,
+}
+
+async fn front_wrap(mcp: std::net::SocketAddr, config: &Path) -> Front {
+    let (admin, front, proxy) = (free_addr(), free_addr(), free_addr());
+    let mut wrap = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"));
+    wrap.args(["wrap", "--config"])
+        .arg(config)
+        .args(["--admin-listen", &admin.to_string()])
+        .args(["--listen", &proxy.to_string()])
+        .args(["--mcp-upstream", &format!("http://{mcp}/mcp")])
+        .args(["--mcp-listen", &front.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let wrap = wrap.spawn().unwrap();
+    super::deploy::ready(admin).await;
+    super::util::eventually("the front to listen", || async {
+        tokio::net::TcpStream::connect(front).await.ok().map(|_| ())
+    })
+    .await;
+    Front {
+        admin,
+        front,
+        proxy,
+        wrap,
+    }
+}
+
+/// A streamable HTTP MCP server of the test's own: `initialize` gets a session id of the
+/// server's; a request naming an id it never gave, 404; a `tools/list` and a `tools/call` of
+/// `lone` each wait for a permit of `release` (counted in `waiting` as they start to); a call
+/// of `big` gets a 6 KB answer, its id after its result as the TypeScript SDK writes it, of
+/// `big_sse` the same as an SSE event; anything else `{}`.
+#[derive(Clone)]
+struct Server {
+    addr: std::net::SocketAddr,
+    waiting: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    release: std::sync::Arc<tokio::sync::Semaphore>,
+    given: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+async fn mcp_server() -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server {
+        addr: listener.local_addr().unwrap(),
+        waiting: Default::default(),
+        release: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+        given: Default::default(),
+    };
+    let serving = server.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serving.clone().serve(stream));
+        }
+    });
+    server
+}
+
+impl Server {
+    async fn serve(self, mut stream: tokio::net::TcpStream) {
+        use tokio::io::AsyncWriteExt;
+        let mut buf = Vec::new();
+        while let Some(r) = super::upstream::read_request(&mut stream, &mut buf).await {
+            let m: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            let (status, kind, body, given) = self.answer(&m, r.header("mcp-session-id")).await;
+            let given = given.map_or(String::new(), |s| format!("mcp-session-id: {s}\r\n"));
+            let head = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{given}\r\n",
+                body.len()
+            );
+            let mut answer = head.into_bytes();
+            answer.extend_from_slice(body.as_bytes());
+            if stream.write_all(&answer).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The answer to `m`: status, media type, body, and the session id it gives.
+    async fn answer(
+        &self,
+        m: &serde_json::Value,
+        session: Option<&str>,
+    ) -> (u16, &'static str, String, Option<String>) {
+        use serde_json::json;
+        const JSON: &str = "application/json";
+        let id = &m["id"];
+        let result = |result| json!({"result": result, "jsonrpc": "2.0", "id": id}).to_string();
+        let big = || result(json!({"content": [{"type": "text", "text": "x".repeat(6000)}]}));
+        let given = self.given.lock().unwrap().clone();
+        match (
+            m["method"].as_str().unwrap_or(""),
+            m["params"]["name"].as_str(),
+        ) {
+            ("initialize", _) => {
+                let session = format!("session-{}", given.len());
+                self.given.lock().unwrap().push(session.clone());
+                let info = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}});
+                (200, JSON, result(info), Some(session))
+            }
+            _ if session.is_some_and(|s| !given.iter().any(|g| g == s)) => {
+                let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001}});
+                (404, JSON, error.to_string(), None)
+            }
+            _ if id.is_null() => (202, JSON, String::new(), None),
+            ("tools/list", _) | ("tools/call", Some("lone")) => {
+                self.waiting
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.release.acquire().await.unwrap().forget();
+                let tool = json!({"name": "lone", "inputSchema": {"type": "object"}});
+                (
+                    200,
+                    JSON,
+                    result(json!({"tools": [tool], "content": []})),
+                    None,
+                )
+            }
+            ("tools/call", Some("big")) => (200, JSON, big(), None),
+            ("tools/call", Some("big_sse")) => {
+                let event = format!("event: message\ndata: {}\n\n", big());
+                (200, "text/event-stream", event, None)
+            }
+            _ => (200, JSON, result(json!({})), None),
+        }
+    }
+}
+
+/// The front's config for `mcp_server`: the Channels spec, its API `api`, messages of 4 KB,
+/// a body stalled 1 s cut.
+fn front_config(name: &str, api: std::net::SocketAddr) -> PathBuf {
+    let config = scratch(name).join("front.toml");
+    let spec = example("channels.openapi.yaml").display().to_string();
+    let text = format!(
+        "[spec]\npath = {spec:?}\n[proxy]\nupstream = \"http://{api}\"\nbody_stall_timeout_ms = 1000\n[mcp]\nmax_message_bytes = 4096\n"
+    );
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// An MCP session begun on the front: the id the server gave.
+async fn initialize(front: std::net::SocketAddr) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = super::sidecar::raw(front, head.as_bytes()).await;
+    assert_eq!(answer.status, 200);
+    answer
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string()
+}
+
+/// One POST to the front on a new connection, its answer read to the end (an SSE answer has
+/// no length: it comes chunked) and the chunks joined.
+async fn read_whole(front: std::net::SocketAddr, session: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(front).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-session-id: {session}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).await.unwrap();
+    let got = String::from_utf8(got).unwrap();
+    let (head, mut rest) = got.split_once("\r\n\r\n").expect("an answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return rest.to_string();
+    }
+    let mut joined = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size, 16).unwrap();
+        joined.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").unwrap_or_default();
+    }
+    joined
+}
+
+async fn wait_until(what: &str, count: &std::sync::atomic::AtomicUsize, n: usize) {
+    super::util::eventually(what, || async {
+        (count.load(std::sync::atomic::Ordering::SeqCst) >= n).then_some(())
+    })
+    .await;
+}
+
+/// Issue 64, r01 (left from issue 49, defect 1): an answer past `mcp.max_message_bytes` is
+/// passed on unread, and its call stayed in flight: every lone call after it had its API
+/// request named `ambiguous` for the next 5 minutes. The answer's id is now skimmed as it
+/// passes, as a JSON body and as an SSE event, and ends its call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_call_after_an_answer_past_the_bound_is_named() {
+    let api = super::upstream::start(super::upstream::ok(), Duration::ZERO, None).await;
+    let server = mcp_server().await;
+    let config = front_config("r01", api.addr);
+    let f = front_wrap(server.addr, &config).await;
+    let session = initialize(f.front).await;
+    let call = |id: u32, tool: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        )
+    };
+    let get = "GET /api/v1/channels HTTP/1.1\r\nhost: api\r\nconnection: close\r\n\r\n";
+    let mut named = Vec::new();
+    for (round, big) in [(1, "big"), (2, "big_sse")] {
+        let answer = read_whole(f.front, &session, &call(round * 10, big)).await;
+        assert!(answer.contains(&"x".repeat(6000)), "{big}: {answer:.200}");
+        let (front, session, lone) = (f.front, session.clone(), call(round * 10 + 1, "lone"));
+        let lone = tokio::spawn(async move { post(front, &session, &lone).await });
+        wait_until(
+            "the lone call to reach the server",
+            &server.waiting,
+            round as usize,
+        )
+        .await;
+        // The server's API request, made while its call is in flight.
+        assert_eq!(
+            super::sidecar::raw(f.proxy, get.as_bytes()).await.status,
+            200
+        );
+        let metrics = super::util::eventually("the request's attribution", || async {
+            let metrics = super::sidecar::scrape(f.admin).await;
+            let counted = metrics
+                .lines()
+                .filter(|l| l.starts_with("driftwatch_tool_requests_total{"));
+            let sum: f64 = counted
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            (sum >= f64::from(round)).then_some(metrics)
+        })
+        .await;
+        named.push(super::sidecar::sample(
+            &metrics,
+            "driftwatch_tool_requests_total{tool=\"lone\",attribution=\"only_call\"}",
+        ));
+        server.release.add_permits(1);
+        assert_eq!(lone.await.unwrap().0, 200);
+    }
+    assert_eq!(
+        named,
+        [1.0, 2.0],
+        "after a JSON answer, then an SSE event, past the bound"
+    );
 }
 
 /// Issue 50: `{url}` was filled in `--env` values only; a server that takes its API's URL as
