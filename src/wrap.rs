@@ -6,6 +6,7 @@
 pub mod front;
 pub mod live;
 pub mod relay;
+mod sessions;
 mod sse;
 
 use std::os::fd::AsFd;

@@ -5,8 +5,8 @@
 //! past it 413; one that sends nothing for `proxy.body_stall_timeout_ms`, 408) before it goes
 //! on, so a call is in flight before the server sees it; a JSON answer is read whole, or past
 //! the bound passed on unread as it comes; an SSE stream is read event by event as it passes
-//! (`sse.rs`). Sessions are followed most recently used first, so made-up session ids push
-//! out only each other.
+//! (`sse.rs`). Sessions the server gave are followed apart from ids a client only sent
+//! (`sessions.rs`), so made-up session ids push out only each other.
 
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
@@ -23,18 +23,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::live::Live;
+use super::sessions::Sessions;
 use super::sse::{Events, Reader, Skimmed, Tapped};
 use crate::mcp::calls::Calls;
 use crate::mcp::message::{Limits, Refused};
 use crate::mcp::relay::Session;
 
 type Relayed = BoxBody<Bytes, hyper::Error>;
-
-/// MCP sessions whose `tools/list` requests are followed; past it the least recently used
-/// is let go (its calls are still followed, and a list it awaited is asked again by the
-/// client's next `tools/list`). Before, a full table read every new session without them,
-/// and 1,024 made-up session ids stopped the live catalog check for good.
-const MAX_SESSIONS: usize = 1024;
 
 #[derive(Clone)]
 pub struct HttpFront {
@@ -43,12 +38,10 @@ pub struct HttpFront {
     calls: Arc<Calls>,
     live: Arc<Live>,
     limits: Limits,
-    /// A refused call's answer says why (`mcp.explain_refusals`).
-    explain: bool,
     /// A request body that sends nothing this long is cut (408), counted in `stalls`.
     stall: Option<std::time::Duration>,
     stalls: prometheus_client::metrics::counter::Counter,
-    sessions: Arc<Mutex<lru::LruCache<u64, Session>>>,
+    sessions: Arc<Mutex<Sessions>>,
 }
 
 impl HttpFront {
@@ -77,12 +70,9 @@ impl HttpFront {
             calls,
             live,
             limits,
-            explain,
             stall: stall.0,
             stalls: stall.1,
-            sessions: Arc::new(Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(MAX_SESSIONS).expect("not zero"),
-            ))),
+            sessions: Arc::new(Mutex::new(Sessions::new(limits, explain))),
         })
     }
 
@@ -128,10 +118,7 @@ impl HttpFront {
         }
         if parts.method == Method::DELETE {
             self.calls.end_session(session);
-            self.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pop(&session);
+            self.sessions().end(session);
         }
         parts.uri = self.target(&parts.uri);
         parts.headers.remove(HOST);
@@ -166,10 +153,11 @@ impl HttpFront {
     }
 
     async fn read_back(&self, session: u64, response: Response<Incoming>) -> Response<Relayed> {
-        let session = response
-            .headers()
-            .get("mcp-session-id")
-            .map_or(session, |id| session_key(Some(id)));
+        let given = response.headers().get("mcp-session-id");
+        let session = given.map_or(session, |id| session_key(Some(id)));
+        if given.is_some() && response.status().is_success() {
+            self.sessions().prove(session);
+        }
         let sse = response
             .headers()
             .get(CONTENT_TYPE)
@@ -241,12 +229,12 @@ impl HttpFront {
         }
     }
 
+    fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn with_session<T>(&self, key: u64, f: impl FnOnce(&mut Session, &Calls) -> T) -> T {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let session = sessions.get_or_insert_mut(key, || {
-            Session::new(key, self.limits, self.explain).over_http()
-        });
-        f(session, &self.calls)
+        f(self.sessions().get(key), &self.calls)
     }
 }
 

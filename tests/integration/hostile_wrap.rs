@@ -553,6 +553,33 @@ async fn a_lone_call_after_an_answer_past_the_bound_is_named() {
     );
 }
 
+/// Issue 64, r07 (left from issue 49, defect 7): sessions were one table of 1,024, the least
+/// recently used let go; made-up session ids sent while a real session's `tools/list` awaited
+/// its answer pushed the real session out with it, and the live check stayed blind (in one
+/// run of two, as the ids raced the answer). A session the server gave is now kept apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_sessions_while_a_list_awaits_its_answer_leave_the_live_check_its_catalog() {
+    let server = mcp_server().await;
+    let config = front_config("r07", free_addr());
+    let f = front_wrap(server.addr, &config).await;
+    let session = initialize(f.front).await;
+    let list = r#"{"jsonrpc":"2.0","id":"list","method":"tools/list"}"#;
+    let (front, real) = (f.front, session.clone());
+    let listed = tokio::spawn(async move { post(front, &real, list).await });
+    wait_until("the list to reach the server", &server.waiting, 1).await;
+    for i in 0..1_100 {
+        let ping = format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#);
+        assert_eq!(post(f.front, &format!("made-up-{i}"), &ping).await.0, 404);
+    }
+    server.release.add_permits(1);
+    assert_eq!(listed.await.unwrap().0, 200);
+    super::util::eventually("the live check of the real session's catalog", || async {
+        let check = super::sidecar::admin_get(f.admin, "/tools/check").await;
+        (check.status == 200).then_some(())
+    })
+    .await;
+}
+
 /// Issue 50: `{url}` was filled in `--env` values only; a server that takes its API's URL as
 /// an argument (`--api-url {url}`) got the braces. It is filled in the arguments too.
 #[test]
