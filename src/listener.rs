@@ -204,9 +204,22 @@ pub fn ended(
     tracing::debug!(%peer, listener, "connection ended with an error: {error}");
 }
 
+/// A response carrying this closes its connection once answered: a peer that stalled its body
+/// is cut whole. HTTP/1.1 does so itself (the body is left unread); an HTTP/2 connection gets
+/// a GOAWAY, and closes once nothing is in flight and no byte moved for [`CLOSING_IDLE`] (a
+/// peer that never acks the GOAWAY's ping would otherwise hold it). Before (issue 64, r03), an
+/// HTTP/2 connection whose stalled stream got its 408 stayed open until idle (600 s on the MCP
+/// front).
+#[derive(Clone, Copy, Debug)]
+pub struct Close;
+
+/// How long a connection asked to close may sit with nothing in flight and nothing moving.
+const CLOSING_IDLE: Duration = Duration::from_secs(1);
+
 /// Serve HTTP/1.1 and HTTP/2 with `handle` on every connection `listener` admits, each under
 /// the listener's bounds, for as long as the task runs. A response's body holds its request
-/// in flight until it ends, so a long stream (MCP's SSE) is never idle while it is open.
+/// in flight until it ends, so a long stream (MCP's SSE) is never idle while it is open; a
+/// response carrying [`Close`] closes its connection.
 pub async fn serve<F, Fut, B>(mut listener: Listener, handle: F)
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -236,15 +249,29 @@ where
             let service = hyper::service::service_fn(move |req| {
                 let in_flight = requests.begin();
                 let answered = handle(req);
+                let requests = requests.clone();
                 async move {
                     let response = answered.await?;
+                    if response.extensions().get::<Close>().is_some() {
+                        requests.close();
+                    }
                     Ok::<_, Infallible>(response.map(|body| Held::new(body, in_flight)))
                 }
             });
+            let closing = activity.clone();
             let conn = async {
-                let served = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let served = builder.serve_connection(TokioIo::new(stream), service);
+                let mut served = std::pin::pin!(served);
+                let served = tokio::select! {
+                    served = served.as_mut() => served,
+                    () = closing.closed() => {
+                        served.as_mut().graceful_shutdown();
+                        tokio::select! {
+                            served = served.as_mut() => served,
+                            _ = closing.lapsed(None, Some(CLOSING_IDLE)) => Ok(()),
+                        }
+                    }
+                };
                 if let Err(e) = served {
                     ended(&*e, bounds.listener, &hits, peer);
                 }

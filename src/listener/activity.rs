@@ -23,6 +23,8 @@ pub struct Activity {
     /// Requests started.
     started: AtomicU64,
     in_flight: AtomicUsize,
+    /// A response asked for the connection to close (`listener::Close`).
+    closing: tokio::sync::Notify,
 }
 
 /// A request in flight on its connection, until dropped.
@@ -39,6 +41,16 @@ impl Activity {
         self.started.fetch_add(1, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(self.clone())
+    }
+
+    /// Close the connection once its requests are answered.
+    pub fn close(&self) {
+        self.closing.notify_one();
+    }
+
+    /// Resolves when a response asked for the connection to close.
+    pub async fn closed(&self) {
+        self.closing.notified().await;
     }
 
     /// Resolves when the connection has outlived a bound, naming it (`header_read` or `idle`);

@@ -84,7 +84,14 @@ impl HttpFront {
     async fn answer(self, req: Request<Incoming>) -> Result<Response<Relayed>, Infallible> {
         Ok(match self.relay(req).await {
             Ok(response) => response,
-            Err((status, message)) => own(status, &message),
+            Err((status, message)) => {
+                let mut response = own(status, &message);
+                if status == StatusCode::REQUEST_TIMEOUT {
+                    // A stalled body: its peer is cut whole, HTTP/2 included.
+                    response.extensions_mut().insert(crate::listener::Close);
+                }
+                response
+            }
         })
     }
 

@@ -580,6 +580,57 @@ async fn made_up_sessions_while_a_list_awaits_its_answer_leave_the_live_check_it
     .await;
 }
 
+/// Issue 64, r03 (left from issue 49, defect 3): a stalled request body got its 408 within
+/// `proxy.body_stall_timeout_ms`, but over HTTP/2 its connection then stayed open until idle
+/// (`mcp.idle_timeout_ms`, 600 s): 200 of them were open past 90 s, wrap's RSS 38 to 91 MB.
+/// The connection now closes with the 408, as an HTTP/1.1 one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_over_http2_closes_its_connection_within_the_stall_bound() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = mcp_server().await;
+    let config = front_config("r03", free_addr());
+    let f = front_wrap(server.addr, &config).await;
+    // HTTP/2 with prior knowledge, the frames by hand: a POST whose body stops after 1,000
+    // bytes. Header fields are HPACK literals (RFC 7541 6.2.2), `:method` and `:scheme` indexed.
+    let frame = |kind: u8, flags: u8, payload: &[u8]| {
+        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        frame.extend_from_slice(&[kind, flags, 0, 0, 0, u8::from(kind != 4)]);
+        frame.extend_from_slice(payload);
+        frame
+    };
+    let mut fields = vec![0x83, 0x86];
+    for (name, value) in [
+        (":path", "/mcp"),
+        (":authority", "x"),
+        ("content-type", "application/json"),
+    ] {
+        fields.extend_from_slice(&[0, name.len() as u8]);
+        fields.extend_from_slice(name.as_bytes());
+        fields.push(value.len() as u8);
+        fields.extend_from_slice(value.as_bytes());
+    }
+    let mut stream = tokio::net::TcpStream::connect(f.front).await.unwrap();
+    let mut sent = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    sent.extend(frame(4, 0, &[]));
+    sent.extend(frame(1, 4, &fields));
+    sent.extend(frame(0, 0, &[b' '; 1000]));
+    stream.write_all(&sent).await.unwrap();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut got)).await;
+    let said = String::from_utf8_lossy(&got).into_owned();
+    assert!(said.contains("the request body"), "no 408's body: {said:?}");
+    assert!(
+        read.is_ok(),
+        "the connection was open 15 s after its body stalled"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// Issue 50: `{url}` was filled in `--env` values only; a server that takes its API's URL as
 /// an argument (`--api-url {url}`) got the braces. It is filled in the arguments too.
 #[test]
