@@ -228,12 +228,7 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // `None` turns hyper's own default (30 s once a timer is set) off as well.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(listener.bounds().header_read);
+    let builder = connections(listener.bounds());
     loop {
         let Accepted {
             stream,
@@ -280,6 +275,17 @@ where
             drop(place);
         });
     }
+}
+
+/// How each connection is served: HTTP/1.1 or HTTP/2, the header read bound set (`None` turns
+/// hyper's own default, 30 s once a timer is set, off as well).
+fn connections(bounds: &Bounds) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(bounds.header_read);
+    builder
 }
 
 /// A response body that holds `guard` (its request counted in flight, a place) until it ends
