@@ -38,6 +38,7 @@ mod integration {
     pub mod ops_kit;
     pub mod overlays;
     pub mod privacy;
+    pub mod propose;
     pub mod proxy;
     pub mod read_before_write;
     pub mod real_catalogs;

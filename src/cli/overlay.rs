@@ -9,10 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::Value;
 use std::io::Read;
 
-use crate::propose::{Options, Tally, render};
+use crate::propose::{Options, Tally, written};
 use crate::spec::DEFAULT_MAX_BYTES;
 
 #[derive(Args, Debug)]
@@ -87,49 +86,35 @@ fn propose(args: &ProposeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         (None, Some(url)) => (fetch(url)?, url.clone()),
         (None, None) => anyhow::bail!("name --events FILE or --findings URL"),
     };
-    let mut tally = Tally::default();
-    for event in events(&text)? {
-        tally.add(&event);
-    }
+    let tally = Tally::read(&text).with_context(|| source.clone())?;
     let (doc, _) = crate::spec::with_overlays(&args.spec, &[], DEFAULT_MAX_BYTES)?;
     let options = Options {
         min_requests: args.min_requests,
         min_operations: args.min_operations,
     };
     let actions = tally.propose(&doc, options);
+    let unfit = match tally.unfit {
+        0 => String::new(),
+        n => format!(
+            "; {n} findings not proposed: a parameter name, path, method or field name no API \
+             could have (docs/overlays.md)"
+        ),
+    };
     if actions.is_empty() {
         eprintln!(
-            "driftwatch overlay propose: nothing to propose from {} events of {source}",
+            "driftwatch overlay propose: nothing to propose from {} events of {source}{unfit}",
             tally.events
         );
         return Ok(ExitCode::SUCCESS);
     }
-    write!(out, "{}", render(&actions, &source, tally.events))?;
+    let text = written(&actions, &source, tally.events)?;
+    write!(out, "{text}")?;
     eprintln!(
-        "driftwatch overlay propose: {} actions from {} events",
+        "driftwatch overlay propose: {} actions from {} events{unfit}",
         actions.len(),
         tally.events
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// The events in `text`: a `/findings` answer (`{"events": [...]}`) or one event a line.
-fn events(text: &str) -> anyhow::Result<Vec<Value>> {
-    if let Ok(Value::Object(mut whole)) = serde_json::from_str::<Value>(text)
-        && let Some(Value::Array(events)) = whole.remove("events")
-    {
-        return Ok(events);
-    }
-    let lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    lines
-        .map(|(i, line)| {
-            serde_json::from_str(line)
-                .with_context(|| format!("line {}: not an event (JSON)", i + 1))
-        })
-        .collect()
 }
 
 /// GET a running sidecar's `/findings`, within a few seconds.

@@ -451,13 +451,16 @@ async fn an_overlay_proposed_from_the_events_does_what_the_hand_written_one_does
         !proposal.contains("page_size"),
         "never a rename the tool is to blame for:\n{proposal}"
     );
+    // A name from traffic is a quoted value under a comment of fixed words (tests/integration/propose.rs).
     assert!(
-        proposal.contains("# query parameter `page`: sent on"),
+        proposal.contains("# query parameter (named below): sent on")
+            && proposal.contains(r#"{"name": "page", "in": "query""#),
         "{proposal}"
     );
     // The path as events show it, a segment that may be a value as `*`: proposed as a parameter.
     assert!(
-        proposal.contains("# endpoint GET /api/v1/backups/{param1}"),
+        proposal.contains("# endpoint GET (its path below)")
+            && proposal.contains(r#"update: {"/api/v1/backups/{param1}": {"get""#),
         "{proposal}"
     );
 
