@@ -72,6 +72,7 @@ fn lower_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// `tracestate`'s members, trimmed and joined by `,`: at most 32 of them, each `key=value` with
 /// W3C's key (lowercase, digits, `_-*/`, one `@` before a vendor of at most 13) and a value
 /// without `,` or `=`. A malformed one makes it none (what the SDK does). None when empty.
+/// Past 512 bytes, cut as W3C says (`within_bound`).
 fn trace_state(text: &str) -> Option<Arc<str>> {
     let mut members = Vec::new();
     for member in text.split_terminator(',').take(32) {
@@ -85,7 +86,24 @@ fn trace_state(text: &str) -> Option<Arc<str>> {
         }
         members.push(member);
     }
+    within_bound(&mut members);
     (!members.is_empty()).then(|| Arc::from(members.join(",")))
+}
+
+/// Bytes of `tracestate` kept and passed on: W3C's "at least 512 characters" that every
+/// platform should propagate, so a peer's 16 KB of valid members does not ride on each span.
+const MAX_TRACE_STATE: usize = 512;
+
+/// W3C's truncation: past the bound, members longer than 128 characters go first, then
+/// members from the end (the oldest), until the rest fits.
+fn within_bound(members: &mut Vec<&str>) {
+    let joined = |m: &[&str]| m.iter().map(|m| m.len() + 1).sum::<usize>().saturating_sub(1);
+    if joined(members) > MAX_TRACE_STATE {
+        members.retain(|m| m.len() <= 128);
+    }
+    while joined(members) > MAX_TRACE_STATE {
+        members.pop();
+    }
 }
 
 fn valid_key(key: &str) -> bool {
@@ -197,6 +215,22 @@ mod tests {
         let read = from_headers(&headers(PARENT, Some(" a=1 ,, b@tenant=2"))).unwrap();
         assert_eq!(read.trace_state.as_deref(), Some("a=1,b@tenant=2"));
         assert!(read.sampled && read.remote);
+    }
+
+    #[test]
+    fn a_tracestate_past_512_bytes_loses_its_long_members_first_then_its_last() {
+        let long = format!("big={}", "v".repeat(200));
+        let member = |i: usize| format!("k{i:02}={}", "x".repeat(40));
+        let mut sent: Vec<String> = (0..20).map(member).collect();
+        sent.insert(3, long.clone());
+        let read = from_headers(&headers(PARENT, Some(&sent.join(",")))).unwrap();
+        let kept = read.trace_state.unwrap();
+        let expected: Vec<String> = (0..11).map(member).collect();
+        assert_eq!(&*kept, expected.join(","));
+        assert!(kept.len() <= MAX_TRACE_STATE, "{}", kept.len());
+        let short = format!("a=1,{long}");
+        let read = from_headers(&headers(PARENT, Some(&short))).unwrap();
+        assert_eq!(read.trace_state.as_deref(), Some(short.as_str()), "within the bound");
     }
 
     #[test]
