@@ -43,7 +43,7 @@ pub(crate) fn read_bytes(path: &Path, max: u64) -> Result<(Vec<u8>, String), Spe
         source,
     };
     regular(path, &std::fs::metadata(path).map_err(io)?)?;
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = open_without_waiting(path).map_err(io)?;
     let name = path.to_string_lossy().to_ascii_lowercase();
     let size = regular(path, &file.metadata().map_err(io)?)?;
     let (reader, name, size): (Box<dyn Read>, String, Option<u64>) = match name.strip_suffix(".gz")
@@ -63,6 +63,17 @@ pub(crate) fn read_bytes(path: &Path, max: u64) -> Result<(Vec<u8>, String), Spe
         });
     }
     Ok((bytes, name))
+}
+
+/// `path` opened to read with `O_NONBLOCK`: a named pipe put in the file's place after it was
+/// looked at opens at once instead of waiting for a writer (and is refused as what it is); a
+/// regular file reads as without it.
+fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblock = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+    (std::fs::OpenOptions::new().read(true))
+        .custom_flags(nonblock)
+        .open(path)
 }
 
 /// The length of the file `meta` describes, if it is a regular file (after symlinks).
@@ -151,6 +162,25 @@ pub(crate) fn parse(path: &Path, bytes: &[u8], name: &str) -> Result<Value, Spec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The race `read_bytes` leaves between looking at the path and opening it: a named pipe
+    /// there when it is opened. Opened as the load opens it, it is refused at once.
+    #[test]
+    fn a_named_pipe_opened_in_place_of_the_file_is_refused_without_waiting_for_a_writer() {
+        let pipe = std::env::temp_dir().join(format!("driftwatch-fifo-{}", std::process::id()));
+        let made = std::process::Command::new("mkfifo").arg(&pipe).status();
+        assert!(made.unwrap().success());
+        let (done, opened) = std::sync::mpsc::channel();
+        let path = pipe.clone();
+        std::thread::spawn(move || {
+            let file = open_without_waiting(&path).unwrap();
+            done.send(regular(&path, &file.metadata().unwrap()).map_err(|e| e.to_string()))
+        });
+        let refused = opened.recv_timeout(std::time::Duration::from_secs(5));
+        std::fs::remove_file(&pipe).unwrap();
+        let refused = refused.expect("the open waited for a writer");
+        assert!(refused.unwrap_err().contains("a named pipe"));
+    }
 
     #[test]
     fn yaml_and_json_parse_to_the_same_value() {

@@ -97,7 +97,12 @@ const MAX_TRACE_STATE: usize = 512;
 /// W3C's truncation: past the bound, members longer than 128 characters go first, then
 /// members from the end (the oldest), until the rest fits.
 fn within_bound(members: &mut Vec<&str>) {
-    let joined = |m: &[&str]| m.iter().map(|m| m.len() + 1).sum::<usize>().saturating_sub(1);
+    let joined = |m: &[&str]| {
+        m.iter()
+            .map(|m| m.len() + 1)
+            .sum::<usize>()
+            .saturating_sub(1)
+    };
     if joined(members) > MAX_TRACE_STATE {
         members.retain(|m| m.len() <= 128);
     }
@@ -230,7 +235,11 @@ mod tests {
         assert!(kept.len() <= MAX_TRACE_STATE, "{}", kept.len());
         let short = format!("a=1,{long}");
         let read = from_headers(&headers(PARENT, Some(&short))).unwrap();
-        assert_eq!(read.trace_state.as_deref(), Some(short.as_str()), "within the bound");
+        assert_eq!(
+            read.trace_state.as_deref(),
+            Some(short.as_str()),
+            "within the bound"
+        );
     }
 
     #[test]
