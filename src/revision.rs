@@ -116,7 +116,7 @@ impl ReloadError {
         matches!(
             self,
             ReloadError::Fetch(FetchError::TooLarge { .. })
-                | ReloadError::Load(SpecError::TooLarge { .. })
+                | ReloadError::Load(SpecError::TooLarge { .. } | SpecError::Overgrown { .. })
         )
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::mcp::{Sdk, python};
-use super::sidecar::{admin_get, config, raw, scrape, start};
+use super::sidecar::{admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, ok};
 use super::util::{eventually, example};
 
@@ -565,6 +565,9 @@ async fn a_reload_to_the_doubling_overlay_is_refused_and_the_revision_in_force_s
     assert!((1..20).contains(&action_named(&text, &overlay)), "{text}");
     let now = admin_get(dw.admin, "/spec").await.json()["revision"].clone();
     assert_eq!(now, first, "the revision in force stays");
+    let m = scrape(dw.admin).await;
+    let hits = sample(&m, "driftwatch_limit_hits_total{limit=\"spec_bytes\"}");
+    assert_eq!(hits, 1.0, "counted as a spec past its bound is");
     assert_eq!(raw(dw.addr, PAGED).await.status, 200);
     dw.stop().await;
 }
