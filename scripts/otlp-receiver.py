@@ -1,11 +1,13 @@
 """An OTLP/HTTP trace receiver for the tests, on the OpenTelemetry project's own messages (PyPI
 `opentelemetry-proto`): each `POST /v1/traces` body is parsed as an ExportTraceServiceRequest
-and every span in it written to OUT as one JSON line (ids in hex, attributes as a dict, its
+(gunzipped first when its Content-Encoding is gzip, as Rotel sends) and every span in it
+written to OUT as one JSON line (ids in hex, attributes as a dict, its
 events and links, its resource's service.name and the export's headers). Answers an empty
 ExportTraceServiceResponse, after DELAY seconds when one is given (a slow collector).
 Usage: python otlp-receiver.py PORT OUT [DELAY]
 """
 
+import gzip
 import json
 import sys
 import threading
@@ -48,6 +50,8 @@ def span_line(span, service, headers):
 class Receiver(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.headers.get("content-encoding", "").lower() == "gzip":
+            body = gzip.decompress(body)
         if DELAY:
             time.sleep(DELAY)
         request = ExportTraceServiceRequest()

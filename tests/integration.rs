@@ -42,6 +42,7 @@ mod integration {
     pub mod proxy;
     pub mod read_before_write;
     pub mod real_catalogs;
+    pub mod rotel;
     pub mod real_specs;
     pub mod reload;
     pub mod repair;

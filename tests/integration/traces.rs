@@ -20,7 +20,7 @@ use super::wrap::{
 };
 
 /// The receiver, its spans written as JSON lines.
-struct Receiver {
+pub(super) struct Receiver {
     child: Child,
     out: PathBuf,
     addr: SocketAddr,
@@ -28,7 +28,7 @@ struct Receiver {
 
 impl Receiver {
     /// Answering each export after `delay` seconds.
-    async fn start(name: &str, delay: f64) -> Receiver {
+    pub(super) async fn start(name: &str, delay: f64) -> Receiver {
         let addr = free_addr();
         let out = std::env::temp_dir().join(format!(
             "driftwatch-otlp-{name}-{}.jsonl",
@@ -49,7 +49,7 @@ impl Receiver {
         Receiver { child, out, addr }
     }
 
-    fn base(&self) -> String {
+    pub(super) fn base(&self) -> String {
         format!("http://{}", self.addr)
     }
 
@@ -64,7 +64,7 @@ impl Receiver {
     }
 
     /// The spans, once `enough` says they are all there.
-    async fn until(&self, what: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    pub(super) async fn until(&self, what: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         eventually(what, || async {
             let spans = self.spans();
             enough(&spans).then_some(spans)
