@@ -68,7 +68,7 @@ actions:
     ),
 ];
 
-fn driftwatch(args: &[&str]) -> (i32, String, String) {
+pub(super) fn driftwatch(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
         .args(args)
         .output()
@@ -82,7 +82,7 @@ fn driftwatch(args: &[&str]) -> (i32, String, String) {
 }
 
 /// The spec with the overlay applied by driftwatch (`overlay apply`), and what it said.
-fn ours(spec: &Path, overlay: &Path) -> (Value, String) {
+pub(super) fn ours(spec: &Path, overlay: &Path) -> (Value, String) {
     let (spec, overlay) = (spec.to_str().unwrap(), overlay.to_str().unwrap());
     let (code, out, err) = driftwatch(&["overlay", "apply", "--spec", spec, "--overlay", overlay]);
     assert_eq!(code, 0, "{err}");
@@ -90,7 +90,7 @@ fn ours(spec: &Path, overlay: &Path) -> (Value, String) {
 }
 
 /// The spec with the overlay applied by `oas-patch` (PyPI), written beside the overlay.
-fn theirs(spec: &Path, overlay: &Path) -> Value {
+pub(super) fn theirs(spec: &Path, overlay: &Path) -> Value {
     let out = overlay.with_extension("oas-patch.yaml");
     let applied = Command::new(python(OAS_PATCH).with_file_name("oas-patch"))
         .arg("overlay")

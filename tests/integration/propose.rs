@@ -5,19 +5,11 @@
 //! else: every path of the spec survives.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::mcp::{Sdk, python};
+use super::overlays::{driftwatch, ours, theirs};
 use super::util::example;
-
-const OAS_PATCH: Sdk = Sdk {
-    venv: "target/tools/oas-patch",
-    package: "oas-patch==0.6.0",
-    module: "oas_patch",
-    script: "",
-};
 
 /// The two list operations of the Channels spec the client pages.
 const LISTS: [&str; 2] = ["/api/v1/channels", "/api/v1/playouts"];
@@ -48,19 +40,6 @@ fn dir() -> PathBuf {
         std::env::temp_dir().join(format!("driftwatch-propose-hostile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn driftwatch(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        text(out.stdout),
-        text(out.stderr),
-    )
 }
 
 /// Four GETs, two to each list operation, each answered 200, each with every name unknown.
@@ -152,16 +131,7 @@ fn names_a_client_chose_are_only_ever_quoted_values_and_the_proposal_changes_onl
 
     // Applied, the spec gains the fit names on each list operation and nothing else changes.
     let before: Value = yaml_serde::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
-    let (code, out, err) = driftwatch(&[
-        "overlay",
-        "apply",
-        "--spec",
-        spec.to_str().unwrap(),
-        "--overlay",
-        proposed.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}\n{proposal}");
-    let after: Value = serde_json::from_str(&out).unwrap();
+    let (after, _) = ours(&spec, &proposed);
     let mut lost = Vec::new();
     pointers(&before, String::new(), &mut |p| {
         if after.pointer(p).is_none() {
@@ -196,17 +166,7 @@ fn names_a_client_chose_are_only_ever_quoted_values_and_the_proposal_changes_onl
     }
 
     // oas-patch reads the same overlay and makes the same document of it.
-    let theirs = proposed.with_extension("oas-patch.yaml");
-    let applied = Command::new(python(OAS_PATCH).with_file_name("oas-patch"))
-        .arg("overlay")
-        .args([&spec, &proposed])
-        .arg("-o")
-        .arg(&theirs)
-        .output()
-        .unwrap();
-    assert!(applied.status.success(), "{applied:?}");
-    let theirs: Value = yaml_serde::from_str(&std::fs::read_to_string(&theirs).unwrap()).unwrap();
-    if theirs != after {
+    if theirs(&spec, &proposed) != after {
         wrong.push("oas-patch made another document of the proposal".into());
     }
     assert!(wrong.is_empty(), "{wrong:#?}\n{proposal}");
