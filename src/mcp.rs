@@ -10,6 +10,8 @@ pub mod call_span;
 pub mod calls;
 pub mod message;
 pub mod relay;
+mod requests;
+mod trace_meta;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};

@@ -9,6 +9,7 @@ mod integration {
     pub mod check_inputs;
     pub mod ci_formats;
     pub mod cli;
+    pub mod conventions;
     pub mod demo;
     pub mod deploy;
     pub mod diffs;

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::call_span::{self, CallTrace};
-use crate::telemetry::{Span, SpanContext, Telemetry};
+use super::call_span::{self, CallTrace, TOOLS_CALL};
+use super::requests::{self, Requests};
+use crate::telemetry::{Propagation, Span, SpanContext, Telemetry};
 
 /// Calls tracked at once; past it a call is not tracked (its requests are then ambiguous or
 /// unattributed, never wrongly named). An agent makes a handful at a time.
@@ -211,6 +212,8 @@ pub struct Calls {
     pub learned_changed: tokio::sync::Notify,
     /// Each call's span is started here, when traces are exported.
     telemetry: Option<Arc<Telemetry>>,
+    /// The other requests in flight, each with its span (traced only).
+    requests: Requests,
 }
 
 impl Calls {
@@ -233,6 +236,30 @@ impl Calls {
         self.telemetry.is_some()
     }
 
+    /// Whether a request's `params._meta` is to name driftwatch's span (`None`: not traced).
+    pub fn propagation(&self) -> Option<Propagation> {
+        self.telemetry.as_ref().map(|t| t.propagation)
+    }
+
+    /// A request other than `tools/call` went to the server: its span (traced), under the
+    /// client's; its context.
+    pub fn begin_request(
+        &self,
+        (session, id): (u64, &Value),
+        method: &str,
+        trace: &CallTrace,
+    ) -> Option<SpanContext> {
+        let t = self.telemetry.as_deref()?;
+        self.requests.begin(t, (session, id), method, trace)
+    }
+
+    /// A notification went to the server: a span of its own (traced), ended at once.
+    pub fn notified(&self, method: &str, trace: &CallTrace) {
+        if let Some(t) = self.telemetry.as_deref() {
+            requests::notified(t, method, trace);
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -242,7 +269,8 @@ impl Calls {
         self.begin_traced(session, id, tool, arguments, &CallTrace::default());
     }
 
-    /// [`Calls::begin`], its span (when traced) under the client's and carrying `trace`.
+    /// [`Calls::begin`], its span (when traced) under the client's and carrying `trace`; the
+    /// span's context (`None`: untraced, or past the bound).
     pub fn begin_traced(
         &self,
         session: u64,
@@ -250,7 +278,7 @@ impl Calls {
         tool: &str,
         arguments: Option<&Value>,
         trace: &CallTrace,
-    ) {
+    ) -> Option<SpanContext> {
         let mut values = Vec::new();
         if let Some(arguments) = arguments {
             scalars(arguments, &mut values);
@@ -269,12 +297,13 @@ impl Calls {
         if state.held() >= MAX_IN_FLIGHT {
             self.untracked.bound.inc();
             state.incomplete_until = Some(now + CALL_TTL);
-            return;
+            return None;
         }
         let key = (session, id.to_string());
         let tool = &tool[..tool.floor_char_boundary(MAX_TOOL_NAME_BYTES)];
         let call = Call {
-            span: (self.telemetry.as_deref()).map(|t| call_span::start(t, tool, id, trace)),
+            span: (self.telemetry.as_deref())
+                .map(|t| call_span::start(t, (TOOLS_CALL, Some(tool)), Some(id), trace)),
             tool: tool.into(),
             values,
             arguments,
@@ -282,7 +311,9 @@ impl Calls {
             key: key.clone(),
             refusal: None,
         };
+        let cx = call.span_context();
         state.in_flight.entry(key).or_default().push(call);
+        cx
     }
 
     /// The call's answer (or its cancellation) went back: its later requests are not its own.
@@ -293,7 +324,9 @@ impl Calls {
 
     /// [`Calls::end`] by its answer (a JSON-RPC response), which the call's span then says.
     pub fn answered(&self, session: u64, id: &Value, answer: Option<&Value>) -> Option<Arc<str>> {
-        let calls = self.state().in_flight.remove(&(session, id.to_string()))?;
+        let key = (session, id.to_string());
+        self.requests.answered(&key, answer);
+        let calls = self.state().in_flight.remove(&key)?;
         let mut refusal = None;
         for call in calls {
             refusal = refusal.or(call.refusal);
@@ -316,6 +349,7 @@ impl Calls {
 
     /// A session ended: its calls will never be answered.
     pub fn end_session(&self, session: u64) {
+        self.requests.end_session(session);
         self.state().in_flight.retain(|(s, _), _| *s != session);
     }
 

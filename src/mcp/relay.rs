@@ -15,10 +15,11 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::call_span::CallTrace;
+use super::call_span::{CallTrace, TOOLS_CALL};
 use super::calls::Calls;
 use super::message::{Limits, Refused, Skim, check};
-use crate::telemetry::context;
+use super::trace_meta;
+use crate::telemetry::{Propagation, SpanContext, context};
 
 /// `tools/list` requests awaiting their answer, per session; past it one is not followed.
 const MAX_LISTS: usize = 64;
@@ -70,38 +71,60 @@ impl Session {
         self
     }
 
-    /// A message from the client (one JSON-RPC message or a batch).
-    pub fn from_client(&mut self, calls: &Calls, bytes: &[u8]) {
-        for m in self.messages(bytes) {
-            let method = m.get("method").and_then(Value::as_str);
-            let id = m.get("id").filter(|id| !id.is_null());
-            let params = m.get("params");
-            match (method, id) {
-                (Some("tools/call"), Some(id)) => {
-                    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-                    let arguments = params.and_then(|p| p.get("arguments"));
-                    let trace = CallTrace {
-                        parent: (calls.traced_calls())
-                            .then(|| context::from_meta(params.and_then(|p| p.get("_meta"))))
-                            .flatten(),
-                        ..self.trace.clone()
-                    };
-                    let name = name.unwrap_or_default();
-                    calls.begin_traced(self.id, id, name, arguments, &trace);
+    /// A message from the client (one JSON-RPC message or a batch): each request and
+    /// notification gets its span (traced), and the message to pass on instead comes back
+    /// when a request's `params._meta` now names driftwatch's span (`telemetry.propagation`
+    /// other than `never`: its `traceparent` replaced, or added where there was none).
+    pub fn from_client(&mut self, calls: &Calls, bytes: &[u8]) -> Option<Vec<u8>> {
+        let spans: Vec<(usize, SpanContext)> = (self.messages(bytes).iter().enumerate())
+            .filter_map(|(at, m)| Some((at, self.client_message(calls, m)?)))
+            .collect();
+        let inject = match calls.propagation()? {
+            Propagation::Always | Propagation::WhenAbsent => !spans.is_empty(),
+            Propagation::Never => false,
+        };
+        inject
+            .then(|| trace_meta::with_spans(bytes, &spans))
+            .flatten()
+    }
+
+    /// One message from the client, read: the span of a request, whose context comes back.
+    fn client_message(&mut self, calls: &Calls, m: &Value) -> Option<SpanContext> {
+        let method = m.get("method").and_then(Value::as_str)?;
+        let id = m.get("id").filter(|id| !id.is_null());
+        let params = m.get("params");
+        if method == "initialize" {
+            let version = params.and_then(|p| p.get("protocolVersion"));
+            self.trace.protocol = version.and_then(Value::as_str).map(str::to_owned);
+        }
+        let trace = CallTrace {
+            parent: (calls.traced_calls())
+                .then(|| context::from_meta(params.and_then(|p| p.get("_meta"))))
+                .flatten(),
+            ..self.trace.clone()
+        };
+        match (method, id) {
+            (TOOLS_CALL, Some(id)) => {
+                let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+                let arguments = params.and_then(|p| p.get("arguments"));
+                let name = name.unwrap_or_default();
+                return calls.begin_traced(self.id, id, name, arguments, &trace);
+            }
+            ("tools/list", Some(id)) if self.lists.len() < MAX_LISTS => {
+                self.lists.insert(id.to_string());
+            }
+            ("notifications/cancelled", None) => {
+                if let Some(id) = params.and_then(|p| p.get("requestId")) {
+                    calls.end(self.id, id);
                 }
-                (Some("initialize"), Some(_)) => {
-                    let version = params.and_then(|p| p.get("protocolVersion"));
-                    self.trace.protocol = version.and_then(Value::as_str).map(str::to_owned);
-                }
-                (Some("tools/list"), Some(id)) if self.lists.len() < MAX_LISTS => {
-                    self.lists.insert(id.to_string());
-                }
-                (Some("notifications/cancelled"), None) => {
-                    if let Some(id) = params.and_then(|p| p.get("requestId")) {
-                        calls.end(self.id, id);
-                    }
-                }
-                _ => {}
+            }
+            _ => {}
+        }
+        match id {
+            Some(id) => calls.begin_request((self.id, id), method, &trace),
+            None => {
+                calls.notified(method, &trace);
+                None
             }
         }
     }

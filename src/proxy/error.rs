@@ -47,6 +47,9 @@ pub enum ProxyError {
         authority: String,
         cause: &'static str,
         reason: String,
+        /// The span's `error.type`: `connection_refused`, `connection_reset`, `tls`, or
+        /// `_OTHER` (the conventions' fallback).
+        error_type: &'static str,
     },
     #[error("the upstream {authority} did not answer within {ms} ms")]
     Timeout { authority: String, ms: u128 },
@@ -93,6 +96,15 @@ impl ProxyError {
             ProxyError::BadTarget(_) => Some("bad_target"),
             ProxyError::Unforwardable(why) => Some(why.as_str()),
             ProxyError::Unreachable { .. } | ProxyError::Timeout { .. } => None,
+        }
+    }
+
+    /// A span's `error.type` for it: low in cardinality, as the conventions ask.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            ProxyError::Unreachable { error_type, .. } => error_type,
+            ProxyError::Timeout { .. } => "timeout",
+            _ => self.reason().unwrap_or("_OTHER"),
         }
     }
 

@@ -15,7 +15,7 @@ use super::body::UpstreamBody;
 use super::error::ProxyError;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::pool::Pool;
-use super::pool::{cause, client_body_failed, root_cause};
+use super::pool::{cause, client_body_failed, error_type, root_cause};
 use crate::settings::Upstream;
 
 /// Who sent the request, for `X-Forwarded-For` and `-Proto`: made once per connection, so a
@@ -104,6 +104,7 @@ pub(super) async fn send(
             authority: authority(),
             cause: cause(&e),
             reason: root_cause(&e),
+            error_type: error_type(&e),
         }),
         Err(_) => Err(ProxyError::Timeout {
             authority: authority(),

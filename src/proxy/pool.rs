@@ -138,6 +138,25 @@ pub fn cause(error: &PoolError) -> &'static str {
     }
 }
 
+/// Why an upstream request failed, as a span's `error.type`: `connection_refused`,
+/// `connection_reset`, `timeout`, `tls`, else the conventions' `_OTHER`.
+pub fn error_type(error: &PoolError) -> &'static str {
+    use std::io::ErrorKind;
+    let chain = chain(error);
+    let io = |kind: ErrorKind| {
+        chain.iter().any(|e| {
+            e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == kind)
+        })
+    };
+    match cause(error) {
+        "tls" | "timeout" => cause(error),
+        _ if io(ErrorKind::ConnectionRefused) => "connection_refused",
+        _ if io(ErrorKind::ConnectionReset) => "connection_reset",
+        _ => "_OTHER",
+    }
+}
+
 /// The innermost error's message (`invalid peer certificate: UnknownIssuer`, `Connection
 /// refused`): the part an operator can act on.
 pub fn root_cause(error: &PoolError) -> String {

@@ -18,7 +18,7 @@ use super::late::LateMeta;
 use super::problem;
 use super::route::{By, Route};
 use super::tee::ResponseBody;
-use super::trace::{Facts, RequestTrace};
+use super::trace::{Facts, Failure, RequestTrace};
 use super::{Api, Sidecar};
 use crate::contract::Operation;
 use crate::finding::{Finding, Kind};
@@ -135,6 +135,7 @@ impl<'c> Ledger<'c> {
     fn trace_and_facts<'a>(&'a mut self, rev: &'a Revision) -> (&'a mut RequestTrace, Facts<'a>) {
         let facts = Facts {
             method: &self.method,
+            uri: &self.uri,
             operation: self.operation,
             api: &self.api,
             upstream: self.upstream,
@@ -201,16 +202,8 @@ impl<'c> Ledger<'c> {
                 (response, Outcome::Blocked, kinds)
             }
             Reply::Failed(failure) => {
-                let detail = failure.to_string();
-                let response = self.failed(s, rev, &failure, &detail);
-                let outcome = match failure.fault() {
-                    Fault::Client => Outcome::ClientError,
-                    Fault::Upstream => Outcome::UpstreamError,
-                };
-                error = Some(EventError {
-                    fault: failure.fault().as_str(),
-                    detail,
-                });
+                let (response, outcome, e) = self.fault(s, rev, &failure);
+                error = Some((e, failure.error_type()));
                 (response, outcome, BTreeSet::new())
             }
         };
@@ -223,12 +216,35 @@ impl<'c> Ledger<'c> {
         let actions: Vec<&'static str> = (self.findings.iter())
             .map(|f| self.done(outcome, response.status(), f))
             .collect();
-        let trace = self.end_trace(s, rev, &actions, (outcome, response.status()));
+        let failure = (error.as_ref()).map(|(e, error_type)| Failure {
+            error_type,
+            detail: &e.detail,
+        });
+        let trace = self.end_trace(s, rev, &actions, (outcome, response.status()), failure);
         if !self.findings.is_empty() || error.is_some() {
             let status = response.status().as_u16();
+            let error = error.map(|(e, _)| e);
             self.event(s, rev, (outcome, status, error), actions, trace);
         }
         response
+    }
+
+    /// A request that was not forwarded or not answered: the answer driftwatch makes, whose
+    /// fault it was, and what its event says.
+    fn fault(
+        &mut self,
+        s: &Sidecar,
+        rev: &Revision,
+        failure: &ProxyError,
+    ) -> (Response<ResponseBody>, Outcome, EventError) {
+        let detail = failure.to_string();
+        let response = self.failed(s, rev, failure, &detail);
+        let outcome = match failure.fault() {
+            Fault::Client => Outcome::ClientError,
+            Fault::Upstream => Outcome::UpstreamError,
+        };
+        let fault = failure.fault().as_str();
+        (response, outcome, EventError { fault, detail })
     }
 
     /// The span, started if the request failed before it was, ended; its ids.
@@ -238,11 +254,12 @@ impl<'c> Ledger<'c> {
         rev: &Revision,
         actions: &[&'static str],
         done: (Outcome, StatusCode),
+        failure: Option<Failure<'_>>,
     ) -> Option<SpanContext> {
         let t = s.telemetry.as_ref()?;
         let (trace, facts) = self.trace_and_facts(rev);
         trace.start(t, &facts);
-        trace.end(facts.findings, actions, done)
+        trace.end(facts.findings, actions, done, failure)
     }
 
     /// What an event and a span say was done about `f`: its action, except that a field

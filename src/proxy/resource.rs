@@ -83,23 +83,23 @@ pub(super) async fn read(
             read_path(&rev.contract, op, read_op, parts.uri.path()).ok_or(ReadError::NoPath)?;
         let mut span = (s.telemetry.as_ref()).map(|t| span(t, ledger, read_op, &id));
         let mut request = read_parts(s, parts, &path, &id)?;
+        let upstream = &ledger.api.upstreams[ledger.upstream];
+        let url = (span.as_ref()).map(|_| super::trace::url_full(upstream, &request.uri));
         if let Some(span) = &span {
             crate::telemetry::context::inject(span.context(), &mut request.headers);
         }
         let fetched = fetch(s, pool, ledger, request, peer).await;
         if let Some(span) = &mut span {
             match &fetched {
-                Ok((status, _)) => {
-                    span.set("http.response.status_code", i64::from(status.as_u16()))
+                Ok((status, _)) => super::trace::answered(span, url, *status),
+                Err(e) => {
+                    span.set("error.type", "_OTHER");
+                    span.set_error(e.to_string());
                 }
-                Err(e) => span.set_error(e.to_string()),
             }
         }
         let (status, (body, etag)) = fetched?;
         if !status.is_success() {
-            if let Some(span) = &mut span {
-                span.set_error(format!("answered {}", status.as_u16()));
-            }
             return Err(ReadError::Status(status.as_u16()));
         }
         let last = path_value(rev, read_op, &path);

@@ -6,9 +6,14 @@
 //! The request forwarded names the span as its `traceparent` (`telemetry.propagation`).
 //!
 //! Per the HTTP semantic conventions for a client span (the API is the server): method, the
-//! route template, server address and port, status. driftwatch's own attributes say which API,
-//! operation, spec revision and mode, and what was done; each finding is an event (kind,
-//! severity, blame, where and which field: never a value).
+//! route template, `url.full` (no credentials, every query value `REDACTED`), server address
+//! and port, the status the API answered (4xx and 5xx are errors, `error.type` the status), or,
+//! with no answer, no status and `error.type` saying why. A request driftwatch answered itself
+//! (refused, or the client's fault) never reached the API: its span is driftwatch's server
+//! span, with the status the client got, an error status saying why and, for a refusal, a
+//! `driftwatch.refused` event. driftwatch's own attributes say which API, operation, spec
+//! revision and mode, and what was done; each finding is an event (kind, severity, blame,
+//! where and which field: never a value).
 
 use std::time::SystemTime;
 
@@ -23,6 +28,13 @@ use crate::settings::{ApiSettings, Propagation, Upstream};
 use crate::sink::Outcome;
 use crate::telemetry::{Attributes, Span, SpanContext, SpanKind, Start, Telemetry, attr, context};
 
+/// Why a request was not answered by the API, for its span: `error.type` (low cardinality)
+/// and the description of its error status.
+pub(super) struct Failure<'a> {
+    pub error_type: &'static str,
+    pub detail: &'a str,
+}
+
 /// A request's span from its arrival to its exit (and, through `late`, to its answer's last
 /// byte).
 pub(super) struct RequestTrace {
@@ -30,6 +42,8 @@ pub(super) struct RequestTrace {
     /// The parent its `traceparent` names (read only when traces are exported).
     parent: Option<SpanContext>,
     span: Option<Span>,
+    /// `url.full`, made when the span records, set if the request went to the API.
+    url: Option<String>,
     /// Where the exit leaves the span for the response work.
     late: Option<Slot>,
 }
@@ -37,6 +51,8 @@ pub(super) struct RequestTrace {
 /// What the span says of the request, borrowed from the ledger.
 pub(super) struct Facts<'a> {
     pub method: &'a Method,
+    /// The request's target, after routing (an API prefix taken off).
+    pub uri: &'a http::Uri,
     pub operation: Option<&'a Operation>,
     pub api: &'a Api,
     pub upstream: usize,
@@ -53,6 +69,7 @@ impl RequestTrace {
             started: SystemTime::now(),
             parent: t.and_then(|_| context::from_headers(headers)),
             span: None,
+            url: None,
             late: None,
         }
     }
@@ -62,7 +79,8 @@ impl RequestTrace {
     pub fn begin(&mut self, t: &Telemetry, facts: &Facts<'_>, headers: &mut HeaderMap) {
         self.start(t, facts);
         let Some(span) = &self.span else { return };
-        let sent = headers.contains_key(context::TRACEPARENT);
+        // One that could not be read is no parent: the API would get a trace nobody has.
+        let sent = self.parent.is_some();
         let inject = match t.propagation {
             Propagation::Always => true,
             Propagation::WhenAbsent => !sent,
@@ -96,6 +114,10 @@ impl RequestTrace {
         };
         let mut span = t.span(start, parent);
         attributes(&mut span, facts);
+        if span.is_recording() {
+            let upstream = &facts.api.upstreams[facts.upstream];
+            self.url = Some(url_full(upstream, facts.uri));
+        }
         self.span = Some(span);
     }
 
@@ -120,18 +142,17 @@ impl RequestTrace {
         Some(self.late.get_or_insert_with(Slot::default).clone())
     }
 
-    /// End the span with what the client receives: its status, what driftwatch did, each
-    /// finding (`actions`, one each), and for a refusal or a fault an error status that says
-    /// so; or leave it to the response work. Its context, for the event.
+    /// End the span with what the client receives: what the API answered (a client span), or
+    /// what driftwatch answered itself (a server span), what driftwatch did, each finding
+    /// (`actions`, one each); or leave it to the response work. Its context, for the event.
     pub fn end(
         &mut self,
         findings: &[Finding],
         actions: &[&'static str],
         (outcome, status): (Outcome, http::StatusCode),
+        failure: Option<Failure<'_>>,
     ) -> Option<SpanContext> {
         let mut span = self.span.take()?;
-        let code = i64::from(status.as_u16());
-        span.set("http.response.status_code", code);
         span.set("driftwatch.action", outcome.as_str());
         if !findings.is_empty() {
             span.set("driftwatch.findings", findings.len() as i64);
@@ -139,14 +160,30 @@ impl RequestTrace {
         for (f, action) in findings.iter().zip(actions) {
             span.event("driftwatch.finding", &finding(f, action));
         }
-        if code >= 400 {
-            span.set("error.type", code.to_string());
-        }
-        match outcome {
-            Outcome::Blocked => span.set_error(refused(findings, actions)),
-            Outcome::ClientError | Outcome::UpstreamError => span.set_error(outcome.as_str()),
-            Outcome::Forwarded if status.is_server_error() => span.set_error(""),
-            Outcome::Forwarded => {}
+        let url = self.url.take();
+        match (outcome, failure) {
+            (Outcome::Forwarded, _) => answered(&mut span, url, status),
+            (Outcome::UpstreamError, failure) => {
+                url.into_iter().for_each(|u| span.set("url.full", u));
+                let failure = failure.unwrap_or(Failure {
+                    error_type: "_OTHER",
+                    detail: "",
+                });
+                span.set("error.type", failure.error_type);
+                span.set_error(failure.detail.to_owned());
+            }
+            (Outcome::Blocked, _) => {
+                let why = refused(findings, actions);
+                span.event(
+                    "driftwatch.refused",
+                    &[("driftwatch.refused.reason", why.as_str())],
+                );
+                answered_here(&mut span, status, why);
+            }
+            (Outcome::ClientError, failure) => {
+                let why = failure.map_or_else(String::new, |f| f.detail.to_owned());
+                answered_here(&mut span, status, why);
+            }
         }
         let cx = span.context().clone();
         match self.late.take() {
@@ -157,6 +194,55 @@ impl RequestTrace {
         }
         Some(cx)
     }
+}
+
+/// The API's answer on its client span: from 400 on an error, `error.type` its status.
+pub(super) fn answered(span: &mut Span, url: Option<String>, status: http::StatusCode) {
+    url.into_iter().for_each(|u| span.set("url.full", u));
+    let code = status.as_u16();
+    span.set("http.response.status_code", i64::from(code));
+    if code >= 400 {
+        span.set("error.type", code.to_string());
+        span.set_error("");
+    }
+}
+
+/// A request driftwatch answered itself: no request went to the API, so no client span; the
+/// span is driftwatch's server span, with the status the client got, and an error saying why.
+fn answered_here(span: &mut Span, status: http::StatusCode, why: String) {
+    span.set_kind(SpanKind::Server);
+    span.set("http.response.status_code", i64::from(status.as_u16()));
+    span.set("error.type", status.as_u16().to_string());
+    span.set_error(why);
+}
+
+/// `url.full` as the API got it: its scheme and authority (never credentials: `Upstream` holds
+/// none), its base path, the request's path, and every query value `REDACTED`, its key kept
+/// (spans carry no values; the HTTP conventions redact with `REDACTED`).
+pub(super) fn url_full(upstream: &Upstream, uri: &http::Uri) -> String {
+    let mut url = format!(
+        "{}://{}{}{}",
+        upstream.scheme,
+        upstream.authority,
+        upstream.prefix,
+        uri.path()
+    );
+    if let Some(query) = uri.query() {
+        url.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                url.push('&');
+            }
+            match pair.split_once('=') {
+                Some((key, _)) => {
+                    url.push_str(key);
+                    url.push_str("=REDACTED");
+                }
+                None => url.push_str(pair),
+            }
+        }
+    }
+    url
 }
 
 /// `GET /channels/{id}`, or the method alone when no operation matched.
@@ -174,8 +260,10 @@ fn attributes(span: &mut Span, facts: &Facts<'_>) {
         span.set_str("url.template", &op.template);
         span.set_str("driftwatch.operation", &op.id);
     }
+    // The call is named by the span's parent (or links), not by `gen_ai.tool.name`: a
+    // backend would show every request as a tool call of its own.
     if let Some(tool) = facts.tool {
-        span.set_str("gen_ai.tool.name", tool.label());
+        span.set_str("driftwatch.tool", tool.label());
         span.set("driftwatch.tool_attribution", tool.by.as_str());
     }
 }

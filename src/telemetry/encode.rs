@@ -131,6 +131,12 @@ pub fn end(out: &mut Vec<u8>, time: SystemTime, dropped_events: u32, error: Opti
     });
 }
 
+/// `Span.kind` again, after its start: protobuf takes the last value of a field that came
+/// twice, so a span that turned out to be another kind says so without being rewritten.
+pub fn kind_again(out: &mut Vec<u8>, kind: SpanKind) {
+    uint(out, 6, self::kind(kind));
+}
+
 /// One of `Span.attributes`.
 pub fn attribute(out: &mut Vec<u8>, key: &str, value: Any<'_>) {
     key_value(out, 9, key, value);

@@ -135,6 +135,14 @@ impl Span {
         }
     }
 
+    /// The span is of `kind` after all (a request driftwatch answered itself, never sent to
+    /// the API, is its server span, not a client span).
+    pub fn set_kind(&mut self, kind: SpanKind) {
+        if let Some(r) = &mut self.recording {
+            encode::kind_again(&mut r.message, kind);
+        }
+    }
+
     /// A text attribute, borrowed: copied only into the span's message.
     pub fn set_str(&mut self, key: &'static str, value: &str) {
         if let Some(r) = &mut self.recording {

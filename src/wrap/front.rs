@@ -119,9 +119,15 @@ impl HttpFront {
                     format!("the request body could not be read: {e}"),
                 ),
             })?;
-        let body = body.to_bytes();
+        let mut body = body.to_bytes();
         if parts.method == Method::POST {
-            self.with_session(session, |s, calls| s.from_client(calls, &body));
+            let rewritten = self.with_session(session, |s, calls| s.from_client(calls, &body));
+            // A request's `params._meta` now names driftwatch's span.
+            if let Some(rewritten) = rewritten {
+                body = Bytes::from(rewritten);
+                parts.headers.remove(http::header::TRANSFER_ENCODING);
+                parts.headers.insert(CONTENT_LENGTH, body.len().into());
+            }
         }
         if parts.method == Method::DELETE {
             self.calls.end_session(session);

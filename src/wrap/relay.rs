@@ -50,10 +50,11 @@ pub fn both(
         let Some(stdin) = stdin else { return };
         let read = move |line: Line<'_>| {
             let mut s = client_side.lock().unwrap_or_else(|e| e.into_inner());
-            if let Line::Read(line) = line {
-                s.from_client(&client_calls, line);
+            match line {
+                // A request's `params._meta` may now name driftwatch's span.
+                Line::Read(line) => s.from_client(&client_calls, line),
+                Line::Unread(_) => None,
             }
-            None
         };
         if let Err(e) = lines(std::io::stdin().lock(), stdin, limits.bytes, read) {
             tracing::debug!("the client's stream to the server ended: {e}");

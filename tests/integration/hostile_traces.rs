@@ -25,7 +25,7 @@ use super::util::{eventually, example, free_addr};
 const BOUND: usize = 256;
 
 /// Every span the collector was sent, and the bytes of each export.
-fn exported(collector: &Upstream) -> (Vec<Span>, Vec<usize>) {
+pub fn exported(collector: &Upstream) -> (Vec<Span>, Vec<usize>) {
     let bodies: Vec<Vec<u8>> = (collector.recorded().into_iter())
         .filter(|r| r.method == "POST" && r.target == "/v1/traces")
         .map(|r| r.body)
@@ -42,7 +42,7 @@ fn exported(collector: &Upstream) -> (Vec<Span>, Vec<usize>) {
     (spans, bodies.iter().map(Vec::len).collect())
 }
 
-fn text<'s>(span: &'s Span, key: &str) -> Option<&'s str> {
+pub fn text<'s>(span: &'s Span, key: &str) -> Option<&'s str> {
     span.attributes.iter().find(|a| a.key == key).and_then(|a| {
         match a.value.as_ref()?.value.as_ref()? {
             Any::StringValue(s) => Some(s.as_str()),
@@ -134,7 +134,7 @@ async fn a_peers_request_id_tool_and_method_reach_the_span_cut_and_marked() {
     let mut wrong = Vec::new();
     for span in &spans {
         nothing_past_the_bound(span, &mut wrong);
-        for (key, sent) in [("driftwatch.request_id", &id), ("gen_ai.tool.name", &tool)] {
+        for (key, sent) in [("driftwatch.request_id", &id), ("driftwatch.tool", &tool)] {
             if let Err(e) = cut_from(text(span, key), sent) {
                 wrong.push(format!("{}: {key}: {e}", short(&span.name)));
             }
@@ -237,7 +237,7 @@ async fn under_wrap_a_calls_long_id_and_protocol_version_reach_its_span_cut_and_
         let (spans, bodies) = exported(&collector);
         let calls = spans
             .iter()
-            .filter(|s| text(s, "jsonrpc.request.id").is_some());
+            .filter(|s| text(s, "mcp.method.name") == Some("tools/call"));
         (calls.count() >= 3).then_some((spans, bodies))
     })
     .await;
@@ -246,7 +246,7 @@ async fn under_wrap_a_calls_long_id_and_protocol_version_reach_its_span_cut_and_
     let _ = wrap.wait();
     let mut wrong = Vec::new();
     let calls: Vec<&Span> = (spans.iter())
-        .filter(|s| text(s, "jsonrpc.request.id").is_some())
+        .filter(|s| text(s, "mcp.method.name") == Some("tools/call"))
         .collect();
     for (span, id) in calls.iter().zip(&ids) {
         nothing_past_the_bound(span, &mut wrong);

@@ -94,10 +94,11 @@ fn call_spans(spans: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-/// driftwatch's spans of API requests.
+/// driftwatch's spans of API requests: client spans, and the server spans of those it
+/// answered itself (refused).
 fn request_spans(spans: &[Value]) -> Vec<&Value> {
     (spans.iter())
-        .filter(|s| s["service"] == "driftwatch" && s["kind"] == CLIENT)
+        .filter(|s| s["service"] == "driftwatch" && attr(s, "driftwatch.request_id").is_string())
         .collect()
 }
 
@@ -136,6 +137,8 @@ fn assert_joined(spans: &[Value], api: &[super::upstream::Recorded], transport: 
     }
     let tied = ["only_call", "only_tool", "arguments"];
     for request in request_spans(spans) {
+        // A request names its call by its parent, not as a tool call of its own.
+        assert!(attr(request, "gen_ai.tool.name").is_null(), "{request:#}");
         // What every request span of the API carries alike, encoded once per API.
         assert_eq!(attr(request, "server.address"), "127.0.0.1", "{request:#}");
         assert!(
@@ -155,11 +158,12 @@ fn assert_joined(spans: &[Value], api: &[super::upstream::Recorded], transport: 
             assert_eq!(attr(call, "mcp.method.name"), "tools/call", "{request:#}");
             assert_eq!(
                 attr(call, "gen_ai.tool.name"),
-                attr(request, "gen_ai.tool.name"),
+                attr(request, "driftwatch.tool"),
                 "{request:#}"
             );
         }
         if attr(request, "driftwatch.action") == "forwarded" {
+            assert_eq!(request["kind"], CLIENT, "{request:#}");
             let sent = traceparent(request);
             assert!(
                 api.iter().any(|r| r.header("traceparent") == Some(&sent)),
@@ -266,11 +270,23 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
         .find(|r| attr(r, "driftwatch.action") == "blocked")
         .expect("the refused post-page");
     assert_eq!(refused["status"]["code"], 2, "{refused:#}");
+    assert_eq!(
+        refused["kind"], SERVER,
+        "never sent to the API: {refused:#}"
+    );
     assert!(
         (refused["status"]["message"].as_str().unwrap()).starts_with("refused by driftwatch: "),
         "{refused:#}"
     );
-    let found = refused["events"].as_array().unwrap();
+    let events_named = |name: &str| {
+        (refused["events"].as_array().unwrap().iter())
+            .filter(|e| e["name"] == name)
+            .count()
+    };
+    assert_eq!(events_named("driftwatch.refused"), 1, "{refused:#}");
+    let found: Vec<&Value> = (refused["events"].as_array().unwrap().iter())
+        .filter(|e| e["name"] != "driftwatch.refused")
+        .collect();
     assert!(!found.is_empty());
     for event in found {
         assert_eq!(event["name"], "driftwatch.finding");
