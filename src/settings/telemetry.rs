@@ -38,35 +38,12 @@ pub fn telemetry(
         warnings: notes.warnings.clone(),
     };
     let t = &c.telemetry;
-    let on = match t.exporter.as_str() {
-        "otlp" => true,
-        "none" => false,
-        other => {
-            return Err(fail(
-                "telemetry.exporter",
-                format!("`{other}` is not otlp or none"),
-            ));
-        }
-    };
-    let compression = match t.compression.as_str() {
-        "none" => Compression::None,
-        "gzip" => Compression::Gzip,
-        other => {
-            let why = format!("`{other}` is not gzip or none");
-            return Err(fail("telemetry.compression", why));
-        }
-    };
+    let (on, compression) = exporter(c, fail)?;
     let (key, url, path) = match (&t.traces_endpoint, &t.endpoint) {
         (Some(url), _) => ("telemetry.traces_endpoint", url, ""),
         (None, Some(url)) => ("telemetry.endpoint", url, "v1/traces"),
         (None, None) => {
-            out.off = match notes.grpc {
-                Some(var) => format!(
-                    "{var} is grpc: driftwatch exports over http/protobuf only, so the OTEL \
-                     endpoint was left out"
-                ),
-                None => "no endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or telemetry.endpoint)".into(),
-            };
+            out.off = no_endpoint(notes.grpc);
             return Ok(out);
         }
     };
@@ -99,6 +76,40 @@ pub fn telemetry(
     });
     positive(c, fail)?;
     Ok(out)
+}
+
+/// Whether the exporter is `otlp` (else `none`), and the compression; driftwatch's own
+/// spelling only (the `OTEL_*` layer wrote its variables' so).
+fn exporter(c: &Config, fail: &Fail<'_>) -> Result<(bool, Compression), ConfigError> {
+    let t = &c.telemetry;
+    let on = match t.exporter.as_str() {
+        "otlp" => true,
+        "none" => false,
+        other => {
+            let why = format!("`{other}` is not otlp or none");
+            return Err(fail("telemetry.exporter", why));
+        }
+    };
+    let compression = match t.compression.as_str() {
+        "none" => Compression::None,
+        "gzip" => Compression::Gzip,
+        other => {
+            let why = format!("`{other}` is not gzip or none");
+            return Err(fail("telemetry.compression", why));
+        }
+    };
+    Ok((on, compression))
+}
+
+/// Why there is no endpoint: none set, or the `OTEL_*` one left out for gRPC.
+fn no_endpoint(grpc: Option<&str>) -> String {
+    match grpc {
+        Some(var) => format!(
+            "{var} is grpc: driftwatch exports over http/protobuf only, so the OTEL endpoint \
+             was left out"
+        ),
+        None => "no endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or telemetry.endpoint)".into(),
+    }
 }
 
 type CollectorTls = std::sync::Arc<rustls::ClientConfig>;
