@@ -7,6 +7,7 @@ mod layers;
 mod otel;
 
 pub use layers::{ConfigError, Flag, Layers, Origin, Origins};
+pub use otel::Notes as OtelNotes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -114,8 +115,22 @@ pub struct TelemetryConfig {
     /// The ratio of `traceidratio` samplers (`OTEL_TRACES_SAMPLER_ARG`).
     pub sampler_arg: Option<f64>,
     /// Whether a forwarded request carries driftwatch's span as its `traceparent`: `always`
-    /// (replacing the client's), `when_absent`, `never`.
+    /// (replacing the client's), `when_absent`, `never` (`OTEL_PROPAGATORS` without
+    /// `tracecontext`).
     pub propagation: String,
+    /// `otlp`, or `none` to export nothing with an endpoint set, as a pod-wide
+    /// `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true` asks.
+    pub exporter: String,
+    /// `none` or `gzip` (`OTEL_EXPORTER_OTLP_COMPRESSION`): a collector across a paid or
+    /// slow link gets a tenth of the bytes.
+    pub compression: String,
+    /// A PEM CA file trusted for the collector besides webpki's roots, for a collector behind
+    /// a private CA (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub certificate: Option<PathBuf>,
+    /// PEM client certificate chain and key for a collector that asks for mutual TLS
+    /// (`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`, `OTEL_EXPORTER_OTLP_CLIENT_KEY`).
+    pub client_certificate: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
     /// Spans waiting for export at most; past it a span is dropped and counted.
     pub queue_size: usize,
     /// Spans in one export at most.
@@ -137,6 +152,11 @@ impl Default for TelemetryConfig {
             sampler: "parentbased_always_on".into(),
             sampler_arg: None,
             propagation: "when_absent".into(),
+            exporter: "otlp".into(),
+            compression: "none".into(),
+            certificate: None,
+            client_certificate: None,
+            client_key: None,
             queue_size: 2048,
             batch_size: 512,
             export_interval_ms: 1000,

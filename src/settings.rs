@@ -16,7 +16,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 pub use apis::{ApiSettings, ForwardSettings, HostPort};
-pub use telemetry::{Export, Propagation, Root, Sampler, TelemetrySettings};
+pub use telemetry::{Compression, Export, Propagation, Root, Sampler, TelemetrySettings};
 pub use upstream::Upstream;
 
 use crate::config::{
@@ -255,7 +255,7 @@ impl Settings {
                 c.admin.idle_timeout_ms,
             ),
             mcp: mcp(c),
-            telemetry: telemetry::telemetry(c, &fail)?,
+            telemetry: telemetry::telemetry(c, origins, &fail)?,
         })
     }
 }

@@ -85,12 +85,25 @@ pub async fn build(
     tools: ToolSource,
 ) -> anyhow::Result<Sidecar> {
     let revisions = load_all(&settings, embedded).await?;
+    say_traces(&settings.telemetry);
     Ok(Sidecar::new(
         settings,
         revisions,
         Registry::default(),
         tools,
     )?)
+}
+
+/// Once, at start: each `OTEL_*` value left out, then one line saying where traces go and how,
+/// or that they are off and why.
+fn say_traces(telemetry: &crate::settings::TelemetrySettings) {
+    for warning in &telemetry.warnings {
+        tracing::warn!("{warning}");
+    }
+    match &telemetry.export {
+        Some(export) => tracing::info!("traces exported to {export}"),
+        None => tracing::info!("traces off: {}", telemetry.off),
+    }
 }
 
 /// Every API's spec, in the order of `settings.apis`; an error names the API when there are

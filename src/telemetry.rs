@@ -27,9 +27,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
+pub use client::tls;
 pub use export::SpanCounts;
 pub use record::{Attribute, SpanContext, SpanKind, Value, attr};
-pub use settings::{Export, Propagation, Root, Sampler};
+pub use settings::{Compression, Export, Propagation, Root, Sampler};
 pub use span::{Attributes, MAX_TEXT, Span, Start, TRUNCATED};
 
 use export::Queue;
@@ -45,12 +46,10 @@ pub struct Telemetry {
     finished: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
-/// Why export could not start: a fault in driftwatch's build, not in the config (which
-/// `settings` checked).
+/// Why export could not start: a fault of the system, not in the config (which `settings`
+/// checked, the collector's TLS files read).
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
-    #[error("the OTLP exporter's TLS could not be set up: {0}")]
-    Tls(#[from] rustls::Error),
     #[error("the export thread could not start: {0}")]
     Thread(#[from] std::io::Error),
 }
@@ -59,9 +58,10 @@ impl Telemetry {
     /// Start exporting to `export.endpoint`, from a thread of its own.
     pub fn start(export: &Export, counts: SpanCounts) -> Result<Telemetry, TelemetryError> {
         let exporter = export::Exporter {
-            client: client::Hyper::new(export.timeout)?,
+            client: client::Hyper::new(export.timeout, &export.tls),
             endpoint: export.endpoint.clone(),
             headers: export.headers.clone(),
+            compression: export.compression,
             header: encode::Header::new(
                 &resource(export),
                 ("driftwatch", env!("CARGO_PKG_VERSION")),
@@ -297,6 +297,9 @@ mod tests {
             resource: Vec::new(),
             sampler: Sampler::ParentBased(Root::AlwaysOn),
             propagation: Propagation::WhenAbsent,
+            compression: Compression::None,
+            tls: tls(None, None).unwrap(),
+            ca_file: None,
             queue_size: 8,
             batch_size: 8,
             interval: Duration::from_secs(60),

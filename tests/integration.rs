@@ -37,6 +37,7 @@ mod integration {
     pub mod mcp;
     pub mod operations;
     pub mod ops_kit;
+    pub mod otel_env;
     pub mod overlays;
     pub mod privacy;
     pub mod propose;

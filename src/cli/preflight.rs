@@ -100,21 +100,25 @@ fn listeners(settings: &Settings, out: &mut impl Write) -> anyhow::Result<()> {
     traces(settings, out)
 }
 
-/// Where spans go and what the export queue holds, or that traces are off. An endpoint at one
-/// of driftwatch's own listeners never gets here: the settings refused it, naming the key.
+/// Where spans go, how, and what the export queue holds, or that traces are off and why; each
+/// `OTEL_*` value left out. An endpoint at one of driftwatch's own listeners never gets here:
+/// the settings refused it, naming the key.
 fn traces(settings: &Settings, out: &mut impl Write) -> anyhow::Result<()> {
-    let Some(export) = &settings.telemetry.export else {
-        writeln!(out, "  traces    off")?;
-        return Ok(());
-    };
-    writeln!(
-        out,
-        "  traces    {} (a queue of {} spans and {} MiB at most; values within {} bytes)",
-        export.endpoint,
-        export.queue_size,
-        export.queue_bytes() >> 20,
-        crate::telemetry::MAX_TEXT,
-    )?;
+    let telemetry = &settings.telemetry;
+    match &telemetry.export {
+        None => writeln!(out, "  traces    off: {}", telemetry.off)?,
+        Some(export) => writeln!(
+            out,
+            "  traces    {export} (a queue of {} spans and {} MiB at most; values within {} \
+             bytes)",
+            export.queue_size,
+            export.queue_bytes() >> 20,
+            crate::telemetry::MAX_TEXT,
+        )?,
+    }
+    for warning in &telemetry.warnings {
+        writeln!(out, "  ignored   {warning}")?;
+    }
     Ok(())
 }
 

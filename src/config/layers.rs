@@ -39,10 +39,11 @@ impl fmt::Display for Origin {
     }
 }
 
-/// The origin of every key that was set, by `section.key`, and the variables that carry the
-/// prefix but were left out as Kubernetes service links (see [`service_link`]).
+/// The origin of every key that was set, by `section.key`, the variables that carry the
+/// prefix but were left out as Kubernetes service links (see [`service_link`]), and what the
+/// `OTEL_*` layer left out.
 #[derive(Debug, Clone, Default)]
-pub struct Origins(HashMap<String, Origin>, Vec<String>);
+pub struct Origins(HashMap<String, Origin>, Vec<String>, super::otel::Notes);
 
 impl Origins {
     pub fn of(&self, key: &str) -> Origin {
@@ -52,6 +53,11 @@ impl Origins {
     /// The `DRIFTWATCH_` variables left out as Kubernetes service links, by name.
     pub fn service_links(&self) -> &[String] {
         &self.1
+    }
+
+    /// What the `OTEL_*` layer left out, for the start to say once.
+    pub fn otel(&self) -> &super::otel::Notes {
+        &self.2
     }
 }
 
@@ -95,25 +101,11 @@ impl Layers<'_> {
         if let Some(path) = self.file {
             merged.file(path)?;
         }
-        for (var, key, value) in super::otel::keys(&self.env) {
+        let otel = super::otel::read(&self.env);
+        for (var, key, value) in otel.keys {
             merged.set("telemetry", key, value, Origin::Env(var.into()))?;
         }
-        for var in super::otel::PROTOCOL_VARS {
-            let Some((_, value)) = self.env.iter().find(|(name, _)| name == var) else {
-                continue;
-            };
-            if value.trim() != super::otel::PROTOCOL {
-                return Err(ConfigError::Invalid {
-                    key: "telemetry.endpoint".into(),
-                    origin: Origin::Env(var.into()),
-                    reason: format!(
-                        "driftwatch exports OTLP over {} only, not `{value}`: point it at the \
-                         collector's HTTP port (4318)",
-                        super::otel::PROTOCOL
-                    ),
-                });
-            }
-        }
+        merged.origins.2 = otel.notes;
         for (name, value) in self.env {
             if service_link(&name, &value) {
                 merged.origins.1.push(name);

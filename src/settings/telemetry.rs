@@ -1,34 +1,168 @@
-//! `[telemetry]` typed: off unless an endpoint is set; then the traces URL parsed and not one
-//! of driftwatch's own listeners, each export header a valid name and value, the sampler one
-//! the SDK names, and the propagation a known choice. Header values are credentials: `Debug`
-//! shows their names only.
+//! `[telemetry]` typed: off unless an endpoint is set and the exporter is `otlp`; then the
+//! traces URL parsed and not one of driftwatch's own listeners, each export header a valid
+//! name and value, the sampler one the SDK names, the propagation a known choice, and the
+//! collector's TLS files read. Header values are credentials: `Debug` shows their names only.
+//! Export off says why, for the start log and `serve --check`. A TLS file named by an `OTEL_*`
+//! variable that cannot be read turns export off instead of stopping the sidecar: pods set
+//! those for every container, and the file may be another container's.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Uri};
 
 use super::Fail;
-use crate::config::{Config, ConfigError};
-pub use crate::telemetry::{Export, Propagation, Root, Sampler};
+use crate::config::{Config, ConfigError, Origin, Origins};
+pub use crate::telemetry::{Compression, Export, Propagation, Root, Sampler};
 
-/// Traces: `None` exports nothing and adds nothing to any request.
+/// Traces: `export` `None` exports nothing and adds nothing to any request; `off` says why.
 #[derive(Clone, Debug, Default)]
 pub struct TelemetrySettings {
     pub export: Option<Export>,
+    /// Why nothing is exported, for a person.
+    pub off: String,
+    /// What the `OTEL_*` layer left out, each naming its variable: said once at start.
+    pub warnings: Vec<String>,
 }
 
-pub fn telemetry(c: &Config, fail: &Fail<'_>) -> Result<TelemetrySettings, ConfigError> {
+pub fn telemetry(
+    c: &Config,
+    origins: &Origins,
+    fail: &Fail<'_>,
+) -> Result<TelemetrySettings, ConfigError> {
+    let notes = origins.otel();
+    let mut out = TelemetrySettings {
+        export: None,
+        off: String::new(),
+        warnings: notes.warnings.clone(),
+    };
     let t = &c.telemetry;
+    let (on, compression) = exporter(c, fail)?;
     let (key, url, path) = match (&t.traces_endpoint, &t.endpoint) {
         (Some(url), _) => ("telemetry.traces_endpoint", url, ""),
         (None, Some(url)) => ("telemetry.endpoint", url, "v1/traces"),
-        (None, None) => return Ok(TelemetrySettings::default()),
+        (None, None) => {
+            out.off = no_endpoint(notes.grpc);
+            return Ok(out);
+        }
     };
     let endpoint = endpoint(key, url, path, fail)?;
     not_our_own(key, &endpoint, c, fail)?;
+    if !on {
+        out.off = format!(
+            "telemetry.exporter is none, set by {}",
+            origins.of("telemetry.exporter")
+        );
+        return Ok(out);
+    }
+    let Some((tls, ca_file)) = tls(c, origins, fail, &mut out)? else {
+        return Ok(out);
+    };
+    out.export = Some(Export {
+        endpoint,
+        headers: headers(c, fail)?,
+        service_name: t.service_name.clone(),
+        resource: t.resource_attributes.clone().into_iter().collect(),
+        sampler: sampler(&t.sampler, t.sampler_arg, fail)?,
+        propagation: propagation(&t.propagation, fail)?,
+        compression,
+        tls,
+        ca_file,
+        queue_size: t.queue_size,
+        batch_size: t.batch_size.min(t.queue_size),
+        interval: Duration::from_millis(t.export_interval_ms),
+        timeout: Duration::from_millis(t.export_timeout_ms),
+    });
+    positive(c, fail)?;
+    Ok(out)
+}
+
+/// Whether the exporter is `otlp` (else `none`), and the compression; driftwatch's own
+/// spelling only (the `OTEL_*` layer wrote its variables' so).
+fn exporter(c: &Config, fail: &Fail<'_>) -> Result<(bool, Compression), ConfigError> {
+    let t = &c.telemetry;
+    let on = match t.exporter.as_str() {
+        "otlp" => true,
+        "none" => false,
+        other => {
+            let why = format!("`{other}` is not otlp or none");
+            return Err(fail("telemetry.exporter", why));
+        }
+    };
+    let compression = match t.compression.as_str() {
+        "none" => Compression::None,
+        "gzip" => Compression::Gzip,
+        other => {
+            let why = format!("`{other}` is not gzip or none");
+            return Err(fail("telemetry.compression", why));
+        }
+    };
+    Ok((on, compression))
+}
+
+/// Why there is no endpoint: none set, or the `OTEL_*` one left out for gRPC.
+fn no_endpoint(grpc: Option<&str>) -> String {
+    match grpc {
+        Some(var) => format!(
+            "{var} is grpc: driftwatch exports over http/protobuf only, so the OTEL endpoint \
+             was left out"
+        ),
+        None => "no endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or telemetry.endpoint)".into(),
+    }
+}
+
+type CollectorTls = std::sync::Arc<rustls::ClientConfig>;
+
+/// The collector's TLS and the CA file; `None` with `out.off` set when a file an `OTEL_*`
+/// variable named cannot be used (another container's, maybe); refused when driftwatch's own
+/// setting named it.
+fn tls(
+    c: &Config,
+    origins: &Origins,
+    fail: &Fail<'_>,
+    out: &mut TelemetrySettings,
+) -> Result<Option<(CollectorTls, Option<PathBuf>)>, ConfigError> {
+    let t = &c.telemetry;
+    let set = match t.client_certificate {
+        Some(_) => "telemetry.client_certificate",
+        None => "telemetry.client_key",
+    };
+    let client = super::pair(
+        set,
+        (&t.client_certificate, &t.client_key),
+        "client_certificate and client_key",
+        fail,
+    );
+    let otel = |key: &str| matches!(origins.of(key), Origin::Env(v) if v.starts_with("OTEL_"));
+    let client = match client {
+        Ok(client) => client,
+        Err(_) if otel(set) => {
+            out.off = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY \
+                       go together; one is set alone"
+                .into();
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let client = (client.as_ref()).map(|(cert, key)| (cert.as_path(), key.as_path()));
+    match crate::telemetry::tls(t.certificate.as_deref(), client) {
+        Ok(tls) => Ok(Some((tls, t.certificate.clone()))),
+        Err((key, why)) => {
+            let key = format!("telemetry.{key}");
+            if !otel(&key) {
+                return Err(fail(&key, why));
+            }
+            out.off = format!("{} cannot be used: {why}", origins.of(&key));
+            Ok(None)
+        }
+    }
+}
+
+/// Each export header a valid name and a sensitive value.
+fn headers(c: &Config, fail: &Fail<'_>) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
     let mut headers = Vec::new();
-    for (name, value) in &t.headers {
+    for (name, value) in &c.telemetry.headers {
         let key = "telemetry.headers";
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| fail(key, format!("`{name}` is not a valid header name")))?;
@@ -41,6 +175,12 @@ pub fn telemetry(c: &Config, fail: &Fail<'_>) -> Result<TelemetrySettings, Confi
         value.set_sensitive(true);
         headers.push((name, value));
     }
+    Ok(headers)
+}
+
+/// The counts and times that must not be zero.
+fn positive(c: &Config, fail: &Fail<'_>) -> Result<(), ConfigError> {
+    let t = &c.telemetry;
     for (key, n) in [
         ("telemetry.queue_size", t.queue_size as u64),
         ("telemetry.batch_size", t.batch_size as u64),
@@ -51,20 +191,7 @@ pub fn telemetry(c: &Config, fail: &Fail<'_>) -> Result<TelemetrySettings, Confi
             return Err(fail(key, "must be at least 1".into()));
         }
     }
-    Ok(TelemetrySettings {
-        export: Some(Export {
-            endpoint,
-            headers,
-            service_name: t.service_name.clone(),
-            resource: t.resource_attributes.clone().into_iter().collect(),
-            sampler: sampler(&t.sampler, t.sampler_arg, fail)?,
-            propagation: propagation(&t.propagation, fail)?,
-            queue_size: t.queue_size,
-            batch_size: t.batch_size.min(t.queue_size),
-            interval: Duration::from_millis(t.export_interval_ms),
-            timeout: Duration::from_millis(t.export_timeout_ms),
-        }),
-    })
+    Ok(())
 }
 
 /// An http(s) URL without credentials in it (they would be logged with it: use `headers`),

@@ -608,28 +608,33 @@ fn a_bad_telemetry_setting_is_refused_naming_its_key_or_variable() {
             .unwrap_err()
             .to_string()
     };
-    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
-    let grpc = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
+    // driftwatch's own keys: a pod's OTEL_* values are read leniently (tests/otel_env.rs).
+    let endpoint = ("DRIFTWATCH_TELEMETRY_ENDPOINT", "http://c:4318");
+    let sampler = refused(&[endpoint, ("DRIFTWATCH_TELEMETRY_SAMPLER", "sometimes")]);
     assert!(
-        grpc.contains("OTEL_EXPORTER_OTLP_PROTOCOL") && grpc.contains("http/protobuf"),
-        "{grpc}"
-    );
-    let sampler = refused(&[endpoint, ("OTEL_TRACES_SAMPLER", "sometimes")]);
-    assert!(
-        sampler.contains("telemetry.sampler") && sampler.contains("OTEL_TRACES_SAMPLER"),
+        sampler.contains("telemetry.sampler") && sampler.contains("DRIFTWATCH_TELEMETRY_SAMPLER"),
         "{sampler}"
     );
     let ratio = refused(&[
         endpoint,
-        ("OTEL_TRACES_SAMPLER", "traceidratio"),
-        ("OTEL_TRACES_SAMPLER_ARG", "2"),
+        ("DRIFTWATCH_TELEMETRY_SAMPLER", "traceidratio"),
+        ("DRIFTWATCH_TELEMETRY_SAMPLER_ARG", "2"),
     ]);
     assert!(ratio.contains("telemetry.sampler_arg"), "{ratio}");
-    let userinfo = refused(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:p@c:4318")]);
+    let userinfo = refused(&[("DRIFTWATCH_TELEMETRY_ENDPOINT", "http://u:p@c:4318")]);
     assert!(
         userinfo.contains("credentials") && !userinfo.contains("u:p"),
         "{userinfo}"
     );
+    for (var, value) in [
+        ("DRIFTWATCH_TELEMETRY_EXPORTER", "jaeger"),
+        ("DRIFTWATCH_TELEMETRY_COMPRESSION", "br"),
+        ("DRIFTWATCH_TELEMETRY_CERTIFICATE", "/nonexistent/ca.pem"),
+        ("DRIFTWATCH_TELEMETRY_CLIENT_KEY", "/nonexistent/key.pem"),
+    ] {
+        let e = refused(&[endpoint, (var, value)]);
+        assert!(e.contains(var), "{var}: {e}");
+    }
     let propagation = refused(&[endpoint, ("DRIFTWATCH_TELEMETRY_PROPAGATION", "sometimes")]);
     assert!(
         propagation.contains("telemetry.propagation"),
@@ -637,3 +642,5 @@ fn a_bad_telemetry_setting_is_refused_naming_its_key_or_variable() {
     );
     assert!(SECTIONS.contains(&"telemetry"));
 }
+
+mod otel_env;

@@ -1,8 +1,13 @@
 //! The OTLP exporter's HTTP client: hyper's, already in the tree for the upstream, so export
-//! adds no second HTTP stack. A collector is not an upstream: it gets webpki's roots and no
-//! client certificate of the API's. Its connect is bounded here; the whole export, body
-//! included, by the exporter (`export`, `telemetry.export_timeout_ms`).
+//! adds no second HTTP stack. A collector is not an upstream: it gets webpki's roots, plus the
+//! CA `telemetry.certificate` names (a collector behind a private CA), and its own client
+//! certificate if any, never the API's. The files are read once, when the settings are
+//! checked, so that one that cannot be read is said before anything starts. Its connect is
+//! bounded here; the whole export, body included, by the exporter (`export`,
+//! `telemetry.export_timeout_ms`).
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,6 +17,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// A collector's answer is a small protobuf; more than this is not read.
 const MAX_ANSWER: usize = 64 << 10;
@@ -25,29 +32,21 @@ pub struct Hyper {
 pub type HttpError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Hyper {
-    pub fn new(connect_timeout: Duration) -> Result<Hyper, rustls::Error> {
+    pub fn new(connect_timeout: Duration, tls: &rustls::ClientConfig) -> Hyper {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(connect_timeout));
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
+            .with_tls_config(tls.clone())
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        Ok(Hyper {
+        Hyper {
             client: Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(60))
                 .build(connector),
-        })
+        }
     }
 
     /// Send `request`; the answer, its body read (at most `MAX_ANSWER`).
@@ -56,5 +55,51 @@ impl Hyper {
         let (parts, body) = response.into_parts();
         let body = Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
         Ok(Response::from_parts(parts, body))
+    }
+}
+
+/// The collector's TLS: webpki's roots and the certificates of `ca`, a client certificate
+/// chain and key if given; or which file could not be used, and why.
+pub fn tls(
+    ca: Option<&Path>,
+    client: Option<(&Path, &Path)>,
+) -> Result<Arc<rustls::ClientConfig>, (&'static str, String)> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(ca) = ca {
+        for cert in certs(ca).map_err(|e| ("certificate", e))? {
+            roots.add(cert).map_err(|e| {
+                let why = format!("{}: not a usable CA certificate: {e}", ca.display());
+                ("certificate", why)
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ("certificate", e.to_string()))?
+        .with_root_certificates(roots);
+    let Some((cert, key)) = client else {
+        return Ok(Arc::new(builder.with_no_client_auth()));
+    };
+    let chain = certs(cert).map_err(|e| ("client_certificate", e))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| ("client_key", format!("{}: {e}", key.display())))?;
+    let tls = builder.with_client_auth_cert(chain, key).map_err(|e| {
+        let why = format!("{} and its key: {e}", cert.display());
+        ("client_certificate", why)
+    })?;
+    Ok(Arc::new(tls))
+}
+
+/// The PEM certificates in `path`, at least one.
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    match certs.is_empty() {
+        true => Err(format!("{}: no PEM certificate in it", path.display())),
+        false => Ok(certs),
     }
 }

@@ -8,18 +8,19 @@
 //! span cost a fifth of the audited throughput. Written here rather than taken from the SDK's
 //! `BatchSpanProcessor`, which ran its exporter under a blocking executor, where hyper's client
 //! has no reactor, and did not say what it dropped (and the spans are driftwatch's own now,
-//! `span`). Each batch is encoded here (`encode`) and POSTed once; a collector that refuses it
-//! or does not answer loses it.
+//! `span`). Each batch is encoded here (`encode`), gzipped if `telemetry.compression` says so,
+//! and POSTed once; a collector that refuses it or does not answer loses it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
+use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Request, Uri};
 
 use super::client::Hyper;
 use super::encode::{self, Header};
+use super::settings::Compression;
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, oneshot, watch};
@@ -38,13 +39,21 @@ pub struct Exporter {
     pub endpoint: Uri,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub header: Header,
+    pub compression: Compression,
 }
 
 impl Exporter {
     async fn export(&self, spans: &[Vec<u8>]) -> Result<(), String> {
-        let body = Bytes::from(encode::request(&self.header, spans));
+        let body = encode::request(&self.header, spans);
         let mut request =
             Request::post(&self.endpoint).header(CONTENT_TYPE, "application/x-protobuf");
+        let body = match self.compression {
+            Compression::None => Bytes::from(body),
+            Compression::Gzip => {
+                request = request.header(CONTENT_ENCODING, "gzip");
+                Bytes::from(gzip(&body).map_err(|e| e.to_string())?)
+            }
+        };
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
@@ -55,6 +64,18 @@ impl Exporter {
             s => Err(format!("the collector answered {s}")),
         }
     }
+}
+
+/// `body` gzipped, at the default level: a batch is encoded off the request path, and spans
+/// (names, ids, attribute keys that repeat) shrink several times.
+fn gzip(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 4),
+        flate2::Compression::default(),
+    );
+    gz.write_all(body)?;
+    gz.finish()
 }
 
 /// The bytes of one batch at most (but a span larger alone goes alone): a collector refuses

@@ -1,7 +1,10 @@
 //! What export is told to do, typed (`settings` checks `[telemetry]` into it). Header values
-//! are credentials: `Debug` shows their names only.
+//! are credentials: `Debug` shows their names only, and `Display` (the start log, `serve
+//! --check`) says where and how spans go without them.
 
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Uri};
@@ -15,6 +18,11 @@ pub struct Export {
     pub resource: Vec<(String, String)>,
     pub sampler: Sampler,
     pub propagation: Propagation,
+    pub compression: Compression,
+    /// The collector's TLS, its roots and client certificate read and checked at start.
+    pub tls: Arc<rustls::ClientConfig>,
+    /// The CA file trusted for the collector besides webpki's roots, to say so.
+    pub ca_file: Option<PathBuf>,
     pub queue_size: usize,
     pub batch_size: usize,
     pub interval: Duration,
@@ -46,7 +54,48 @@ impl fmt::Debug for Export {
             .field("service_name", &self.service_name)
             .field("sampler", &self.sampler)
             .field("propagation", &self.propagation)
+            .field("compression", &self.compression)
+            .field("ca_file", &self.ca_file)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where spans go and how, for a person: the endpoint without its query (a token may sit
+/// there), the sampler, the propagation, the compression and the CA. Never a header.
+impl fmt::Display for Export {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = &self.endpoint;
+        let at = e.authority().map(|a| a.as_str()).unwrap_or_default();
+        write!(
+            f,
+            "{}://{at}{}, sampler {}, propagation {}, compression {}",
+            e.scheme_str().unwrap_or("http"),
+            e.path(),
+            self.sampler,
+            self.propagation.as_str(),
+            self.compression.as_str(),
+        )?;
+        if let Some(ca) = &self.ca_file {
+            write!(f, ", CA {}", ca.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// How an export's body is sent (`OTEL_EXPORTER_OTLP_COMPRESSION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    /// gzip, said in `Content-Encoding`.
+    Gzip,
+}
+
+impl Compression {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+        }
     }
 }
 
@@ -67,6 +116,23 @@ pub enum Root {
     Ratio(f64),
 }
 
+/// As `OTEL_TRACES_SAMPLER` names it, with its ratio.
+impl fmt::Display for Sampler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (prefix, root) = match *self {
+            Sampler::AlwaysOn => ("", Root::AlwaysOn),
+            Sampler::AlwaysOff => ("", Root::AlwaysOff),
+            Sampler::Ratio(r) => ("", Root::Ratio(r)),
+            Sampler::ParentBased(root) => ("parentbased_", root),
+        };
+        match root {
+            Root::AlwaysOn => write!(f, "{prefix}always_on"),
+            Root::AlwaysOff => write!(f, "{prefix}always_off"),
+            Root::Ratio(r) => write!(f, "{prefix}traceidratio {r}"),
+        }
+    }
+}
+
 /// Whether the request driftwatch forwards carries its span's `traceparent`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Propagation {
@@ -76,4 +142,14 @@ pub enum Propagation {
     WhenAbsent,
     /// The request goes as the client sent it.
     Never,
+}
+
+impl Propagation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Propagation::Always => "always",
+            Propagation::WhenAbsent => "when_absent",
+            Propagation::Never => "never",
+        }
+    }
 }

@@ -161,7 +161,7 @@ async fn a_peers_request_id_tool_and_method_reach_the_span_cut_and_marked() {
 
 /// A stdio MCP server that answers every request at once (`initialize`, `tools/list`, and a
 /// `tools/call` with a text).
-const SERVER: &str = r#"
+pub const SERVER: &str = r#"
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
