@@ -44,11 +44,11 @@ mod integration {
     pub mod proxy;
     pub mod read_before_write;
     pub mod real_catalogs;
-    pub mod rotel;
     pub mod real_specs;
     pub mod reload;
     pub mod repair;
     pub mod responses;
+    pub mod rotel;
     pub mod shared_memory;
     pub mod sidecar;
     pub mod silent_clears;
