@@ -126,16 +126,22 @@ impl<'c> Ledger<'c> {
     /// says.
     pub fn begin_trace(&mut self, s: &Sidecar, rev: &Revision, headers: &mut http::HeaderMap) {
         if let Some(t) = &s.telemetry {
-            let (trace, facts) = self.trace_and_facts(rev);
+            let (trace, facts) = self.trace_and_facts(s, rev);
             trace.begin(t, &facts, headers);
         }
     }
 
     /// The span, and what it says of the request: one borrow of the ledger split in two.
-    fn trace_and_facts<'a>(&'a mut self, rev: &'a Revision) -> (&'a mut RequestTrace, Facts<'a>) {
+    fn trace_and_facts<'a>(
+        &'a mut self,
+        s: &Sidecar,
+        rev: &'a Revision,
+    ) -> (&'a mut RequestTrace, Facts<'a>) {
         let facts = Facts {
             method: &self.method,
             uri: &self.uri,
+            log_values: s.settings.events.log_values,
+            contract: &rev.contract,
             operation: self.operation,
             api: &self.api,
             upstream: self.upstream,
@@ -257,7 +263,7 @@ impl<'c> Ledger<'c> {
         failure: Option<Failure<'_>>,
     ) -> Option<SpanContext> {
         let t = s.telemetry.as_ref()?;
-        let (trace, facts) = self.trace_and_facts(rev);
+        let (trace, facts) = self.trace_and_facts(s, rev);
         trace.start(t, &facts);
         trace.end(facts.findings, actions, done, failure)
     }

@@ -84,7 +84,10 @@ pub(super) async fn read(
         let mut span = (s.telemetry.as_ref()).map(|t| span(t, ledger, read_op, &id));
         let mut request = read_parts(s, parts, &path, &id)?;
         let upstream = &ledger.api.upstreams[ledger.upstream];
-        let url = (span.as_ref()).map(|_| super::trace::url_full(upstream, &request.uri));
+        let url = (span.as_ref()).map(|_| {
+            let path = s.path_text(&rev.contract, request.uri.path());
+            super::trace::url_full(upstream, &path, request.uri.query())
+        });
         if let Some(span) = &span {
             crate::telemetry::context::inject(span.context(), &mut request.headers);
         }

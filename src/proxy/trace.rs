@@ -53,6 +53,10 @@ pub(super) struct Facts<'a> {
     pub method: &'a Method,
     /// The request's target, after routing (an API prefix taken off).
     pub uri: &'a http::Uri,
+    /// `events.log_values`: without it, `url.full`'s path shows its values as `*`, as the
+    /// event's `path` does (the contract's `path_shape`).
+    pub log_values: bool,
+    pub contract: &'a crate::contract::Contract,
     pub operation: Option<&'a Operation>,
     pub api: &'a Api,
     pub upstream: usize,
@@ -116,7 +120,11 @@ impl RequestTrace {
         attributes(&mut span, facts);
         if span.is_recording() {
             let upstream = &facts.api.upstreams[facts.upstream];
-            self.url = Some(url_full(upstream, facts.uri));
+            let path = match facts.log_values {
+                true => facts.uri.path().to_string(),
+                false => facts.contract.path_shape(facts.uri.path()),
+            };
+            self.url = Some(url_full(upstream, &path, facts.uri.query()));
         }
         self.span = Some(span);
     }
@@ -217,17 +225,15 @@ fn answered_here(span: &mut Span, status: http::StatusCode, why: String) {
 }
 
 /// `url.full` as the API got it: its scheme and authority (never credentials: `Upstream` holds
-/// none), its base path, the request's path, and every query value `REDACTED`, its key kept
-/// (spans carry no values; the HTTP conventions redact with `REDACTED`).
-pub(super) fn url_full(upstream: &Upstream, uri: &http::Uri) -> String {
+/// none), its base path, `path` (the request's, its values `*` unless `events.log_values`), and
+/// every query value `REDACTED`, its key kept (spans carry no values; the HTTP conventions
+/// redact with `REDACTED`).
+pub(super) fn url_full(upstream: &Upstream, path: &str, query: Option<&str>) -> String {
     let mut url = format!(
         "{}://{}{}{}",
-        upstream.scheme,
-        upstream.authority,
-        upstream.prefix,
-        uri.path()
+        upstream.scheme, upstream.authority, upstream.prefix, path
     );
-    if let Some(query) = uri.query() {
+    if let Some(query) = query {
         url.push('?');
         for (i, pair) in query.split('&').enumerate() {
             if i > 0 {
