@@ -295,14 +295,18 @@ fn exporters(var: &str, list: &str, warnings: &mut Vec<String>) -> Option<&'stat
 /// Whether `raw` is an http(s) URL without credentials; why not, without the credentials.
 fn url(raw: &str) -> Result<(), String> {
     let parsed = url::Url::parse(raw).map_err(|e| format!("is not a URL ({e})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("{} is not an http or https URL", shown(raw)));
-    }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         let host = parsed.host_str().unwrap_or_default();
         return Err(format!(
             "the URL for {host} carries credentials (they would be logged): set them in \
              OTEL_EXPORTER_OTLP_HEADERS"
+        ));
+    }
+    if !matches!(parsed.scheme(), "http" | "https") {
+        // Named by its scheme alone: the rest may hold a token in its query.
+        return Err(format!(
+            "a {} URL is not http or https",
+            shown(parsed.scheme())
         ));
     }
     Ok(())

@@ -13,7 +13,9 @@
 
 use serde_json::Value;
 
-use crate::telemetry::{Span, SpanContext, SpanKind, Start, Telemetry};
+use std::sync::Arc;
+
+use crate::telemetry::{MAX_TEXT, Span, SpanContext, SpanKind, Start, Telemetry};
 
 /// What the relay knows of a request's session, for its span.
 #[derive(Clone, Debug, Default)]
@@ -23,7 +25,7 @@ pub struct CallTrace {
     /// `pipe` (stdio) or `tcp` (the HTTP front).
     pub transport: &'static str,
     /// The protocol version the session's `initialize` asked for.
-    pub protocol: Option<String>,
+    pub protocol: Option<Arc<str>>,
 }
 
 /// The MCP method of a tool call.
@@ -81,9 +83,13 @@ pub fn end(mut span: Span, answer: Option<&Value>) {
             }
             None => span.set("error.type", "_OTHER"),
         }
-        let message = error.get("message").and_then(Value::as_str);
-        // Cut to the bound by the span, as every text a peer sets.
-        span.set_error(message.unwrap_or_default().to_owned());
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // Cut to the bound here, not copied whole first; the span marks it cut.
+        // (past the bound by a character at least, so that the span says it was cut).
+        span.set_error(message[..message.ceil_char_boundary(MAX_TEXT + 1)].to_owned());
     } else if tool_error {
         span.set("error.type", "tool_error");
         span.set_error("the tool's result is marked isError");

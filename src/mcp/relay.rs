@@ -12,6 +12,7 @@
 //! call. Off with `mcp.explain_refusals = false`.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -19,7 +20,7 @@ use super::call_span::{CallTrace, TOOLS_CALL};
 use super::calls::Calls;
 use super::message::{Limits, Refused, Skim, check};
 use super::trace_meta;
-use crate::telemetry::{Propagation, SpanContext, context};
+use crate::telemetry::{MAX_TEXT, Propagation, SpanContext, context};
 
 /// `tools/list` requests awaiting their answer, per session; past it one is not followed.
 const MAX_LISTS: usize = 64;
@@ -95,7 +96,9 @@ impl Session {
         let params = m.get("params");
         if method == "initialize" {
             let version = params.and_then(|p| p.get("protocolVersion"));
-            self.trace.protocol = version.and_then(Value::as_str).map(str::to_owned);
+            // Cut once here, not per span: every message of the session carries it.
+            let version = version.and_then(Value::as_str);
+            self.trace.protocol = version.map(|v| Arc::from(&v[..v.floor_char_boundary(MAX_TEXT)]));
         }
         let trace = CallTrace {
             parent: (calls.traced_calls())
@@ -110,7 +113,9 @@ impl Session {
                 let name = name.unwrap_or_default();
                 return calls.begin_traced(self.id, id, name, arguments, &trace);
             }
-            ("tools/list", Some(id)) if self.lists.len() < MAX_LISTS => {
+            ("tools/list", Some(id))
+                if self.lists.len() < MAX_LISTS && id.to_string().len() <= MAX_TEXT =>
+            {
                 self.lists.insert(id.to_string());
             }
             ("notifications/cancelled", None) => {

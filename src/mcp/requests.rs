@@ -3,7 +3,8 @@
 //! passed, as the MCP conventions ask. A `tools/call`'s span is its call's (`calls`), which
 //! attribution needs; these need only their ids. Bounded as calls are: at most `MAX_HELD` at
 //! once over every session (a request past it gets no span) and each let go after
-//! `TTL` unanswered, so a client that never reads its answers holds no more.
+//! `TTL` unanswered, so a client that never reads its answers holds no more; an id that is not
+//! a string or a number, or longer than 256 bytes, is not held.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,7 +13,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::call_span::{self, CallTrace};
-use crate::telemetry::{Span, SpanContext, Telemetry};
+use crate::telemetry::{MAX_TEXT, Span, SpanContext, Telemetry};
 
 /// Requests held at once, over every session: what `calls` holds of calls.
 const MAX_HELD: usize = 1024;
@@ -41,6 +42,12 @@ impl Requests {
         method: &str,
         trace: &CallTrace,
     ) -> Option<SpanContext> {
+        // A JSON-RPC id is a string or a number: anything else, or one past the bound, is no
+        // key to hold (a 4 MiB object id would be held whole until its TTL).
+        let key = id.to_string();
+        if !(id.is_string() || id.is_number()) || key.len() > MAX_TEXT {
+            return None;
+        }
         let now = Instant::now();
         let mut held = self.held();
         held.retain(|_, (began, _)| now.duration_since(*began) < TTL);
@@ -50,7 +57,7 @@ impl Requests {
         let span = call_span::start(t, (method, None), Some(id), trace);
         let cx = span.context().clone();
         // A reused id ends the span it replaces, unanswered.
-        held.insert((session, id.to_string()), (now, span));
+        held.insert((session, key), (now, span));
         Some(cx)
     }
 

@@ -13,7 +13,9 @@ use serde_json::value::RawValue;
 use crate::telemetry::SpanContext;
 
 /// The message with `params._meta` naming `span` in each of its requests that `spans` lists
-/// (by place: 0 for a message that is not a batch); `None` when nothing changed.
+/// (by place: 0 for a message that is not a batch); `None` when nothing changed, or when the
+/// message is not one an edit can be sure of (a key twice in an object it edits), and never
+/// text that does not read as JSON: then the message passes as it came.
 pub fn with_spans(bytes: &[u8], spans: &[(usize, SpanContext)]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(bytes).ok()?;
     let messages: Vec<&RawValue> = match serde_json::from_str::<Vec<&RawValue>>(text) {
@@ -23,19 +25,21 @@ pub fn with_spans(bytes: &[u8], spans: &[(usize, SpanContext)]) -> Option<Vec<u8
     let mut edits = Vec::new();
     for (at, span) in spans {
         if let Some(message) = messages.get(*at) {
-            edit(text, message, span, &mut edits);
+            edits.extend(edit(text, message, span));
         }
     }
     if edits.is_empty() {
         return None;
     }
-    // From the end, so that each edit's place still holds.
+    // From the end, so that each edit's place still holds: one message's edits never overlap
+    // (`meta_edits`), and messages do not.
     edits.sort_by_key(|e| std::cmp::Reverse(e.0));
     let mut out = bytes.to_vec();
     for (start, end, with) in edits {
         out.splice(start..end, with.into_bytes());
     }
-    (out != bytes).then_some(out)
+    let json = serde_json::from_slice::<serde::de::IgnoredAny>(&out).is_ok();
+    (json && out != bytes).then_some(out)
 }
 
 /// Bytes `start..end` of the message become the text.
@@ -43,8 +47,39 @@ type Edit = (usize, usize, String);
 
 type Members<'a> = HashMap<String, &'a RawValue>;
 
+/// An object's members; `None` for what is not an object, or one that has a key twice (which
+/// of the two a server reads is its own choice: editing one could leave it the other).
 fn object(raw: &RawValue) -> Option<Members<'_>> {
-    serde_json::from_str(raw.get()).ok()
+    let entries: Entries<'_> = serde_json::from_str(raw.get()).ok()?;
+    let count = entries.0.len();
+    let members: Members<'_> = entries.0.into_iter().collect();
+    (members.len() == count).then_some(members)
+}
+
+/// An object's members in order, a key twice kept twice.
+struct Entries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entries<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 /// Where `raw` starts in `text`, of which it is a part.
@@ -52,56 +87,83 @@ fn offset(text: &str, raw: &RawValue) -> usize {
     raw.get().as_ptr() as usize - text.as_ptr() as usize
 }
 
-/// The edits that make one message's `params._meta` name `span`.
-fn edit(text: &str, message: &RawValue, span: &SpanContext, edits: &mut Vec<Edit>) {
-    let Some(top) = object(message) else { return };
+/// The edits that make one message's `params._meta` name `span`: where there is no `params`
+/// or no `_meta`, one added at the start of its object.
+fn edit(text: &str, message: &RawValue, span: &SpanContext) -> Vec<Edit> {
+    let Some(top) = object(message) else {
+        return Vec::new();
+    };
     let parent = traceparent(span);
     let Some(params) = top.get("params") else {
         let at = offset(text, message) + 1;
         let added = format!(r#""params":{{"_meta":{{"traceparent":{parent}}}}},"#);
-        return edits.push((at, at, added));
+        return vec![(at, at, added)];
     };
     let Some(members) = object(params) else {
-        return;
+        return Vec::new();
     };
     let Some(meta) = members.get("_meta") else {
         let at = offset(text, params) + 1;
         let comma = if members.is_empty() { "" } else { "," };
         let added = format!(r#""_meta":{{"traceparent":{parent}}}{comma}"#);
-        return edits.push((at, at, added));
+        return vec![(at, at, added)];
     };
-    let Some(keys) = object(meta) else { return };
-    match keys.get("traceparent") {
-        Some(old) => {
-            let start = offset(text, old);
-            edits.push((start, start + old.get().len(), parent));
+    object(meta).map_or_else(Vec::new, |keys| meta_edits(text, meta, &keys, span, parent))
+}
+
+/// `_meta`'s edits, which never overlap: the `traceparent` value replaced and the `tracestate`
+/// made the span's; without a `traceparent`, the `tracestate` member becomes both (one edit),
+/// or, without either, the `traceparent` is added at the start.
+fn meta_edits(
+    text: &str,
+    meta: &RawValue,
+    keys: &Members<'_>,
+    span: &SpanContext,
+    parent: String,
+) -> Vec<Edit> {
+    let place = |raw: &RawValue| (offset(text, raw), offset(text, raw) + raw.get().len());
+    let state = keys.get("tracestate").map(|raw| place(raw));
+    match (keys.get("traceparent"), state) {
+        (Some(old), state) => {
+            let (start, end) = place(old);
+            let mut edits = vec![(start, end, parent)];
+            edits.extend(state.and_then(|state| trace_state(text, state, span)));
+            edits
         }
-        None => {
+        (None, Some((start, end))) => {
+            let Some(key) = key_start(text.as_bytes(), start) else {
+                return Vec::new();
+            };
+            let mut with = format!(r#""traceparent":{parent}"#);
+            if let Some(state) = span.trace_state.as_deref() {
+                with.push_str(&format!(
+                    r#","tracestate":{}"#,
+                    serde_json::Value::from(state)
+                ));
+            }
+            vec![(key, end, with)]
+        }
+        (None, None) => {
             let at = offset(text, meta) + 1;
             let comma = if keys.is_empty() { "" } else { "," };
-            edits.push((at, at, format!(r#""traceparent":{parent}{comma}"#)));
+            vec![(at, at, format!(r#""traceparent":{parent}{comma}"#))]
         }
-    }
-    if let Some(old) = keys.get("tracestate") {
-        trace_state(text, old, span, edits);
     }
 }
 
 /// `tracestate` as driftwatch's span has it: unchanged when the same, else its value, or the
 /// member taken out when the span has none.
-fn trace_state(text: &str, old: &RawValue, span: &SpanContext, edits: &mut Vec<Edit>) {
-    let start = offset(text, old);
-    let end = start + old.get().len();
-    let was: Option<String> = serde_json::from_str(old.get()).ok();
+fn trace_state(text: &str, (start, end): (usize, usize), span: &SpanContext) -> Option<Edit> {
+    let was: Option<String> = serde_json::from_str(&text[start..end]).ok();
     match span.trace_state.as_deref() {
-        Some(state) if was.as_deref() == Some(state) => {}
-        Some(state) => edits.push((start, end, serde_json::Value::from(state).to_string())),
-        None => edits.extend(member(text.as_bytes(), (start, end))),
+        Some(state) if was.as_deref() == Some(state) => None,
+        Some(state) => Some((start, end, serde_json::Value::from(state).to_string())),
+        None => member(text.as_bytes(), (start, end)),
     }
 }
 
-/// The whole member whose value is `start..end` (its key, and one comma beside it).
-fn member(bytes: &[u8], (start, end): (usize, usize)) -> Option<Edit> {
+/// Where the key of the member whose value starts at `start` starts (its opening quote).
+fn key_start(bytes: &[u8], start: usize) -> Option<usize> {
     let skip_back = |mut i: usize| {
         while i > 0 && bytes[i - 1].is_ascii_whitespace() {
             i -= 1;
@@ -111,9 +173,14 @@ fn member(bytes: &[u8], (start, end): (usize, usize)) -> Option<Edit> {
     let colon = skip_back(start);
     let key_end = skip_back(colon.checked_sub(1)?);
     // The key reads `tracestate`: no quote inside it.
-    let key_start = bytes[..key_end.checked_sub(1)?]
+    bytes[..key_end.checked_sub(1)?]
         .iter()
-        .rposition(|&b| b == b'"')?;
+        .rposition(|&b| b == b'"')
+}
+
+/// The whole member whose value is `start..end` (its key, and one comma beside it).
+fn member(bytes: &[u8], (start, end): (usize, usize)) -> Option<Edit> {
+    let key_start = key_start(bytes, start)?;
     let mut after = end;
     while after < bytes.len() && bytes[after].is_ascii_whitespace() {
         after += 1;
@@ -121,7 +188,10 @@ fn member(bytes: &[u8], (start, end): (usize, usize)) -> Option<Edit> {
     if bytes.get(after) == Some(&b',') {
         return Some((key_start, after + 1, String::new()));
     }
-    let before = skip_back(key_start);
+    let mut before = key_start;
+    while before > 0 && bytes[before - 1].is_ascii_whitespace() {
+        before -= 1;
+    }
     (bytes.get(before.checked_sub(1)?) == Some(&b',')).then(|| (before - 1, end, String::new()))
 }
 
@@ -216,6 +286,33 @@ mod tests {
             r#"{{"id":1,"params":{{"_meta":{{"traceparent":"{OURS}","tracestate":"a=1"}}}}}}"#
         );
         assert_eq!(with(spaced, Some("a=1")), expected);
+    }
+
+    /// A `tracestate` without a `traceparent` becomes both in one edit, first or alone
+    /// (the two edits at one place wrote `{"_meta":{af76...` before); a key twice, in an object
+    /// the edit touches, leaves the message as it came.
+    #[test]
+    fn a_tracestate_alone_becomes_both_and_a_key_twice_is_left_alone() {
+        let first = r#"{"id":1,"params":{"_meta":{"tracestate":"a=1","k":1}}}"#;
+        let expected =
+            format!(r#"{{"id":1,"params":{{"_meta":{{"traceparent":"{OURS}","k":1}}}}}}"#);
+        assert_eq!(with(first, None), expected);
+        let alone = r#"{"id":1,"params":{"_meta":{ "tracestate" : "a=1" }}}"#;
+        let expected = format!(
+            r#"{{"id":1,"params":{{"_meta":{{ "traceparent":"{OURS}","tracestate":"b=2" }}}}}}"#
+        );
+        assert_eq!(with(alone, Some("b=2")), expected);
+        for twice in [
+            r#"{"id":1,"params":{"_meta":{"traceparent":"x","traceparent":"y"}}}"#,
+            r#"{"id":1,"params":{"_meta":{},"_meta":{"traceparent":"y"}}}"#,
+            r#"{"id":1,"params":{},"params":{}}"#,
+        ] {
+            assert_eq!(
+                with_spans(twice.as_bytes(), &[(0, ours(None))]),
+                None,
+                "{twice}"
+            );
+        }
     }
 
     #[test]

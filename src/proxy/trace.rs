@@ -226,8 +226,8 @@ fn answered_here(span: &mut Span, status: http::StatusCode, why: String) {
 
 /// `url.full` as the API got it: its scheme and authority (never credentials: `Upstream` holds
 /// none), its base path, `path` (the request's, its values `*` unless `events.log_values`), and
-/// every query value `REDACTED`, its key kept (spans carry no values; the HTTP conventions
-/// redact with `REDACTED`).
+/// every query value `REDACTED`, its key kept, a bare item (no `=`) `REDACTED` whole (spans
+/// carry no values; the HTTP conventions redact with `REDACTED`).
 pub(super) fn url_full(upstream: &Upstream, path: &str, query: Option<&str>) -> String {
     let mut url = format!(
         "{}://{}{}{}",
@@ -244,7 +244,8 @@ pub(super) fn url_full(upstream: &Upstream, path: &str, query: Option<&str>) -> 
                     url.push_str(key);
                     url.push_str("=REDACTED");
                 }
-                None => url.push_str(pair),
+                // A bare item may be a value (`?sk_live_...`): it is redacted too.
+                None => url.push_str("REDACTED"),
             }
         }
     }

@@ -197,11 +197,8 @@ fn positive(c: &Config, fail: &Fail<'_>) -> Result<(), ConfigError> {
 /// An http(s) URL without credentials in it (they would be logged with it: use `headers`),
 /// with `path` appended to a base endpoint.
 fn endpoint(key: &str, url: &str, path: &str, fail: &Fail<'_>) -> Result<Uri, ConfigError> {
-    let bad = |why: &str| fail(key, format!("`{url}` {why}"));
+    let bad = |why: &str| fail(key, format!("`{}` {why}", without_secrets(url)));
     let parsed = url::Url::parse(url).map_err(|e| bad(&format!("is not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(bad("is not an http or https URL"));
-    }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         // Said without the URL: what it carries is a secret.
         let host = parsed.host_str().unwrap_or_default();
@@ -210,11 +207,30 @@ fn endpoint(key: &str, url: &str, path: &str, fail: &Fail<'_>) -> Result<Uri, Co
             format!("the URL for {host} carries credentials: set them in telemetry.headers"),
         ));
     }
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("is not an http or https URL"));
+    }
     let mut whole = parsed.as_str().to_string();
     if !path.is_empty() {
         whole = format!("{}/{path}", whole.trim_end_matches('/'));
     }
     whole.parse().map_err(|_| bad("is not a usable URI"))
+}
+
+/// `url` as an error may show it: no userinfo (a token may sit there, `https://TOKEN@host`), no
+/// query or fragment (nor there).
+fn without_secrets(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = rest[..authority_end]
+        .rsplit_once('@')
+        .map_or(&rest[..authority_end], |(_, h)| h);
+    let path = &rest[authority_end..];
+    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
+    match scheme {
+        "" => format!("{host}{path}"),
+        _ => format!("{scheme}://{host}{path}"),
+    }
 }
 
 /// An endpoint at one of driftwatch's own listeners would have every batch sent to itself:
@@ -238,8 +254,9 @@ fn not_our_own(key: &str, endpoint: &Uri, c: &Config, fail: &Fail<'_>) -> Result
             return Err(fail(
                 key,
                 format!(
-                    "`{endpoint}` is driftwatch's own {listener} listener ({listener}.listen \
-                     {at}): {why}; point it at the collector's OTLP/HTTP port (4318)"
+                    "`{}` is driftwatch's own {listener} listener ({listener}.listen \
+                     {at}): {why}; point it at the collector's OTLP/HTTP port (4318)",
+                    without_secrets(&endpoint.to_string())
                 ),
             ));
         }

@@ -626,6 +626,15 @@ fn a_bad_telemetry_setting_is_refused_naming_its_key_or_variable() {
         userinfo.contains("credentials") && !userinfo.contains("u:p"),
         "{userinfo}"
     );
+    // Another scheme, a token as the user or in the query: none of it said.
+    for url in [
+        "grpc://u:tok3n@c:4317",
+        "ftp://tok3n@c/x",
+        "grpc://c/x?key=tok3n",
+    ] {
+        let e = refused(&[("DRIFTWATCH_TELEMETRY_ENDPOINT", url)]);
+        assert!(!e.contains("tok3n"), "{e}");
+    }
     for (var, value) in [
         ("DRIFTWATCH_TELEMETRY_EXPORTER", "jaeger"),
         ("DRIFTWATCH_TELEMETRY_COMPRESSION", "br"),

@@ -32,6 +32,10 @@ pub fn from_meta(meta: Option<&Value>) -> Option<SpanContext> {
 /// `version-traceid-spanid-flags`: a version up to `fe` (`00` with exactly those four parts),
 /// lowercase hex, ids not all zero.
 fn read(parent: &str, state: Option<&str>) -> Option<SpanContext> {
+    // 55 bytes for version 00; a later version may add parts, not megabytes.
+    if parent.len() > 512 {
+        return None;
+    }
     let parts: Vec<&str> = parent.trim().split_terminator('-').collect();
     let [version, trace, span, flags, ..] = parts[..] else {
         return None;

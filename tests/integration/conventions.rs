@@ -116,7 +116,7 @@ async fn a_client_spans_url_is_redacted_and_4xx_and_no_answer_are_errors() {
     );
     // The path's values as the event shows them (`*`), without `events.log_values`.
     let url = format!(
-        "http://{}/api/v1/channels/*?token=REDACTED&limit=REDACTED&flag",
+        "http://{}/api/v1/channels/*?token=REDACTED&limit=REDACTED&REDACTED",
         api.addr
     );
     if text(ok, "url.full") != Some(url.as_str()) || status(ok).0 != 0 || has(ok, "error.type") {

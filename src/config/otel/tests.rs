@@ -59,6 +59,10 @@ fn what_is_left_out_is_said_once_naming_the_variable_never_a_headers_value() {
         ("OTEL_EXPORTER_OTLP_COMPRESSION", "br"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://user:s3cret@c:4318"),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "grpc://c:4317/?key=s3cret",
+        ),
         ("OTEL_PROPAGATORS", "b3,tracecontext"),
         ("OTEL_TRACES_EXPORTER", "zipkin"),
         ("OTEL_SDK_DISABLED", "maybe"),
@@ -71,6 +75,7 @@ fn what_is_left_out_is_said_once_naming_the_variable_never_a_headers_value() {
         ("OTEL_EXPORTER_OTLP_COMPRESSION", 1),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", 1),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", 1),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", 1),
         ("OTEL_PROPAGATORS", 1),
         ("OTEL_TRACES_EXPORTER", 1),
         ("OTEL_SDK_DISABLED", 1),
