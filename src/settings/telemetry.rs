@@ -39,7 +39,13 @@ pub fn telemetry(
     };
     let t = &c.telemetry;
     let (on, compression) = exporter(c, fail)?;
-    let (key, url, path) = match (&t.traces_endpoint, &t.endpoint) {
+    // The signal's own endpoint wins, unless the general one was set by a layer above it (a
+    // pod's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT does not override DRIFTWATCH_TELEMETRY_ENDPOINT).
+    let above = |a: &str, b: &str| layer(&origins.of(a)) > layer(&origins.of(b));
+    let traces = (t.traces_endpoint.as_ref()).filter(|_| {
+        t.endpoint.is_none() || !above("telemetry.endpoint", "telemetry.traces_endpoint")
+    });
+    let (key, url, path) = match (traces, &t.endpoint) {
         (Some(url), _) => ("telemetry.traces_endpoint", url, ""),
         (None, Some(url)) => ("telemetry.endpoint", url, "v1/traces"),
         (None, None) => {
@@ -215,6 +221,18 @@ fn endpoint(key: &str, url: &str, path: &str, fail: &Fail<'_>) -> Result<Uri, Co
         whole = format!("{}/{path}", whole.trim_end_matches('/'));
     }
     whole.parse().map_err(|_| bad("is not a usable URI"))
+}
+
+/// A setting's layer, in rising precedence: the default, the file, a pod's `OTEL_*`,
+/// driftwatch's own `DRIFTWATCH_*` variables, a flag.
+fn layer(origin: &Origin) -> u8 {
+    match origin {
+        Origin::Default => 0,
+        Origin::File { .. } => 1,
+        Origin::Env(name) if name.starts_with("OTEL_") => 2,
+        Origin::Env(_) => 3,
+        Origin::Flag(_) => 4,
+    }
 }
 
 /// `url` as an error may show it: no userinfo (a token may sit there, `https://TOKEN@host`), no

@@ -598,6 +598,22 @@ fn telemetry_is_off_until_an_endpoint_is_named_and_otel_variables_name_one() {
         .unwrap();
     assert_eq!(export.service_name, "dw");
     assert_eq!(export.endpoint, "https://c/x/traces");
+    // ... but not over driftwatch's own endpoint, set by a layer above it.
+    let mut mine_too = vars.clone();
+    mine_too.push((
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".into(),
+        "https://c/x/traces".into(),
+    ));
+    mine_too.push((
+        "DRIFTWATCH_TELEMETRY_ENDPOINT".into(),
+        "http://mine:4318".into(),
+    ));
+    let export = load(Some(&file), mine_too, Vec::new())
+        .unwrap()
+        .telemetry
+        .export
+        .unwrap();
+    assert_eq!(export.endpoint, "http://mine:4318/v1/traces");
 }
 
 #[test]
