@@ -50,19 +50,30 @@ pub fn contract(path: &std::path::Path) -> Contract {
 /// The one wait of the integration tests: poll `check` every 10 ms until it gives `Some`, and
 /// fail naming `what` after 10 s. Late work (response audits, reloads) is awaited this way,
 /// never with a bare sleep.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    eventually_within(what, 10, check).await
+}
+
+/// [`eventually`] for work of seconds of CPU each time it runs (the live catalog check of a
+/// large catalog against a large spec is ~1 s in a debug build on an idle core, and runs again
+/// as the learned map grows): `seconds` bounds the wait, which ends as soon as `check` holds.
+pub async fn eventually_within<T, F, Fut>(what: &str, seconds: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     loop {
         if let Some(value) = check().await {
             return value;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "waited 10 s for {what}"
+            "waited {seconds} s for {what}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
