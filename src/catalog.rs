@@ -13,12 +13,14 @@ mod declared;
 mod expected;
 mod generate;
 mod map;
+mod rank;
 mod suggest;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::contract::{Contract, Operation};
+use crate::finding::Severity;
 
 pub use compare::check;
 pub use generate::{UnknownOperation, generate};
@@ -47,6 +49,7 @@ pub enum Layout {
 
 pub use bind::Binding;
 pub use map::{MappedTool, Mapping};
+pub use rank::ToolSummary;
 pub use suggest::{Candidate, Mapper, suggest_map};
 
 /// What is wrong with one tool.
@@ -72,6 +75,28 @@ pub enum DefectKind {
 }
 
 impl DefectKind {
+    /// How much harm the defect does, worst first: data lost on every call (`silent_clear`)
+    /// is critical; a call the API refuses or misreads (an argument that goes nowhere, a type
+    /// or value it refuses, a required parameter or field no argument fills) an error, and so
+    /// is a tool tied to no operation, since nothing of it was compared and the check must
+    /// never pass by comparing nothing; an argument of a shape not taught (not compared) a
+    /// warning; an optional parameter or field no tool exposes info: the agent cannot use it,
+    /// nothing breaks. `required` is whether the missing parameter or field is required.
+    pub fn severity(self, required: bool) -> Severity {
+        match self {
+            DefectKind::SilentClear => Severity::Critical,
+            DefectKind::UnreachableArgument
+            | DefectKind::TypeMismatch
+            | DefectKind::EnumMismatch
+            | DefectKind::Unmapped => Severity::Error,
+            DefectKind::MissingField | DefectKind::MissingParam => match required {
+                true => Severity::Error,
+                false => Severity::Info,
+            },
+            DefectKind::Untaught => Severity::Warning,
+        }
+    }
+
     /// The stable name, as JSON output writes it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -92,6 +117,8 @@ pub struct Defect {
     pub tool: String,
     pub operation: String,
     pub kind: DefectKind,
+    /// How much harm it does ([`DefectKind::severity`]): reports and metrics rank by it.
+    pub severity: Severity,
     pub field: String,
     /// What the spec says (a type, or `declared`).
     pub expected: Option<String>,
@@ -125,6 +152,9 @@ pub struct Elsewhere {
 
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
+    /// One entry per tool with a defect, worst first: what an operator reads first.
+    pub summary: Vec<ToolSummary>,
+    /// Worst first ([`Defect::severity`]); ties in the catalog's order.
     pub defects: Vec<Defect>,
     /// Operations no tool reaches (info): a new endpoint that never made it into the catalog.
     pub unexposed: Vec<String>,

@@ -78,6 +78,7 @@ pub fn check(
         .filter(|op| !reached.contains(&op.id))
         .map(|op| format!("{} {} ({})", op.method, op.template, op.id))
         .collect();
+    report.rank();
     Ok(report)
 }
 
@@ -172,7 +173,7 @@ impl Reporter<'_, '_> {
                     &p.name,
                     (&p.summary.ty, &p.members),
                     found,
-                    DefectKind::MissingParam,
+                    (DefectKind::MissingParam, p.required),
                 );
                 self.enums(&p.name, p.enum_values.as_deref(), found);
             }
@@ -182,9 +183,20 @@ impl Reporter<'_, '_> {
         }
     }
 
+    /// A defect of every kind but a missing optional one ([`Reporter::push_missing`]).
     fn push(
         &mut self,
         kind: DefectKind,
+        field: &str,
+        expected: Option<String>,
+        declared: Option<String>,
+    ) {
+        self.push_missing((kind, true), field, expected, declared);
+    }
+
+    fn push_missing(
+        &mut self,
+        (kind, required): (DefectKind, bool),
         field: &str,
         expected: Option<String>,
         declared: Option<String>,
@@ -193,6 +205,7 @@ impl Reporter<'_, '_> {
             tool: self.tool.name.clone(),
             operation: self.expected.label.clone(),
             kind,
+            severity: kind.severity(required),
             field: field.to_string(),
             expected,
             declared,
@@ -247,13 +260,14 @@ impl Reporter<'_, '_> {
     }
 
     /// One expected field against what the tool declares for it: absent (unless the server
-    /// supplies it), of a shape not taught, or of another type.
+    /// supplies it), of a shape not taught, or of another type. `missing` is the kind an
+    /// absent one is, and whether the spec requires it.
     fn one(
         &mut self,
         name: &str,
         (ty, members): (&FieldType, &[FieldType]),
         found: Option<&Value>,
-        missing: DefectKind,
+        missing: (DefectKind, bool),
     ) {
         let shown = || match members {
             [] => ty.to_string(),
@@ -261,7 +275,7 @@ impl Reporter<'_, '_> {
         };
         let Some(schema) = found else {
             if !self.supplied.iter().any(|s| s == name) {
-                self.push(missing, name, Some(shown()), Some("absent".into()));
+                self.push_missing(missing, name, Some(shown()), Some("absent".into()));
             }
             return;
         };
@@ -291,6 +305,7 @@ impl Reporter<'_, '_> {
                 false => DefectKind::MissingField,
             };
             let p = f.property;
+            let missing = (missing, p.required);
             self.one(&p.name, (&p.summary.ty, &p.members), found, missing);
             self.enums(&p.name, p.enum_values.as_deref(), found);
         }
@@ -352,7 +367,7 @@ impl Reporter<'_, '_> {
                     "requestBody",
                     (&media.summary.ty, &[]),
                     Some(schema),
-                    DefectKind::MissingField,
+                    (DefectKind::MissingField, true),
                 );
             }
             (Body::Fields(_), None) => {
@@ -361,7 +376,7 @@ impl Reporter<'_, '_> {
                     "requestBody",
                     (&FieldType::Object, &[]),
                     Some(schema),
-                    DefectKind::MissingField,
+                    (DefectKind::MissingField, true),
                 );
             }
         }

@@ -101,6 +101,7 @@ impl<'c> Mapper<'c> {
             tool: tool.name.clone(),
             operation: String::new(),
             kind: DefectKind::Unmapped,
+            severity: DefectKind::Unmapped.severity(false),
             field: String::new(),
             expected: Some(match named.is_empty() {
                 true => "an operation".into(),

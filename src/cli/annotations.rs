@@ -26,6 +26,16 @@ pub enum Level {
 }
 
 impl Level {
+    /// A severity's own weight: critical and error are errors, info a note.
+    pub fn weight(severity: crate::finding::Severity) -> Level {
+        use crate::finding::Severity;
+        match severity {
+            Severity::Critical | Severity::Error => Level::Error,
+            Severity::Warning => Level::Warning,
+            Severity::Info => Level::Note,
+        }
+    }
+
     /// The level of something that fails the job, or else of its own weight (never an error:
     /// an error annotation on a green job misleads).
     pub fn of(fails: bool, weight: Level) -> Level {

@@ -86,8 +86,9 @@ impl InputFormat {
     }
 }
 
+/// The severity that fails the job (`check --fail-on`, `tools --fail-on`).
 #[derive(ValueEnum, Clone, Copy, Debug)]
-enum FailOn {
+pub(super) enum FailOn {
     Info,
     Warning,
     Error,
@@ -96,7 +97,7 @@ enum FailOn {
 }
 
 impl FailOn {
-    fn threshold(self) -> Option<Severity> {
+    pub(super) fn threshold(self) -> Option<Severity> {
         match self {
             FailOn::Info => Some(Severity::Info),
             FailOn::Warning => Some(Severity::Warning),

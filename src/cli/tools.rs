@@ -1,7 +1,8 @@
 //! `driftwatch tools`: check an MCP tool catalog (`tools/list`) against the spec, or generate
-//! one from it. Exit 0 clean, 1 on any defect, 2 on a load or mapping error. For CI, each
-//! defect is an annotation at its tool in the catalog, each unexposed operation a note at its
-//! operation in the spec.
+//! one from it. Exit 0 clean, 1 on a defect at or above `--fail-on` (error by default), 2 on
+//! a load or mapping error. The report leads with the tools worst first, then the defects
+//! worst first. For CI, each defect is an annotation at its tool in the catalog, as loud as
+//! its severity, each unexposed operation a note at its operation in the spec.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::annotations::{self, Annotation, CiFormat, Level, Lines};
+use super::check::FailOn;
 use crate::catalog::{DefectKind, Mapping, Report, check, generate, read_tools, suggest_map};
 use crate::contract::Contract;
+use crate::finding::Severity;
 use crate::spec::Spec;
 
 #[derive(Args, Debug)]
@@ -32,6 +35,11 @@ pub struct ToolsArgs {
     map: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Exit 1 when a defect reaches this severity: `critical` (a silent clear), `error` (an
+    /// argument, type or required parameter the API refuses or ignores), `warning` (a tool not
+    /// tied to an operation), `info` (an optional parameter no tool exposes).
+    #[arg(long, value_enum, default_value_t = FailOn::Error)]
+    fail_on: FailOn,
     /// Write a `tools/list` derived from the spec instead of checking one.
     #[arg(long)]
     generate: bool,
@@ -90,25 +98,29 @@ pub fn run(args: &ToolsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let report = check(&contract, &tools, &mapping)?;
+    let threshold = args.fail_on.threshold();
     let files = Files {
         catalog: path,
         catalog_text: text,
         spec: &args.spec,
     };
     match args.format {
-        Format::Sarif => ci(out, CiFormat::Sarif, &report, files)?,
-        Format::Junit => ci(out, CiFormat::Junit, &report, files)?,
-        Format::Github => ci(out, CiFormat::Github, &report, files)?,
+        Format::Sarif => ci(out, CiFormat::Sarif, &report, files, threshold)?,
+        Format::Junit => ci(out, CiFormat::Junit, &report, files, threshold)?,
+        Format::Github => ci(out, CiFormat::Github, &report, files, threshold)?,
         Format::Json => {
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;
         }
         Format::Text => text_report(out, &report, args.all_unexposed)?,
     }
-    Ok(if report.defects.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    let failed = threshold
+        .zip(report.worst())
+        .is_some_and(|(threshold, worst)| worst >= threshold);
+    Ok(if failed {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -139,7 +151,13 @@ struct Files<'a> {
     spec: &'a Path,
 }
 
-fn ci(out: &mut dyn Write, format: CiFormat, report: &Report, files: Files) -> std::io::Result<()> {
+fn ci(
+    out: &mut dyn Write,
+    format: CiFormat,
+    report: &Report,
+    files: Files,
+    threshold: Option<Severity>,
+) -> std::io::Result<()> {
     let (catalog, spec) = (
         files.catalog.display().to_string(),
         files.spec.display().to_string(),
@@ -154,12 +172,13 @@ fn ci(out: &mut dyn Write, format: CiFormat, report: &Report, files: Files) -> s
         if let Some(declared) = &d.declared {
             said += &format!(", the tool declares {declared}");
         }
+        let fails = threshold.is_some_and(|t| d.severity >= t);
         Annotation {
             rule: d.kind.as_str().to_string(),
-            level: Level::Error,
-            fails: true,
+            level: Level::of(fails, Level::weight(d.severity)),
+            fails,
             title: format!("{} {}", d.tool, d.field),
-            message: format!("{} `{}`, {said}", d.kind.as_str(), d.field),
+            message: format!("{} `{}` [{}], {said}", d.kind.as_str(), d.field, d.severity),
             file: catalog.clone(),
             line: catalog_lines.named(&d.tool),
             operation: (!d.operation.is_empty()).then(|| d.operation.clone()),
@@ -192,10 +211,85 @@ fn ci(out: &mut dyn Write, format: CiFormat, report: &Report, files: Files) -> s
     annotations::write(out, format, &run)
 }
 
-/// Tools and how each was mapped (with inferred path bindings), defects with kinds spelled as
-/// in JSON, tools the map sends elsewhere, and the unexposed operations (the first 20 unless
-/// `all`): a big spec's 1,198 of them would bury 107 defects.
+/// The tools with defects worst first, then the defects worst first (kinds spelled as in
+/// JSON), then each tool and how it was mapped (with inferred path bindings), tools the map
+/// sends elsewhere, and the unexposed operations (the first 20 unless `all`): a big spec's
+/// 1,198 of them would bury 107 defects, and 200 optional filters the one that erases data.
 fn text_report(out: &mut dyn Write, report: &Report, all: bool) -> anyhow::Result<()> {
+    for s in &report.summary {
+        let counts = [
+            (s.critical, "critical"),
+            (s.error, "error"),
+            (s.warning, "warning"),
+            (s.info, "info"),
+        ];
+        let counts: Vec<String> = (counts.iter().filter(|(n, _)| *n > 0))
+            .map(|(n, name)| format!("{n} {name}"))
+            .collect();
+        writeln!(out, "{:<8} {:<28} {}", s.worst, s.tool, counts.join(", "))?;
+    }
+    text_defects(out, report)?;
+    text_tools(out, report)?;
+    let shown = if all { report.unexposed.len() } else { 20 };
+    for u in report.unexposed.iter().take(shown) {
+        writeln!(out, "  unexposed            {u}")?;
+    }
+    if report.unexposed.len() > shown {
+        writeln!(
+            out,
+            "  unexposed            ... and {} more (--all-unexposed lists them)",
+            report.unexposed.len() - shown
+        )?;
+    }
+    let by = |severity| {
+        (report.defects.iter())
+            .filter(|d| d.severity == severity)
+            .count()
+    };
+    writeln!(
+        out,
+        "{} tools, {} defects ({} critical, {} error, {} warning, {} info), {} operations no tool reaches",
+        report.tools.len(),
+        report.defects.len(),
+        by(Severity::Critical),
+        by(Severity::Error),
+        by(Severity::Warning),
+        by(Severity::Info),
+        report.unexposed.len()
+    )?;
+    Ok(())
+}
+
+/// Each defect, worst first, with its severity.
+fn text_defects(out: &mut dyn Write, report: &Report) -> std::io::Result<()> {
+    for d in &report.defects {
+        if d.kind == DefectKind::Unmapped {
+            writeln!(
+                out,
+                "  {:<8} {:<20} {:<20} expected {}",
+                d.severity,
+                d.kind.as_str(),
+                d.tool,
+                d.expected.as_deref().unwrap_or("-")
+            )?;
+            continue;
+        }
+        writeln!(
+            out,
+            "  {:<8} {:<20} {:<20} {:<24} expected {:<18} declared {}",
+            d.severity,
+            d.kind.as_str(),
+            d.tool,
+            d.field,
+            d.expected.as_deref().unwrap_or("-"),
+            d.declared.as_deref().unwrap_or("-")
+        )?;
+    }
+    Ok(())
+}
+
+/// Each tool and how it was mapped, and the tools the map sends elsewhere.
+fn text_tools(out: &mut dyn Write, report: &Report) -> std::io::Result<()> {
     for t in &report.tools {
         writeln!(
             out,
@@ -213,44 +307,5 @@ fn text_report(out: &mut dyn Write, report: &Report, all: bool) -> anyhow::Resul
     for e in &report.elsewhere {
         writeln!(out, "{:<28} -> elsewhere: {}", e.tool, e.why)?;
     }
-    for d in &report.defects {
-        if d.kind == DefectKind::Unmapped {
-            writeln!(
-                out,
-                "  {:<20} {:<20} expected {}",
-                d.kind.as_str(),
-                d.tool,
-                d.expected.as_deref().unwrap_or("-")
-            )?;
-            continue;
-        }
-        writeln!(
-            out,
-            "  {:<20} {:<20} {:<24} expected {:<18} declared {}",
-            d.kind.as_str(),
-            d.tool,
-            d.field,
-            d.expected.as_deref().unwrap_or("-"),
-            d.declared.as_deref().unwrap_or("-")
-        )?;
-    }
-    let shown = if all { report.unexposed.len() } else { 20 };
-    for u in report.unexposed.iter().take(shown) {
-        writeln!(out, "  unexposed            {u}")?;
-    }
-    if report.unexposed.len() > shown {
-        writeln!(
-            out,
-            "  unexposed            ... and {} more (--all-unexposed lists them)",
-            report.unexposed.len() - shown
-        )?;
-    }
-    writeln!(
-        out,
-        "{} tools, {} defects, {} operations no tool reaches",
-        report.tools.len(),
-        report.defects.len(),
-        report.unexposed.len()
-    )?;
     Ok(())
 }

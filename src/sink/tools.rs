@@ -33,6 +33,7 @@ struct FindingLabels {
 struct DefectLabels {
     tool: String,
     kind: &'static str,
+    severity: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -75,7 +76,7 @@ impl ToolMetrics {
         );
         r.register(
             "catalog_defects",
-            "Defects of the tool catalog the MCP server serves, checked live against the spec in force: tool and kind (silent_clear: every call erases the field)",
+            "Defects of the tool catalog the MCP server serves, checked live against the spec in force: tool, kind and severity (critical: silent_clear, every call erases the field; error: an argument, type or required parameter the API refuses or ignores; warning: a tool tied to no operation; info: an optional parameter no tool exposes)",
             m.defects.clone(),
         );
         m
@@ -120,13 +121,15 @@ impl ToolMetrics {
         }
     }
 
-    /// The catalog's defects now, by tool and kind; the last check's series are replaced.
-    pub fn defects<'a>(&self, defects: impl IntoIterator<Item = (&'a str, &'static str)>) {
+    /// The catalog's defects now, by tool, kind and severity; the last check's series are
+    /// replaced.
+    pub fn defects<'a>(&self, defects: impl IntoIterator<Item = &'a crate::catalog::Defect>) {
         self.defects.clear();
-        for (tool, kind) in defects {
+        for d in defects {
             let labels = DefectLabels {
-                tool: self.tools.of(tool),
-                kind,
+                tool: self.tools.of(&d.tool),
+                kind: d.kind.as_str(),
+                severity: d.severity.as_str(),
             };
             self.defects.get_or_create(&labels).inc();
         }

@@ -194,10 +194,7 @@ impl Live {
             all.extend(defects);
             reports.push((api.name(), report));
         }
-        self.sidecar
-            .sinks
-            .tools
-            .defects(all.iter().map(|d| (d.tool.as_str(), d.kind.as_str())));
+        self.sidecar.sinks.tools.defects(&all);
         self.state().report = Some(report_json(&reports)?);
         Ok(())
     }

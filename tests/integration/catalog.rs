@@ -4,6 +4,7 @@
 
 use driftwatch::catalog::{CatalogError, DefectKind, Mapping, check, generate, read_tools};
 use driftwatch::contract::Contract;
+use driftwatch::finding::Severity;
 use serde_json::{Value, json};
 
 use super::real_specs::SPECS;
@@ -48,11 +49,27 @@ fn the_fixture_catalog_reports_exactly_its_defects_and_each_fix_turns_one_off() 
             DefectKind::SilentClear,
             "padToNearestMinute",
         ),
-        d("list_playouts", DefectKind::MissingParam, "query"),
+        // Worst first: a type the API refuses (error) before an optional filter no argument
+        // reaches (info).
         d("list_playouts", DefectKind::TypeMismatch, "pageSize"),
+        d("list_playouts", DefectKind::MissingParam, "query"),
     ];
     assert_eq!(defects(&channels, &fixture()), all);
     let report = check(&channels, &read_tools(&fixture()).unwrap(), &mapping()).unwrap();
+    let severities: Vec<Severity> = report.defects.iter().map(|d| d.severity).collect();
+    use Severity::{Critical, Error, Info};
+    assert_eq!(severities, [Critical, Critical, Error, Info]);
+    let summary: Vec<(&str, Severity, usize, usize)> = (report.summary.iter())
+        .map(|s| (s.tool.as_str(), s.worst, s.error, s.info))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("update_channel", Critical, 0, 0),
+            ("update_schedule", Critical, 0, 0),
+            ("list_playouts", Error, 1, 1),
+        ]
+    );
     let layouts: Vec<(String, String, &str)> = report
         .tools
         .iter()
@@ -80,11 +97,11 @@ fn the_fixture_catalog_reports_exactly_its_defects_and_each_fix_turns_one_off() 
             c["tools"][1]["inputSchema"]["properties"]["requestBody"]["properties"]["padToNearestMinute"] =
                 json!({"type": ["integer", "null"]})
         }),
-        (2, |c| {
+        (3, |c| {
             c["tools"][2]["inputSchema"]["properties"]["queryParameters"]["properties"]["query"] =
                 json!({"type": "string"})
         }),
-        (3, |c| {
+        (2, |c| {
             c["tools"][2]["inputSchema"]["properties"]["queryParameters"]["properties"]["pageSize"] =
                 json!({"type": "integer"})
         }),
@@ -154,11 +171,12 @@ fn what_cannot_be_compared_is_a_defect_and_the_rest_of_the_catalog_is_still_chec
         .iter()
         .map(|d| (d.tool.as_str(), d.kind))
         .collect();
+    // Both errors: nothing of the unmapped tool was compared.
     assert_eq!(
         kinds,
         [
             ("update_channel_title", DefectKind::Unmapped),
-            ("getChannel", DefectKind::TypeMismatch)
+            ("getChannel", DefectKind::TypeMismatch),
         ]
     );
     let first = &report.defects[0].candidates[0];
@@ -260,7 +278,13 @@ fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
     assert_eq!(
         doc["defects"][0],
         json!({"tool": "update_channel", "operation": "updateChannel", "kind": "silent_clear",
-               "field": "graphicsElementIds", "expected": "array<integer>", "declared": "absent"})
+               "severity": "critical", "field": "graphicsElementIds",
+               "expected": "array<integer>", "declared": "absent"})
+    );
+    assert_eq!(
+        doc["summary"][2],
+        json!({"tool": "list_playouts", "worst": "error", "critical": 0, "error": 1,
+               "warning": 0, "info": 1})
     );
     assert_eq!(doc["unexposed"].as_array().unwrap().len(), 5);
     // Without the mapping, update_channel is unmapped: a defect naming its best candidates,
@@ -275,14 +299,36 @@ fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
         text.contains(
-            "  unmapped             update_channel       expected an operation: updateChannel ("
+            "  error    unmapped             update_channel       expected an operation: updateChannel ("
         ),
         "{text}"
     );
     assert!(
-        text.contains("  type_mismatch        list_playouts"),
+        text.contains("  error    type_mismatch        list_playouts"),
         "{text}"
     );
+    // The report leads with the tools, worst first.
+    assert!(
+        text.starts_with("error    list_playouts                1 error, 1 info\nerror    update_channel               1 error\n"),
+        "{text}"
+    );
+    // --fail-on sets the severity that fails: nothing here erases data.
+    let fail_on = |severity| {
+        let catalog = "examples/channels.tools.json";
+        let args = [
+            "tools",
+            "--spec",
+            spec,
+            "--tools",
+            catalog,
+            "--fail-on",
+            severity,
+        ];
+        run(&args).0
+    };
+    assert_eq!(fail_on("critical"), Some(0));
+    assert_eq!(fail_on("error"), Some(1));
+    assert_eq!(fail_on("never"), Some(0));
     // --suggest-map writes a map the check reads back, its best guess first.
     let (code, suggested, _) = run(&[
         "tools",
@@ -316,7 +362,9 @@ fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
     let (code, text, _) = run(&["tools", "--spec", spec, "--tools", path.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.ends_with("10 tools, 0 defects, 0 operations no tool reaches\n"),
+        text.ends_with(
+            "10 tools, 0 defects (0 critical, 0 error, 0 warning, 0 info), 0 operations no tool reaches\n"
+        ),
         "{text}"
     );
     let (code, _, stderr) = run(&["tools", "--generate", "--spec", spec]);

@@ -502,11 +502,30 @@ async fn a_go_server_from_pypi_under_wrap_goes_through_the_forward_proxy_with_it
     let map = String::from_utf8(admin_get(session.admin, "/tools/map").await.body).unwrap();
     // Real drift in the server's catalog, found live: its get_issue declares `issue_number` a
     // number where GitHub's spec says integer.
-    let defect = "driftwatch_catalog_defects{tool=\"get_issue\",kind=\"type_mismatch\"}";
+    let defect =
+        "driftwatch_catalog_defects{tool=\"get_issue\",kind=\"type_mismatch\",severity=\"error\"}";
     eventually_within("the live check's defect", LIVE_CHECK, || async {
         (sample(&scrape(session.admin).await, defect) == 1.0).then_some(())
     })
     .await;
+    // /tools/check ranks by harm: a summary per tool and the defects, worst first.
+    let check: Value = admin_get(session.admin, "/tools/check").await.json();
+    let rank = |s: &Value| {
+        ["critical", "error", "warning", "info"]
+            .iter()
+            .position(|r| s == r)
+    };
+    let ranks: Vec<usize> = (check["defects"].as_array().unwrap().iter())
+        .map(|d| rank(&d["severity"]).unwrap())
+        .collect();
+    assert!(ranks.is_sorted(), "{ranks:?}");
+    let summary = check["summary"].as_array().unwrap();
+    assert!(
+        (summary.iter()).any(|s| s["tool"] == "get_issue" && s["worst"] == "error"),
+        "{summary:?}"
+    );
+    let worst: Vec<usize> = summary.iter().map(|s| rank(&s["worst"]).unwrap()).collect();
+    assert!(worst.is_sorted(), "{worst:?}");
     let out = session.release();
     let found = attributed(&events);
     println!("{found:#?}");

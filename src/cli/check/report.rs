@@ -263,11 +263,7 @@ impl<'o> Report<'o> {
             .map(|(op, kind, location, field, group)| {
                 let severity = group.first.severity;
                 let fails = end.fail_on.is_some_and(|t| severity >= t);
-                let weight = match severity {
-                    Severity::Critical | Severity::Error => Level::Error,
-                    Severity::Warning => Level::Warning,
-                    Severity::Info => Level::Note,
-                };
+                let weight = Level::weight(severity);
                 let operation = group.first.operation.clone();
                 let exchanges: Vec<String> =
                     group.exchanges.iter().map(|i| i.to_string()).collect();
