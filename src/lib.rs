@@ -18,7 +18,9 @@
 //!   (`mcp/bindings.rs`); the bounds an MCP message is held to before it is parsed.
 //! - [`memory`], [`silent`]: the last GET of each resource, what writes' answers taught of
 //!   each operation, and silent-clear detection on both.
-//! - [`traffic`]: recorded exchanges (HAR, JSON Lines, access logs) for offline checks.
+//! - [`traffic`]: recorded exchanges (HAR, JSON Lines, access logs) for offline checks;
+//!   [`propose`]: an OpenAPI Overlay drafted from the sidecar's events, for what the API showed
+//!   that its spec does not declare (`driftwatch overlay propose`).
 //! - [`config`], [`settings`]: the config as written and layered (file < env < flags), and the
 //!   one validated, typed value built from it at start.
 //! - [`policy`]: observe/enforce, and the action per finding; [`repair`]: where a replace
@@ -31,7 +33,8 @@
 //!   one exit (`proxy/stages.rs`, `proxy/record.rs`), the tool call behind a request under
 //!   `wrap` (`proxy/tool.rs`); forward mode's front and CA (`proxy/front.rs`, `proxy/ca.rs`).
 //! - [`admin`], [`sink`]: the admin listener (which sees the proxy only through a narrow
-//!   handle), metrics and events.
+//!   handle), metrics and events; [`telemetry`]: OpenTelemetry spans of each request and tool
+//!   call, trace context in and out, and their bounded export over OTLP/HTTP.
 //! - [`start`]: the start-up `serve`, `wrap`, `mcp` and `demo` share.
 //! - [`gateway`]: the MCP gateway `driftwatch mcp` runs, each tool call sent through the
 //!   sidecar's own pipeline.
