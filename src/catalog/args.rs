@@ -140,6 +140,11 @@ pub(super) fn sort_args<'t>(
             }
             args.path.insert(w, schema);
         } else if expected.is_param(Location::Query, &w) {
+            // So may a query parameter of one operation and a body field of another (a tool
+            // that reads `?email=` and writes the record back with its `email`).
+            if expected.is_field(&w) {
+                args.body.insert(w.clone(), schema);
+            }
             args.query.insert(w, schema);
         } else if expected.is_param(Location::Header, &w)
             || entry.headers.iter().any(|h| h.eq_ignore_ascii_case(name))

@@ -189,7 +189,7 @@ impl Seen {
         // A large body is not read again for this: its arguments were learned from smaller ones.
         let body = body
             .filter(|b| b.len() <= MAX_BODY)
-            .and_then(|b| serde_json::from_slice(b).ok());
+            .and_then(|b| serde_json::from_slice(b).ok().or_else(|| form(b)));
         Seen {
             path,
             query,
@@ -206,6 +206,24 @@ impl Seen {
             .collect();
         self
     }
+}
+
+/// An `application/x-www-form-urlencoded` body as an object of its fields (the first of a
+/// repeated key), read as a JSON body's top-level fields are (Slack's and Mastodon's writes).
+/// Only a body that can be one: UTF-8, at least one `key=value`, no raw whitespace (a form
+/// encodes spaces as `+`).
+fn form(body: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(body).ok()?;
+    if !text.contains('=') || text.chars().any(char::is_whitespace) {
+        return None;
+    }
+    let mut fields = serde_json::Map::new();
+    for (k, v) in form_urlencoded::parse(body) {
+        fields
+            .entry(k.into_owned())
+            .or_insert(Value::String(v.into_owned()));
+    }
+    Some(Value::Object(fields))
 }
 
 /// The text a value is compared by; `None` for one that tells nothing (a boolean, a list or
@@ -260,26 +278,30 @@ fn supplied(
             _ => None,
         })
         .collect();
+    let named = |key: &str| bound.contains(key) || arguments.iter().any(|(name, _)| name == key);
     let accounts = |key: &str, value: &str| {
-        bound.contains(key)
-            || arguments
-                .iter()
-                .any(|(name, v)| name == key || scalar_text(v).as_deref() == Some(value))
+        named(key) || (arguments.iter()).any(|(_, v)| scalar_text(v).as_deref() == Some(value))
     };
-    let body = seen.body.as_ref().and_then(Value::as_object);
-    let carried = seen
-        .query
-        .iter()
-        .map(|(k, v)| (k.as_str(), Some(v.clone())))
-        .chain(
-            body.into_iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), scalar_text(v))),
-        );
+    // An object or list the server sends whole (the record it read, edited and writes back):
+    // its own unless an argument is that value or a value that tells inside it.
+    let holds_an_argument = |value: &Value| {
+        (arguments.iter())
+            .any(|(_, v)| v == value || telling(v).is_some_and(|text| holds(value, &text, 0)))
+    };
     let mut supplied = BTreeSet::new();
-    for (key, value) in carried {
-        if value.is_some_and(|value| !accounts(key, &value)) {
-            supplied.insert(key);
+    for (key, value) in &seen.query {
+        if !accounts(key, value) {
+            supplied.insert(key.as_str());
+        }
+    }
+    let body = seen.body.as_ref().and_then(Value::as_object);
+    for (key, value) in body.into_iter().flatten() {
+        let theirs = match scalar_text(value) {
+            Some(text) => !accounts(key, &text),
+            None => !named(key) && !holds_an_argument(value),
+        };
+        if theirs {
+            supplied.insert(key.as_str());
         }
     }
     supplied
@@ -443,5 +465,61 @@ mod tests {
             learn(&wrapped, &seen),
             [("flag".to_string(), Bound::Path("featureFlagKey".into()))]
         );
+    }
+
+    #[test]
+    fn a_record_written_back_whole_teaches_its_objects_and_lists_as_the_servers() {
+        // GET, change the name, PUT the rest: the lists and objects the tool has no argument
+        // for are the server's, and no silent clear of that tool.
+        let seen = Seen::of(
+            "/channels/{id}",
+            "/channels/42",
+            Some(
+                br#"{"name": "News 24", "graphicsElementIds": [3, 9], "watermark": {"id": 7},
+                     "tags": ["evening-news"], "number": "24"}"#,
+            ),
+        );
+        let found = learn(
+            &args(json!({"id": 42, "name": "News 24", "tag": "evening-news"})),
+            &seen,
+        );
+        let supplied: Vec<&str> = (found.iter())
+            .filter_map(|(_, b)| match b {
+                Bound::Supplied(f) => Some(f.as_str()),
+                _ => None,
+            })
+            .collect();
+        // `tags` holds the call's `tag`: the tool's, nested; `name` is the tool's by name.
+        assert_eq!(supplied, ["graphicsElementIds", "number", "watermark"]);
+        assert!(
+            found.contains(&("tag".into(), Bound::Nested("tags".into()))),
+            "{found:?}"
+        );
+        // An argument that is the whole list is the tool's, not the server's.
+        let found = learn(&args(json!({"ids": [3, 9]})), &seen);
+        assert!(!found.contains(&(String::new(), Bound::Supplied("graphicsElementIds".into()))));
+    }
+
+    #[test]
+    fn a_form_body_is_read_as_a_json_bodys_fields_are() {
+        let seen = Seen::of(
+            "/chat.postMessage",
+            "/chat.postMessage",
+            Some(b"channel=C024BE91L&text=Hello+there&as_user=true"),
+        );
+        let found = learn(
+            &args(json!({"channel_id": "C024BE91L", "text": "Hello there"})),
+            &seen,
+        );
+        assert_eq!(
+            found,
+            [
+                ("channel_id".to_string(), Bound::Renamed("channel".into())),
+                (String::new(), Bound::Supplied("as_user".into())),
+            ]
+        );
+        // Text that is no form is not read as one.
+        assert!(form(b"hello there=1").is_none());
+        assert!(form(b"plain").is_none());
     }
 }

@@ -247,6 +247,57 @@ fn what_cannot_be_compared_is_a_defect_and_the_rest_of_the_catalog_is_still_chec
     ));
 }
 
+/// A tool that finds a record by a query parameter and writes it back whole: the argument the
+/// GET's query takes is the PUT body's field too, so that field is filled, no silent clear.
+#[test]
+fn an_argument_one_operation_takes_in_its_query_fills_another_operations_field_too() {
+    let user = json!({"type": "object", "properties": {"id": {"type": "integer"},
+        "email": {"type": "string"}, "name": {"type": "string"}}});
+    let ok = |schema: &Value| {
+        json!({"200": {"description": "ok",
+        "content": {"application/json": {"schema": schema}}}})
+    };
+    let doc = json!({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+        "/users": {"get": {"operationId": "findUser", "parameters": [{"name": "email",
+            "in": "query", "required": true, "schema": {"type": "string"}}],
+            "responses": ok(&json!({"type": "array", "items": user}))}},
+        "/users/{id}": {
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+            "get": {"operationId": "getUser", "responses": ok(&user)},
+            "put": {"operationId": "updateUser", "requestBody": {"content": {"application/json": {
+                "schema": {"type": "object", "properties": {"email": {"type": "string"},
+                    "name": {"type": "string"}}}}}}, "responses": ok(&user)}}}});
+    let spec =
+        driftwatch::spec::Spec::from_document(std::path::Path::new("users.json"), doc).unwrap();
+    let users = Contract::compile(&spec, &Default::default()).unwrap();
+    let tool = json!({"name": "rename_user", "inputSchema": {"type": "object", "properties": {
+        "email": {"type": "string"}, "name": {"type": "string"}}}});
+    let map: Mapping = toml::from_str(
+        "[tools]\nrename_user = { operations = [\"findUser\", \"updateUser\"], supplied = [\"id\"] }",
+    )
+    .unwrap();
+    let report = check(
+        &users,
+        &read_tools(&json!({"tools": [tool]})).unwrap(),
+        &map,
+    )
+    .unwrap();
+    assert!(report.defects.is_empty(), "{:#?}", report.defects);
+    // Without `name`, the PUT erases it: still said.
+    let tool = json!({"name": "rename_user", "inputSchema": {"type": "object", "properties": {
+        "email": {"type": "string"}}}});
+    let report = check(
+        &users,
+        &read_tools(&json!({"tools": [tool]})).unwrap(),
+        &map,
+    )
+    .unwrap();
+    let found: Vec<(DefectKind, &str)> = (report.defects.iter())
+        .map(|d| (d.kind, d.field.as_str()))
+        .collect();
+    assert_eq!(found, [(DefectKind::SilentClear, "name")]);
+}
+
 #[test]
 fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
     let run = |args: &[&str]| {
