@@ -193,11 +193,13 @@ pub(super) fn bind_path(
     expected: &Expected,
     entry: &MappedTool,
 ) -> Vec<Binding> {
-    // Open: no argument is named after it, or the map binds one to it all the same.
+    // Open: no argument is named after it, or the map binds one to it all the same; never one
+    // the server fills itself (a tenant in every path).
     let open: Vec<&str> = expected
         .params_in(Location::Path)
         .map(|p| p.name.as_str())
         .filter(|p| !args.path.contains_key(*p) || entry.bind.values().any(|b| b == p))
+        .filter(|p| !entry.supplied.iter().any(|s| s == p))
         .collect();
     let required: Vec<&str> = root
         .get("required")

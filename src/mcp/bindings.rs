@@ -25,8 +25,8 @@ pub enum Bound {
     Joined(String),
     /// It goes out as this request header (`author_username` as `Api-Username`).
     Header(String),
-    /// A query parameter or top-level body field the server fills itself: no argument is named
-    /// after it, and its value is none of the call's.
+    /// A path parameter, query parameter or top-level body field the server fills itself: no
+    /// argument is named after it, and its value is none of the call's.
     Supplied(String),
 }
 
@@ -58,6 +58,11 @@ impl Learned {
             if let Bound::Supplied(field) = bound {
                 grew |= self.supplied.insert(field);
                 continue;
+            }
+            // A parameter an argument filled is not the server's, whatever another request of
+            // the tool showed: supplied means in every request.
+            if let Bound::Path(p) = &bound {
+                grew |= self.supplied.remove(p);
             }
             if self.knows(&argument) {
                 continue;
@@ -289,6 +294,12 @@ fn supplied(
             .any(|(_, v)| v == value || telling(v).is_some_and(|text| holds(value, &text, 0)))
     };
     let mut supplied = BTreeSet::new();
+    // A path value no argument is (Keycloak's `{realm}`, the server's configured tenant).
+    for (param, value) in &seen.path {
+        if !(arguments.iter()).any(|(_, v)| scalar_text(v).as_deref() == Some(value)) {
+            supplied.insert(param.as_str());
+        }
+    }
     for (key, value) in &seen.query {
         if !accounts(key, value) {
             supplied.insert(key.as_str());
@@ -521,5 +532,33 @@ mod tests {
         // Text that is no form is not read as one.
         assert!(form(b"hello there=1").is_none());
         assert!(form(b"plain").is_none());
+    }
+
+    #[test]
+    fn a_path_value_no_argument_carries_is_the_servers_until_an_argument_fills_it() {
+        // Keycloak's servers put their configured realm in every path.
+        let seen = Seen::of(
+            "/admin/realms/{realm}/users/{id}",
+            "/admin/realms/master/users/5f1c-77",
+            None,
+        );
+        let found = learn(&args(json!({"userId": "5f1c-77"})), &seen);
+        assert_eq!(
+            found,
+            [
+                ("userId".to_string(), Bound::Path("id".into())),
+                (String::new(), Bound::Supplied("realm".into())),
+            ]
+        );
+        let mut learned = Learned::default();
+        learned.take(found);
+        assert!(learned.supplied.contains("realm"));
+        // Another call names the realm: it was an argument's after all.
+        let found = learn(
+            &args(json!({"tenant": "master", "userId": "5f1c-77"})),
+            &seen,
+        );
+        assert!(learned.take(found));
+        assert!(!learned.supplied.contains("realm"), "{learned:?}");
     }
 }

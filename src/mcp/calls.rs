@@ -33,6 +33,8 @@ pub const CALL_TTL: Duration = Duration::from_secs(300);
 /// Argument values kept per call, and bytes of each (longer ones are not compared).
 const MAX_VALUES: usize = 256;
 const MAX_VALUE_BYTES: usize = 1024;
+/// Characters a value needs to tell one call from another (the bindings' rule too).
+const MIN_TELLING_CHARS: usize = 3;
 /// Tools, and operations per tool, the learned map holds.
 const MAX_TOOLS: usize = 1024;
 const MAX_OPERATIONS: usize = 64;
@@ -392,12 +394,14 @@ impl Calls {
             .iter()
             .map(|c| c.values.iter().filter(|v| values.0.contains(*v)).collect())
             .collect();
-        // A value found in the request that this call holds and no other call does.
+        // A value found in the request that this call holds and no other call does, long
+        // enough to tell (`1` or `ab` are found in many a request by chance: a page, a flag).
         let telling = |i: usize| {
             matched[i].iter().any(|v| {
-                (0..calls.len())
-                    .filter(|j| *j != i)
-                    .all(|j| !calls[j].values.contains(v))
+                v.chars().count() >= MIN_TELLING_CHARS
+                    && (0..calls.len())
+                        .filter(|j| *j != i)
+                        .all(|j| !calls[j].values.contains(v))
             })
         };
         let told: Vec<usize> = (0..calls.len()).filter(|i| telling(*i)).collect();
@@ -694,13 +698,23 @@ mod tests {
             1,
             &json!(2),
             "create",
-            Some(&json!({"title": "T", "archived": true})),
+            Some(&json!({"title": "Trip notes", "archived": true, "page": 1})),
         );
         let search = calls.attribute(|| values("/v1/search?q=drift+in&archived=true", None));
         assert_eq!(search.unwrap().label(), "search");
-        let create =
-            calls.attribute(|| values("/v1/pages", Some(json!({"properties": {"title": ["T"]}}))));
+        let create = calls.attribute(|| {
+            values(
+                "/v1/pages",
+                Some(json!({"properties": {"title": ["Trip notes"]}})),
+            )
+        });
         assert_eq!(create.unwrap().label(), "create");
+        // A value too short to tell (a `page=1` the server adds) ties the request to no call.
+        let paged = calls
+            .attribute(|| values("/v1/search?page=1", None))
+            .unwrap();
+        assert_eq!(paged.label(), crate::mcp::calls::AMBIGUOUS);
+        assert!(paged.arguments.is_none());
     }
 
     #[test]

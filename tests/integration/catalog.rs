@@ -298,6 +298,48 @@ fn an_argument_one_operation_takes_in_its_query_fills_another_operations_field_t
     assert_eq!(found, [(DefectKind::SilentClear, "name")]);
 }
 
+/// A path parameter the server fills in every request (Keycloak's servers put their configured
+/// realm in each path): supplied, it is no `missing_param`, and no argument is bound to it.
+#[test]
+fn a_path_parameter_the_server_fills_is_no_defect_and_takes_no_argument() {
+    let doc = json!({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+        "/admin/realms/{realm}/users/{id}": {"get": {"operationId": "getUser", "parameters": [
+            {"name": "realm", "in": "path", "required": true, "schema": {"type": "string"}},
+            {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}}}});
+    let spec = driftwatch::spec::Spec::from_document(std::path::Path::new("kc.json"), doc).unwrap();
+    let kc = Contract::compile(&spec, &Default::default()).unwrap();
+    let tool = json!({"name": "get_user", "inputSchema": {"type": "object", "properties": {
+        "user_ref": {"type": "string"}}, "required": ["user_ref"]}});
+    let tools = read_tools(&json!({"tools": [tool]})).unwrap();
+    let map = |extra: &str| -> Mapping {
+        toml::from_str(&format!(
+            "[tools]\nget_user = {{ operation = \"getUser\"{extra} }}"
+        ))
+        .unwrap()
+    };
+    let report = check(&kc, &tools, &map(", supplied = [\"realm\"]")).unwrap();
+    assert!(report.defects.is_empty(), "{:#?}", report.defects);
+    let bound: Vec<(&str, &str)> = (report.tools[0].bindings.iter())
+        .map(|b| (b.argument.as_str(), b.parameter.as_str()))
+        .collect();
+    assert_eq!(bound, [("user_ref", "id")]);
+    // Not known to be the server's: two parameters open for one argument, no guess, and the
+    // three defects a new user met on every tool of such a server.
+    let report = check(&kc, &tools, &map("")).unwrap();
+    let found: Vec<(DefectKind, &str)> = (report.defects.iter())
+        .map(|d| (d.kind, d.field.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (DefectKind::MissingParam, "realm"),
+            (DefectKind::MissingParam, "id"),
+            (DefectKind::UnreachableArgument, "user_ref"),
+        ]
+    );
+}
+
 #[test]
 fn the_tools_command_exits_1_on_defects_and_2_on_errors() {
     let run = |args: &[&str]| {
