@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::mcp::{PYTHON_SDK, Sdk, python};
 use super::sidecar::{admin_get, sample, scrape};
 use super::upstream::{self, Responder, Upstream};
-use super::util::{eventually, eventually_within};
+use super::util::eventually_within;
 
 /// Seconds the live catalog check of a real server's catalog against GitHub's or Notion's spec
 /// is given: ~1 s a run in a debug build on an idle core, several runs as the learned map grows,
