@@ -252,6 +252,60 @@ mod tests {
     use crate::spec::Spec;
     use serde_json::json;
 
+    fn compile(doc: serde_json::Value) -> Contract {
+        let spec = Spec::from_document(std::path::Path::new("t.json"), doc).unwrap();
+        Contract::compile(&spec, &ContractOptions::default()).unwrap()
+    }
+
+    /// The operation a request was audited against, and its findings as `operation kind field`.
+    fn audited(contract: &Contract, method: &str, target: &str) -> (Option<String>, Vec<String>) {
+        let headers: Vec<(String, String)> = Vec::new();
+        let view = RequestView::new(method, target, &headers, None);
+        let a = audit(contract, &view);
+        let findings = a.findings.iter().map(|f| {
+            let op = f.operation.as_deref().unwrap_or("-");
+            format!("{op} {} {}", f.kind.as_str(), f.field)
+        });
+        (a.operation.map(|op| op.id.clone()), findings.collect())
+    }
+
+    /// Issue 66: Mastodon's `GET /api/v1/accounts/relationships` refuses `id[]=1` (it reads
+    /// `id`), and `/api/v1/accounts/{id}` takes the path with only `id[]` unknown: the request
+    /// was audited against the template, and enforce refused citing it. The concrete path
+    /// beats its templated sibling whatever the query carries.
+    #[test]
+    fn a_request_the_concrete_path_refuses_is_never_audited_against_its_templated_sibling() {
+        let string = json!({"type": "string"});
+        let c = compile(json!({"openapi": "3.1.0", "paths": {
+            "/api/v1/accounts/relationships": {"get": {"operationId": "getRelationships",
+                "responses": {}, "parameters": [{"name": "id", "in": "query", "required": true,
+                    "schema": {"type": "array", "items": string}}]}},
+            "/api/v1/accounts/{id}": {"get": {"operationId": "getAccount", "responses": {},
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": string}]}},
+            "/sites/{site}/zones/{zone}": {"get": {"operationId": "getZone", "responses": {}}},
+            "/sites/{site}/{kind}/count": {"get": {"operationId": "countZones", "responses": {},
+                "parameters": [{"name": "distinct", "in": "query", "schema": string}]}}}}));
+        let (op, findings) = audited(&c, "GET", "/api/v1/accounts/relationships?id[]=1");
+        assert_eq!(op.as_deref(), Some("getRelationships"), "{findings:?}");
+        assert_eq!(
+            findings,
+            [
+                "getRelationships unknown_query_param id[]",
+                "getRelationships missing_required_param id"
+            ]
+        );
+        assert_eq!(
+            audited(&c, "GET", "/api/v1/accounts/relationships?id=1"),
+            (Some("getRelationships".into()), vec![])
+        );
+        // The near twin: neither template is the more concrete, so the one the request fits
+        // is still tried.
+        assert_eq!(
+            audited(&c, "GET", "/sites/s/zones/count?distinct=scope"),
+            (Some("countZones".into()), vec![])
+        );
+    }
+
     /// Issue 50: under wrap, a `/` in the path is a value's only where the call's own argument
     /// holds it; else the path names an endpoint the spec lacks.
     #[test]

@@ -290,7 +290,9 @@ impl Contract {
 
     /// Every other operation whose template the path fits (base path stripped as in
     /// [`Contract::route`]), with its raw path values: the candidates for a request the
-    /// routed operation refuses. Empty for most paths.
+    /// routed operation refuses. Empty for most paths. A template the routed one is more
+    /// concrete than is none (`/accounts/{id}` beside `/accounts/relationships`): OpenAPI
+    /// routes the concrete path there whatever the query carries.
     pub fn also_matching<'c, 'p>(
         &'c self,
         method: &str,
@@ -300,7 +302,7 @@ impl Contract {
         let method = method.to_ascii_uppercase();
         let path = self.without_base_path(path).unwrap_or(path);
         self.router
-            .matching(&method, path)
+            .matching(&method, path, routed.index)
             .into_iter()
             .filter_map(|(i, values)| Some((self.operations.get(i)?, values)))
             .filter(|(op, _)| op.id != routed.id)
