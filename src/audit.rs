@@ -31,7 +31,8 @@ pub struct Audit<'c, 'p> {
     pub truncated: bool,
 }
 
-/// Audit `request` against `contract`; every finding carries the operation id.
+/// Audit `request` against `contract`; every finding carries the operation id. A request
+/// outside every base path of the API that no template fits is not the API's: no finding.
 pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit<'c, 'p> {
     let finding = match contract.route(request.method, request.path) {
         Route::Found {
@@ -42,19 +43,22 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
             let allowed = allowed.join(", ");
             let method = request.method.to_ascii_uppercase();
             let path = contract.path_shape(request.path);
-            Finding::new(Kind::MethodNotAllowed, Location::Path, &path)
-                .expected(allowed.clone())
-                .observed(method.clone())
-                .message(format!(
-                    "{method} is not declared for {path}; the spec allows {allowed}"
-                ))
+            Some(
+                Finding::new(Kind::MethodNotAllowed, Location::Path, &path)
+                    .expected(allowed.clone())
+                    .observed(method.clone())
+                    .message(format!(
+                        "{method} is not declared for {path}; the spec allows {allowed}"
+                    )),
+            )
         }
-        Route::NotFound => unrouted(contract, request),
+        Route::NotFound => Some(unrouted(contract, request)),
+        Route::OutsideBasePath => None,
     };
     Audit {
         operation: None,
         path_values: Vec::new(),
-        findings: vec![bounded::cut_text(finding)],
+        findings: finding.map(bounded::cut_text).into_iter().collect(),
         truncated: false,
     }
 }
@@ -251,6 +255,108 @@ mod tests {
     use crate::contract::ContractOptions;
     use crate::spec::Spec;
     use serde_json::json;
+
+    fn compile(doc: serde_json::Value) -> Contract {
+        let spec = Spec::from_document(std::path::Path::new("t.json"), doc).unwrap();
+        Contract::compile(&spec, &ContractOptions::default()).unwrap()
+    }
+
+    /// The operation a request was audited against, and its findings as `operation kind field`.
+    fn audited(contract: &Contract, method: &str, target: &str) -> (Option<String>, Vec<String>) {
+        let headers: Vec<(String, String)> = Vec::new();
+        let view = RequestView::new(method, target, &headers, None);
+        let a = audit(contract, &view);
+        let findings = a.findings.iter().map(|f| {
+            let op = f.operation.as_deref().unwrap_or("-");
+            format!("{op} {} {}", f.kind.as_str(), f.field)
+        });
+        (a.operation.map(|op| op.id.clone()), findings.collect())
+    }
+
+    /// Issue 66: Mastodon's `GET /api/v1/accounts/relationships` refuses `id[]=1` (it reads
+    /// `id`), and `/api/v1/accounts/{id}` takes the path with only `id[]` unknown: the request
+    /// was audited against the template, and enforce refused citing it. The concrete path
+    /// beats its templated sibling whatever the query carries.
+    #[test]
+    fn a_request_the_concrete_path_refuses_is_never_audited_against_its_templated_sibling() {
+        let string = json!({"type": "string"});
+        let c = compile(json!({"openapi": "3.1.0", "paths": {
+            "/api/v1/accounts/relationships": {"get": {"operationId": "getRelationships",
+                "responses": {}, "parameters": [{"name": "id", "in": "query", "required": true,
+                    "schema": {"type": "array", "items": string}}]}},
+            "/api/v1/accounts/{id}": {"get": {"operationId": "getAccount", "responses": {},
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": string}]}},
+            "/sites/{site}/zones/{zone}": {"get": {"operationId": "getZone", "responses": {}}},
+            "/sites/{site}/{kind}/count": {"get": {"operationId": "countZones", "responses": {},
+                "parameters": [{"name": "distinct", "in": "query", "schema": string}]}}}}));
+        let (op, findings) = audited(&c, "GET", "/api/v1/accounts/relationships?id[]=1");
+        assert_eq!(op.as_deref(), Some("getRelationships"), "{findings:?}");
+        assert_eq!(
+            findings,
+            [
+                "getRelationships unknown_query_param id[]",
+                "getRelationships missing_required_param id"
+            ]
+        );
+        assert_eq!(
+            audited(&c, "GET", "/api/v1/accounts/relationships?id=1"),
+            (Some("getRelationships".into()), vec![])
+        );
+        // The near twin: neither template is the more concrete, so the one the request fits
+        // is still tried.
+        assert_eq!(
+            audited(&c, "GET", "/sites/s/zones/count?distinct=scope"),
+            (Some("countZones".into()), vec![])
+        );
+    }
+
+    /// Issue 66: Keycloak's spec is based at `/admin/realms`; every call of a server starts with
+    /// a token from `POST /realms/{realm}/protocol/openid-connect/token` on the same host,
+    /// which was `unknown_operation`, so enforce refused every call. Outside every base path
+    /// and routing nowhere whole, it is not the API's request: no finding.
+    #[test]
+    fn a_request_outside_every_base_path_that_routes_nowhere_is_not_the_apis() {
+        let users = json!({"get": {"operationId": "getUsers", "responses": {}}});
+        let keycloak = |servers: serde_json::Value| {
+            compile(json!({"openapi": "3.1.0", "servers": servers,
+                "paths": {"/{realm}/users": users.clone()}}))
+        };
+        let token = "/realms/master/protocol/openid-connect/token";
+        let based = keycloak(json!([{"url": "https://kc.example/admin/realms"}]));
+        assert_eq!(audited(&based, "POST", token), (None, vec![]));
+        assert!(matches!(based.route("POST", token), Route::OutsideBasePath));
+        assert_eq!(
+            audited(&based, "GET", "/admin/realms/master/users"),
+            (Some("getUsers".into()), vec![])
+        );
+        // Under the base path, a path no template fits is still an unknown operation; outside
+        // it, one that fits whole is still routed (a client that leaves the base path out),
+        // and a known path with another method is still `method_not_allowed`.
+        let unknown = "- unknown_operation /admin/realms/*/groups";
+        assert_eq!(
+            audited(&based, "GET", "/admin/realms/master/groups"),
+            (None, vec![unknown.to_string()])
+        );
+        assert_eq!(
+            audited(&based, "GET", "/master/users").0.as_deref(),
+            Some("getUsers")
+        );
+        let (_, findings) = audited(&based, "DELETE", "/master/users");
+        assert_eq!(findings, ["- method_not_allowed /*/users"]);
+        // No base path, or one server at the host's root: every path is the API's.
+        for servers in [
+            json!([]),
+            json!([{"url": "https://kc.example/admin/realms"}, {"url": "https://kc.example"}]),
+        ] {
+            let (op, findings) = audited(&keycloak(servers.clone()), "POST", token);
+            assert_eq!(op, None);
+            assert_eq!(findings.len(), 1, "{servers}: {findings:?}");
+            assert!(
+                findings[0].starts_with("- unknown_operation "),
+                "{findings:?}"
+            );
+        }
+    }
 
     /// Issue 50: under wrap, a `/` in the path is a value's only where the call's own argument
     /// holds it; else the path names an endpoint the spec lacks.

@@ -2,6 +2,7 @@
 //! every operation with its parameters, body shapes and compiled JSON Schema validators. The
 //! audit reads it; nothing re-parses the spec per request. Share it behind an `Arc`.
 
+mod base;
 mod compile;
 mod compiler;
 mod lazy;
@@ -113,8 +114,9 @@ pub struct Contract {
     /// Operation id to index in `operations`.
     by_id: HashMap<String, usize>,
     router: router::Router,
-    /// Prefixes stripped from request paths before routing, longest first.
-    base_paths: Vec<String>,
+    /// Prefixes stripped from request paths before routing, longest first; what is under
+    /// none of them is not this API's.
+    base_paths: base::BasePaths,
     /// The templates segment by segment: what [`Contract::path_shape`] keeps of a path.
     shapes: shape::Shapes,
     /// The document and what is compiled from it on first use: validators, response schemas.
@@ -133,7 +135,14 @@ pub enum Route<'c, 'p> {
     MethodNotAllowed {
         allowed: Vec<&'c str>,
     },
+    /// No template fits a path that is the API's: under a base path, or the spec has none
+    /// (or one at the host's root).
     NotFound,
+    /// Under none of the spec's base paths, and no template fits the whole path either: a
+    /// request to another endpoint of the same host (Keycloak's OAuth token endpoint
+    /// `/realms/{realm}/protocol/openid-connect/token` beside its admin API under
+    /// `/admin/realms`), not one of this API's.
+    OutsideBasePath,
 }
 
 impl Contract {
@@ -290,7 +299,9 @@ impl Contract {
 
     /// Every other operation whose template the path fits (base path stripped as in
     /// [`Contract::route`]), with its raw path values: the candidates for a request the
-    /// routed operation refuses. Empty for most paths.
+    /// routed operation refuses. Empty for most paths. A template the routed one is more
+    /// concrete than is none (`/accounts/{id}` beside `/accounts/relationships`): OpenAPI
+    /// routes the concrete path there whatever the query carries.
     pub fn also_matching<'c, 'p>(
         &'c self,
         method: &str,
@@ -300,7 +311,7 @@ impl Contract {
         let method = method.to_ascii_uppercase();
         let path = self.without_base_path(path).unwrap_or(path);
         self.router
-            .matching(&method, path)
+            .matching(&method, path, routed.index)
             .into_iter()
             .filter_map(|(i, values)| Some((self.operations.get(i)?, values)))
             .filter(|(op, _)| op.id != routed.id)
@@ -309,22 +320,16 @@ impl Contract {
 
     /// The `servers` URLs' paths, longest first (a request made from the spec starts with one).
     pub fn base_paths(&self) -> &[String] {
-        &self.base_paths
+        self.base_paths.as_slice()
     }
 
     /// `path` after the first base path (a `servers` URL's path) it starts with, if any.
     fn without_base_path<'p>(&self, path: &'p str) -> Option<&'p str> {
-        self.base_paths.iter().find_map(|base| {
-            let rest = path.strip_prefix(base.as_str())?;
-            (rest.is_empty() || rest.starts_with('/')).then_some(if rest.is_empty() {
-                "/"
-            } else {
-                rest
-            })
-        })
+        self.base_paths.strip(path)
     }
 
-    /// Route a request by method (any case) and raw path (no query string).
+    /// Route a request by method (any case) and raw path (no query string): the path with its
+    /// base path taken off, then the whole path (a client that leaves the base path out).
     pub fn route<'c, 'p>(&'c self, method: &str, path: &'p str) -> Route<'c, 'p> {
         let mut upper = [0u8; 16];
         let method = match method.len() <= upper.len() {
@@ -336,7 +341,10 @@ impl Contract {
             false => method,
         };
         let stripped = self.without_base_path(path);
-        let mut result = Route::NotFound;
+        let mut result = match stripped.is_none() && self.base_paths.bound() {
+            true => Route::OutsideBasePath,
+            false => Route::NotFound,
+        };
         for candidate in stripped.into_iter().chain(std::iter::once(path)) {
             match self.router.route(method, candidate) {
                 Routed::Found(index, values) => {

@@ -49,6 +49,7 @@ mod integration {
     pub mod repair;
     pub mod responses;
     pub mod rotel;
+    pub mod routing;
     pub mod shared_memory;
     pub mod sidecar;
     pub mod silent_clears;

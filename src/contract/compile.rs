@@ -12,7 +12,7 @@ use super::lazy::{Lazy, LazyBody};
 use super::operation::{MediaBody, Operation, Param, RequestBody, Style, WriteSemantics};
 use super::resolve::deref_at;
 use super::response::{DeclaredResponse, ResponseMedia, Responses};
-use super::router::{RouteError, Router, split_route, template_params, trim_trailing_slash};
+use super::router::{RouteError, Router, split_route, template_params};
 use super::shown::{is_json, response_fields};
 use super::types::{FieldType, summarize};
 use super::warning::{LoadWarning, Skipped};
@@ -45,10 +45,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     };
     let (mut operations, router) = compile_paths(&compiler, options, &mut warnings);
     link_resources(doc, options, &mut operations);
-    let base_paths = match &options.base_path {
-        Some(base) => vec![trim_trailing_slash(base).to_string()],
-        None => server_base_paths(doc),
-    };
+    let base_paths = super::base::BasePaths::new(doc, options.base_path.as_deref());
     let mut by_id = std::collections::HashMap::new();
     for (i, op) in operations.iter_mut().enumerate() {
         op.index = i;
@@ -56,7 +53,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
     }
     let shapes = super::shape::Shapes::new(
         operations.iter().map(|op| op.template.as_str()),
-        &base_paths,
+        base_paths.as_slice(),
     );
     let contract = Contract {
         shapes,
@@ -617,41 +614,6 @@ pub(crate) fn is_form(media_type: &str) -> bool {
     let essence = media_type.split(';').next().unwrap_or("").trim();
     essence.eq_ignore_ascii_case("application/x-www-form-urlencoded")
         || essence.eq_ignore_ascii_case("multipart/form-data")
-}
-
-/// Path prefixes of the `servers` URLs, with variables at their defaults.
-fn server_base_paths(doc: &Value) -> Vec<String> {
-    let mut bases: Vec<String> = Vec::new();
-    for server in doc
-        .get("servers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(url) = server.get("url").and_then(Value::as_str) else {
-            continue;
-        };
-        let mut url = url.to_string();
-        for (name, var) in server
-            .get("variables")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-        {
-            let default = var.get("default").and_then(Value::as_str).unwrap_or("");
-            url = url.replace(&format!("{{{name}}}"), default);
-        }
-        let path = match url.split_once("://") {
-            Some((_, rest)) => rest.find('/').map(|i| &rest[i..]).unwrap_or(""),
-            None => url.as_str(),
-        };
-        let path = trim_trailing_slash(path);
-        if path.starts_with('/') && path != "/" && !bases.iter().any(|b| b == path) {
-            bases.push(path.to_string());
-        }
-    }
-    bases.sort_by_key(|b| std::cmp::Reverse(b.len()));
-    bases
 }
 
 /// The warnings of one compile, and the reasons that touched the operation being compiled.

@@ -124,10 +124,17 @@ impl Router {
 
 impl Router {
     /// Every operation of `method` whose template `path` fits, with its parameter values, in
-    /// the order declared: for a request the operation it was routed to refuses (a concrete
+    /// the order declared: for a request the operation `routed` refuses (a concrete
     /// `/sites/{id}/zones/{zone}` beside `/sites/{id}/{kind}/count`). Compound templates are
-    /// left out. A scan of the method's templates, so only run on a refused request.
-    pub fn matching<'p>(&self, method: &str, path: &'p str) -> Vec<(usize, Vec<&'p str>)> {
+    /// left out, and so are those `routed`'s template [`dominates`]: OpenAPI's concrete path
+    /// beats its templated sibling whatever the query carries. A scan of the method's
+    /// templates, so only run on a refused request.
+    pub fn matching<'p>(
+        &self,
+        method: &str,
+        path: &'p str,
+        routed: usize,
+    ) -> Vec<(usize, Vec<&'p str>)> {
         let path = trim_trailing_slash(path);
         let Some((_, table)) = self.by_method.iter().find(|(m, _)| m == method) else {
             return Vec::new();
@@ -151,8 +158,16 @@ impl Router {
                 .any(|v| v.contains('/'))
                 .then_some((f.entry, values))
         });
-        for (entry, values) in one_segment.chain(spanning) {
-            for slot in &table.entries[entry] {
+        let fits: Vec<(usize, Vec<&'p str>)> = one_segment.chain(spanning).collect();
+        let routed_template = fits
+            .iter()
+            .find(|(entry, _)| table.entries[*entry].iter().any(|s| s.index == routed))
+            .map(|(entry, _)| table.templates[*entry].as_str());
+        for (entry, values) in &fits {
+            if routed_template.is_some_and(|r| dominates(r, &table.templates[*entry])) {
+                continue;
+            }
+            for slot in &table.entries[*entry] {
                 if slot.method == method && !slot.compound {
                     out.push((slot.index, values.clone()));
                 }
@@ -243,6 +258,33 @@ fn span_positions(template: &str, spanning: &[String]) -> Vec<usize> {
         })
         .map(|(n, _)| n)
         .collect()
+}
+
+/// Whether the normalized template `routed` is more concrete than `other`, which a path fits
+/// too: at each segment the same, or more concrete (a literal over a parameter with literal
+/// text beside it, either over a bare parameter), and more concrete at one at least
+/// (`/accounts/relationships` over `/accounts/{p2}`). Neither dominates where each is more
+/// concrete somewhere (`/sites/{p1}/zones/{p3}` and `/sites/{p1}/{p2}/count`).
+pub(crate) fn dominates(routed: &str, other: &str) -> bool {
+    if slashes(routed) != slashes(other) {
+        return false;
+    }
+    let concreteness = |segment: &str| match segment.find('{') {
+        None => 2,
+        Some(0) if segment.ends_with('}') => 0,
+        Some(_) => 1,
+    };
+    let mut more = false;
+    for (r, o) in routed.split('/').zip(other.split('/')) {
+        if r == o {
+            continue;
+        }
+        match concreteness(r).cmp(&concreteness(o)) {
+            std::cmp::Ordering::Greater => more = true,
+            _ => return false,
+        }
+    }
+    more
 }
 
 /// How many `/` a template or a path holds.
@@ -622,7 +664,51 @@ mod tests {
             with_more.fits_with_slash("GET", "/r/o/labels/a/b"),
             Some((2, 1, "a/b"))
         );
-        assert_eq!(r.matching("GET", "/r/o/branches/feat/x").len(), 1);
+        assert_eq!(r.matching("GET", "/r/o/branches/feat/x", 0).len(), 1);
+    }
+
+    /// Issue 66: a template the routed one is more concrete than is no candidate for a request
+    /// the routed operation refuses; where each is more concrete somewhere, both are.
+    #[test]
+    fn a_concrete_template_dominates_its_templated_sibling() {
+        let dominance = [
+            (
+                "/api/v1/accounts/relationships",
+                "/api/v1/accounts/{p4}",
+                true,
+            ),
+            (
+                "/api/v1/accounts/{p4}",
+                "/api/v1/accounts/relationships",
+                false,
+            ),
+            ("/search/{p2}.atom", "/search/{p2}", true),
+            ("/user/packages", "/{p1}/{p2}", true),
+            ("/sites/{p1}/zones/{p3}", "/sites/{p1}/{p2}/count", false),
+            ("/sites/{p1}/{p2}/count", "/sites/{p1}/zones/{p3}", false),
+            ("/a/{p2}", "/a/{p2}", false),
+            ("/a/b/c", "/a/{p2}", false),
+        ];
+        let wrong: Vec<_> = dominance
+            .iter()
+            .filter(|(r, o, want)| dominates(r, o) != *want)
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:?}");
+        let r = router(&[
+            ("GET", "/api/v1/accounts/relationships"),
+            ("GET", "/api/v1/accounts/{id}"),
+            ("GET", "/sites/{site}/zones/{zone}"),
+            ("GET", "/sites/{site}/{kind}/count"),
+        ]);
+        let indices = |path, routed| -> Vec<usize> {
+            r.matching("GET", path, routed)
+                .iter()
+                .map(|m| m.0)
+                .collect()
+        };
+        assert_eq!(indices("/api/v1/accounts/relationships", 0), [0]);
+        assert_eq!(indices("/api/v1/accounts/7", 1), [1]);
+        assert_eq!(indices("/sites/s/zones/count", 2), [2, 3]);
     }
 
     #[test]

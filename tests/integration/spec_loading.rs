@@ -64,8 +64,17 @@ fn the_base_path_comes_from_servers_unless_overridden() {
         req("DELETE", "/billing/api/invoices/in_1").audit(&overridden),
         []
     );
-    let stale = req("DELETE", "/v2/invoices/in_1").audit(&overridden);
-    assert_eq!(stale[0].kind, Kind::UnknownOperation);
+    // Under the configured base path, a path no template fits is an unknown operation; under
+    // another (the servers' `/v2`, stale here) it is no request of this API (issue 66): no
+    // finding, and the sidecar counts it in the unrouted share, whose warning names the base
+    // path in force.
+    let unknown = req("DELETE", "/billing/api/invoice/in_1").audit(&overridden);
+    assert_eq!(unknown[0].kind, Kind::UnknownOperation);
+    assert_eq!(req("DELETE", "/v2/invoices/in_1").audit(&overridden), []);
+    assert!(matches!(
+        overridden.route("DELETE", "/v2/invoices/in_1"),
+        driftwatch::contract::Route::OutsideBasePath
+    ));
 }
 
 #[test]
