@@ -72,14 +72,17 @@ pub fn check(
             bindings,
         });
     }
-    report.unexposed = contract
-        .operations()
-        .iter()
-        .filter(|op| !reached.contains(&op.id))
-        .map(|op| format!("{} {} ({})", op.method, op.template, op.id))
-        .collect();
+    report.unexposed = unexposed(contract, &reached);
     report.rank();
     Ok(report)
+}
+
+/// The operations no tool reaches, as `METHOD /template (id)`.
+fn unexposed(contract: &Contract, reached: &HashSet<String>) -> Vec<String> {
+    (contract.operations().iter())
+        .filter(|op| !reached.contains(&op.id))
+        .map(|op| format!("{} {} ({})", op.method, op.template, op.id))
+        .collect()
 }
 
 /// The operations `references` name, each found in `contract`; one it lacks is the map's error.
