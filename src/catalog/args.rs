@@ -216,7 +216,7 @@ pub(super) fn bind_path(
             required: required.contains(&name.as_str()),
         })
         .collect();
-    let bindings = bind::bind(&open, &loose, &entry.bind);
+    let bindings = bind::bind(&open, &expected.collections, &loose, &entry.bind);
     for b in &bindings {
         if let Some(i) = args.loose.iter().position(|(n, _)| *n == b.argument) {
             let (_, schema) = args.loose.remove(i);

@@ -2,8 +2,10 @@
 //! so a tool's `project_id` filling `{id}` is no drift; comparing names made it one (90 false
 //! alarms over seven real catalogs). An argument is bound where the map binds it, where its name
 //! is the parameter's, or where the tool's own arguments show it: the best shared name tokens
-//! (`project_id` for `{id}`, `subscription` for `{subscription_exposed_id}`), the only one
-//! left, or the required arguments in the template's order. Each binding says how it was made.
+//! (`project_id` for `{id}`, `subscription` for `{subscription_exposed_id}`), where the word of
+//! the collection before a parameter counts as one of its tokens (`project_id`, not `issue_id`,
+//! for the `{id}` of `/projects/{id}/...`), the only one left, or the required arguments in the
+//! template's order. Each binding says how it was made.
 
 use serde::Serialize;
 
@@ -23,10 +25,12 @@ pub struct Loose<'a> {
 }
 
 /// Bind `params` (the template's, in order, none filled yet) to `loose` arguments; `mapped` is
-/// the map's `bind` (argument to parameter). Returns the bindings; unbound parameters stay
+/// the map's `bind` (argument to parameter); `collections` the collection word before each
+/// parameter that has one ([`collections`]). Returns the bindings; unbound parameters stay
 /// unfilled (the caller reports them missing).
 pub fn bind(
     params: &[&str],
+    collections: &[(String, String)],
     loose: &[Loose],
     mapped: &std::collections::BTreeMap<String, String>,
 ) -> Vec<Binding> {
@@ -51,7 +55,7 @@ pub fn bind(
         }
     }
     // Shared tokens, best pair first; a tie for a parameter is left to the rules below.
-    while let Some((p, a)) = best_by_tokens(params, loose, &out) {
+    while let Some((p, a)) = best_by_tokens(params, collections, loose, &out) {
         add(&mut out, a, p, "tokens");
     }
     let left_params: Vec<&str> = params.iter().copied().filter(|p| open(&out, p)).collect();
@@ -73,6 +77,7 @@ pub fn bind(
 /// argument shares as many with that parameter.
 fn best_by_tokens<'a>(
     params: &[&'a str],
+    collections: &[(String, String)],
     loose: &[Loose<'a>],
     out: &[Binding],
 ) -> Option<(&'a str, &'a str)> {
@@ -82,7 +87,8 @@ fn best_by_tokens<'a>(
     let mut tied = false;
     for p in params.iter().filter(|p| open(p)) {
         for l in loose.iter().filter(|l| free(l.name)) {
-            let score = shared_tokens(l.name, p);
+            let collection = (collections.iter()).find_map(|(q, c)| (q == p).then_some(c));
+            let score = shared_tokens(l.name, p, collection.map(String::as_str));
             match best {
                 _ if score == 0 => {}
                 Some((b, bp, _)) if score == b && bp == *p => tied = true,
@@ -122,9 +128,35 @@ pub fn tokens(name: &str) -> Vec<String> {
     out
 }
 
-fn shared_tokens(a: &str, b: &str) -> usize {
-    let b = tokens(b);
+/// The tokens argument `a` shares with parameter `b`, the parameter's collection word among
+/// them.
+fn shared_tokens(a: &str, b: &str, collection: Option<&str>) -> usize {
+    let mut b = tokens(b);
+    b.extend(collection.map(String::from));
+    b.dedup();
     tokens(a).iter().filter(|t| b.contains(t)).count()
+}
+
+/// Each path parameter right after a literal segment, with that segment's word in the
+/// singular (`{id}` of `/projects/{id}` is a `project`'s).
+pub fn collections(template: &str) -> Vec<(String, String)> {
+    let segments: Vec<&str> = template.split('/').collect();
+    (segments.windows(2))
+        .filter_map(|w| {
+            let name = w[1].strip_prefix('{')?.strip_suffix('}')?;
+            (!w[0].is_empty() && !w[0].contains('{'))
+                .then(|| (name.to_string(), singular(&w[0].to_lowercase())))
+        })
+        .collect()
+}
+
+/// `projects` to `project`, `repositories` to `repository`; a word not in the plural as is.
+fn singular(word: &str) -> String {
+    match word.strip_suffix("ies") {
+        Some(stem) => format!("{stem}y"),
+        None if word.ends_with('s') && !word.ends_with("ss") => word[..word.len() - 1].into(),
+        None => word.into(),
+    }
 }
 
 #[cfg(test)]
@@ -143,7 +175,7 @@ mod tests {
             .iter()
             .map(|(a, p)| (a.to_string(), p.to_string()))
             .collect();
-        bind(params, &loose, &mapped)
+        bind(params, &[], &loose, &mapped)
             .into_iter()
             .map(|b| format!("{}>{}:{}", b.argument, b.parameter, b.by))
             .collect()
@@ -193,5 +225,32 @@ mod tests {
             ),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn the_collection_before_a_bare_id_names_its_argument() {
+        let collections = collections("/projects/{id}/repository/files/{file_path}");
+        assert_eq!(
+            collections,
+            [
+                ("id".to_string(), "project".to_string()),
+                ("file_path".to_string(), "file".to_string())
+            ]
+        );
+        let loose = [
+            Loose {
+                name: "issue_id",
+                required: false,
+            },
+            Loose {
+                name: "project_id",
+                required: true,
+            },
+        ];
+        let found = bind(&["id"], &collections, &loose, &Default::default());
+        assert_eq!(found[0].argument, "project_id");
+        assert_eq!(found[0].by, "tokens");
+        assert_eq!(singular("repositories"), "repository");
+        assert_eq!(singular("address"), "address");
     }
 }

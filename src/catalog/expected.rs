@@ -11,6 +11,8 @@ pub struct Expected<'c> {
     pub label: String,
     pub params: Vec<&'c Param>,
     pub body: Body<'c>,
+    /// The collection word before each path parameter that follows a literal segment.
+    pub collections: Vec<(String, String)>,
 }
 
 pub enum Body<'c> {
@@ -58,6 +60,9 @@ impl<'c> Expected<'c> {
                 .join("+"),
             params,
             body,
+            collections: (ops.iter())
+                .flat_map(|op| super::bind::collections(&op.template))
+                .collect(),
         }
     }
 

@@ -310,7 +310,7 @@ fn a_path_parameter_the_server_fills_is_no_defect_and_takes_no_argument() {
     let spec = driftwatch::spec::Spec::from_document(std::path::Path::new("kc.json"), doc).unwrap();
     let kc = Contract::compile(&spec, &Default::default()).unwrap();
     let tool = json!({"name": "get_user", "inputSchema": {"type": "object", "properties": {
-        "user_ref": {"type": "string"}}, "required": ["user_ref"]}});
+        "handle": {"type": "string"}}, "required": ["handle"]}});
     let tools = read_tools(&json!({"tools": [tool]})).unwrap();
     let map = |extra: &str| -> Mapping {
         toml::from_str(&format!(
@@ -323,7 +323,7 @@ fn a_path_parameter_the_server_fills_is_no_defect_and_takes_no_argument() {
     let bound: Vec<(&str, &str)> = (report.tools[0].bindings.iter())
         .map(|b| (b.argument.as_str(), b.parameter.as_str()))
         .collect();
-    assert_eq!(bound, [("user_ref", "id")]);
+    assert_eq!(bound, [("handle", "id")]);
     // Not known to be the server's: two parameters open for one argument, no guess, and the
     // three defects a new user met on every tool of such a server.
     let report = check(&kc, &tools, &map("")).unwrap();
@@ -335,7 +335,7 @@ fn a_path_parameter_the_server_fills_is_no_defect_and_takes_no_argument() {
         [
             (DefectKind::MissingParam, "realm"),
             (DefectKind::MissingParam, "id"),
-            (DefectKind::UnreachableArgument, "user_ref"),
+            (DefectKind::UnreachableArgument, "handle"),
         ]
     );
 }
