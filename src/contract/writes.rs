@@ -11,6 +11,9 @@ use std::fmt;
 use serde_json::Value;
 
 use super::operation::{BodyShape, Operation, WriteSemantics};
+use super::router::split_route;
+
+mod verbs;
 
 /// Why a write has its semantics.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +41,9 @@ pub enum WriteReason {
         shared: usize,
         of: usize,
     },
+    /// No GET shows its resource and its path ends in an action (`reset-password`, `lock`,
+    /// `:cancel`): the body is the action's parameters (Keycloak's reset-password answers 204).
+    ActionPath { segment: String },
     /// No GET shows its resource; its own answer carries at least half of its body fields.
     AnswerEchoes { shared: usize, of: usize },
     /// No GET shows its resource; its own answer is something else.
@@ -57,6 +63,7 @@ impl WriteReason {
             WriteReason::ReadShowsNothing { .. } => "read_shows_nothing",
             WriteReason::ReadRepresentation { .. } => "read_representation",
             WriteReason::NotReadRepresentation { .. } => "not_read_representation",
+            WriteReason::ActionPath { .. } => "action_path",
             WriteReason::AnswerEchoes { .. } => "answer_echoes",
             WriteReason::AnswerDiffers { .. } => "answer_differs",
             WriteReason::Default => "default",
@@ -89,6 +96,10 @@ impl fmt::Display for WriteReason {
             WriteReason::NotReadRepresentation { read, shared, of } => write!(
                 f,
                 "its body is not what its GET `{read}` returns ({shared} of {of} fields)"
+            ),
+            WriteReason::ActionPath { segment } => write!(
+                f,
+                "no GET shows it; its path ends in the action `{segment}`"
             ),
             WriteReason::AnswerEchoes { shared, of } => write!(
                 f,
@@ -157,7 +168,7 @@ fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// Settle the semantics of every PUT the config and the extension left to the spec, from its
-/// body, the GET of its resource (`reads[i]`) and its own answer.
+/// body, the GET of its resource (`reads[i]`), its path and its own answer.
 pub(super) fn infer(operations: &mut [Operation], reads: &[Option<usize>]) {
     for i in 0..operations.len() {
         if operations[i].method != "PUT" || operations[i].write_reason != WriteReason::Method {
@@ -166,30 +177,8 @@ pub(super) fn infer(operations: &mut [Operation], reads: &[Option<usize>]) {
         let body = body_fields(&operations[i]);
         let reason = match reads[i] {
             _ if body.is_empty() => WriteReason::NoObjectBody,
-            Some(read) => {
-                let get = &operations[read];
-                let read = get.id.clone();
-                match &get.response_fields {
-                    None => WriteReason::ReadShowsNothing { read },
-                    Some(fields) => {
-                        let (shared, of) = overlap(&body, fields);
-                        match shared * 2 >= of {
-                            true => WriteReason::ReadRepresentation { read, shared, of },
-                            false => WriteReason::NotReadRepresentation { read, shared, of },
-                        }
-                    }
-                }
-            }
-            None => match &operations[i].response_fields {
-                None => WriteReason::Default,
-                Some(fields) => {
-                    let (shared, of) = overlap(&body, fields);
-                    match shared * 2 >= of {
-                        true => WriteReason::AnswerEchoes { shared, of },
-                        false => WriteReason::AnswerDiffers { shared, of },
-                    }
-                }
-            },
+            Some(read) => by_read(&body, &operations[read]),
+            None => without_read(&body, &operations[i]),
         };
         operations[i].write = match reason {
             WriteReason::ReadRepresentation { .. }
@@ -198,6 +187,42 @@ pub(super) fn infer(operations: &mut [Operation], reads: &[Option<usize>]) {
             _ => WriteSemantics::Action,
         };
         operations[i].write_reason = reason;
+    }
+}
+
+/// A PUT whose resource `get` shows: a replace where its body is what the GET returns.
+fn by_read(body: &[&str], get: &Operation) -> WriteReason {
+    let read = get.id.clone();
+    match &get.response_fields {
+        None => WriteReason::ReadShowsNothing { read },
+        Some(fields) => {
+            let (shared, of) = overlap(body, fields);
+            match shared * 2 >= of {
+                true => WriteReason::ReadRepresentation { read, shared, of },
+                false => WriteReason::NotReadRepresentation { read, shared, of },
+            }
+        }
+    }
+}
+
+/// A PUT no GET shows: an action where its path ends in one, else by its own answer, else a
+/// replace by default. An answer of no object is no sign of an action: ErsatzTV's
+/// `/api/ffmpeg/profiles/update` answers none and writes every field.
+fn without_read(body: &[&str], put: &Operation) -> WriteReason {
+    if let Some(segment) = verbs::action_segment(split_route(&put.template).0) {
+        return WriteReason::ActionPath {
+            segment: segment.to_string(),
+        };
+    }
+    match &put.response_fields {
+        None => WriteReason::Default,
+        Some(fields) => {
+            let (shared, of) = overlap(body, fields);
+            match shared * 2 >= of {
+                true => WriteReason::AnswerEchoes { shared, of },
+                false => WriteReason::AnswerDiffers { shared, of },
+            }
+        }
     }
 }
 
@@ -243,7 +268,77 @@ fn body_fields(op: &Operation) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::contract::Contract;
+    use crate::spec::Spec;
+
+    /// The reading of each PUT of a spec whose paths are `puts` (each a PUT with a credential
+    /// body answering 204), and a GET on `/users/{id}/lock` that shows the body's fields.
+    fn readings(puts: &[&str]) -> Vec<(String, &'static str, String)> {
+        let body = json!({"content": {"application/json": {"schema": {"type": "object",
+            "properties": {"type": {"type": "string"}, "value": {"type": "string"},
+            "temporary": {"type": "boolean"}}}}}});
+        let put = json!({"requestBody": body, "responses": {"204": {"description": "done"}}});
+        let mut paths = serde_json::Map::new();
+        for path in puts {
+            paths.insert(path.to_string(), json!({"put": put}));
+        }
+        paths["/users/{id}/lock"]["get"] = json!({"responses": {"200": {"description": "ok",
+            "content": {"application/json": {"schema": body["content"]["application/json"]["schema"]}}}}});
+        paths.insert(
+            "/users/{id}/enable".into(),
+            json!({"put": {"responses": {"204": {"description": "done"}}}}),
+        );
+        let doc = json!({"openapi": "3.1.0", "paths": paths});
+        let spec = Spec::from_document(std::path::Path::new("w.json"), doc).unwrap();
+        let contract = Contract::compile(&spec, &Default::default()).unwrap();
+        let ops = contract.operations().iter().filter(|op| op.method == "PUT");
+        ops.map(|op| {
+            let why = op.write_reason.to_string();
+            (op.template.clone(), op.write.as_str(), why)
+        })
+        .collect()
+    }
+
+    /// Issue 66: a PUT no GET shows whose path ends in an action is an action (Keycloak's
+    /// reset-password, a Google `:cancel`, camelCase); the near twins stay as they were: an
+    /// `update` and a parameter last are PUT's default replace, a GET still decides, and a
+    /// body with no object field is read so first.
+    #[test]
+    fn a_put_no_get_shows_whose_path_ends_in_an_action_is_an_action() {
+        let mut got = readings(&[
+            "/users/{id}/reset-password",
+            "/v1/{name}:cancel",
+            "/users/{id}/resetPassword",
+            "/api/ffmpeg/profiles/update",
+            "/jobs/{cancel}",
+            "/users/{id}/lock",
+        ]);
+        got.sort();
+        let action =
+            |segment: &str| format!("no GET shows it; its path ends in the action `{segment}`");
+        let default = WriteReason::Default.to_string();
+        let want = [
+            ("/api/ffmpeg/profiles/update", "replace", default.clone()),
+            ("/jobs/{cancel}", "replace", default),
+            ("/users/{id}/enable", "action", WriteReason::NoObjectBody.to_string()),
+            ("/users/{id}/lock", "replace", "its body is the representation its GET `GET /users/{id}/lock` returns (3 of 3 fields)".into()),
+            ("/users/{id}/reset-password", "action", action("reset-password")),
+            ("/users/{id}/resetPassword", "action", action("resetPassword")),
+            ("/v1/{name}:cancel", "action", action("cancel")),
+        ];
+        let want: Vec<_> = want
+            .into_iter()
+            .map(|(t, w, r)| (t.to_string(), w, r))
+            .collect();
+        assert_eq!(got, want);
+        let reason = WriteReason::ActionPath {
+            segment: "lock".into(),
+        };
+        assert_eq!(reason.as_str(), "action_path");
+    }
 
     #[test]
     fn patterns_match_any_text_where_a_star_stands() {

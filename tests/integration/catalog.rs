@@ -591,6 +591,28 @@ fn a_field_the_get_marks_read_only_is_no_silent_clear_for_a_tool_that_omits_it()
     assert_eq!(found, [d("putC", DefectKind::SilentClear, "tags")]);
 }
 
+/// Issue 66: a tool for GitHub's issue lock (a PUT no GET shows, answering 204, whose path ends
+/// in the action) that leaves out `lock_reason` is missing an argument, not clearing a field:
+/// PUT's default replace called it a silent clear.
+#[test]
+fn a_tool_for_a_put_whose_path_ends_in_an_action_clears_nothing() {
+    let github = contract(&shared_spec("github/api.github.com.json.gz"));
+    let catalog = json!({"tools": [{"name": "lock_issue", "inputSchema": {"type": "object",
+        "properties": {"owner": {"type": "string"}, "repo": {"type": "string"},
+        "issue_number": {"type": "integer"}}}}]});
+    let map: Mapping = toml::from_str("[tools]\nlock_issue = \"issues/lock\"").unwrap();
+    let found: Vec<_> = check(&github, &read_tools(&catalog).unwrap(), &map)
+        .unwrap()
+        .defects
+        .into_iter()
+        .map(|d| (d.tool, d.kind, d.field))
+        .collect();
+    assert_eq!(
+        found,
+        [d("lock_issue", DefectKind::MissingField, "lock_reason")]
+    );
+}
+
 /// Issue 50: what the server does with an argument (learned by `wrap`, or written by hand) is
 /// the map's vocabulary; with it, the rename is no defect, and a value the tool offers that the
 /// spec's enum does not take (`merge-commit` where the API takes `merge_commit`) is one.

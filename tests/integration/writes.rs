@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use driftwatch::contract::{Contract, ContractOptions, WriteSemantics};
 use serde_json::{Value, json};
@@ -18,12 +19,13 @@ const PINNED: &[(&str, Classes)] = &[
     (
         "github/api.github.com.json.gz",
         &[
-            ("action", "answer_differs", 3),
+            ("action", "action_path", 2),
+            ("action", "answer_differs", 2),
             ("action", "no_object_body", 36),
             ("action", "not_read_representation", 26),
             ("action", "read_shows_nothing", 11),
             ("replace", "answer_echoes", 5),
-            ("replace", "default", 6),
+            ("replace", "default", 5),
             ("replace", "read_representation", 47),
         ],
     ),
@@ -71,7 +73,15 @@ fn the_shared_specs_writes_are_pinned() {
         write("actions/set-github-actions-permissions-repository"),
         WriteSemantics::Replace
     );
-    // The two update PUTs of ErsatzTV write every field and have no GET: replaces.
+    // Issue 66: no GET shows them and their paths end in actions; the lock answers 204, which
+    // alone read it as PUT's default replace.
+    for action in ["issues/lock", "pulls/merge-async"] {
+        let op = github.operation(action).unwrap();
+        assert_eq!(op.write, WriteSemantics::Action, "{action}");
+        assert_eq!(op.write_reason.as_str(), "action_path", "{action}");
+    }
+    // The two update PUTs of ErsatzTV write every field and have no GET: replaces (their paths
+    // end in `update`, which names a write of the resource, not an action).
     let ersatz = contract(&shared_spec("ersatztv/v1.json"));
     assert!(
         ersatz
@@ -118,10 +128,14 @@ fn the_config_names_a_write_by_id_label_or_pattern() {
     assert_eq!(c.operation(id).unwrap().write, WriteSemantics::Action);
 }
 
+/// The (kind, field) of each finding `driftwatch check` reports on `lines` of traffic. Each call
+/// writes its own traffic file: tests run at once in one process.
 fn check(spec: &std::path::Path, lines: &[Value]) -> Vec<(String, String)> {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("driftwatch-writes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let traffic = dir.join("traffic.jsonl");
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let traffic = dir.join(format!("traffic-{call}.jsonl"));
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&traffic, text).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
@@ -193,6 +207,17 @@ fn an_action_put_has_no_replace_finding_and_a_real_replace_still_does() {
         )),
         "{replace:?}"
     );
+}
+
+/// Issue 66: GitHub's issue lock, a PUT no GET shows that answers 204 (as Keycloak's
+/// reset-password does), sent without its `lock_reason` as the API allows: read from its path
+/// as the action it is, it has no `omitted_on_replace` (PUT's default replace had one).
+#[test]
+fn a_put_whose_path_ends_in_an_action_has_no_replace_finding() {
+    let lock = json!({"method": "PUT", "url": "/repos/o/r/issues/7/lock",
+        "headers": {"content-type": "application/json"}, "body": {}, "response": {"status": 204}});
+    let found = check(&shared_spec("github/api.github.com.json.gz"), &[lock]);
+    assert_eq!(found, []);
 }
 
 /// `check --writes` lists every write on stderr before the report, which stays JSON.
