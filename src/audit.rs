@@ -186,7 +186,7 @@ fn best_fit<'c>(
         let findings = check_operation(contract, candidate, request, path_values);
         let better = best
             .as_ref()
-            .is_none_or(|(_, b)| weight(&findings) < weight(b));
+            .is_none_or(|(_, b)| distance(&findings) < distance(b));
         if better {
             let clean = findings.is_empty();
             best = Some((candidate, findings));
@@ -242,6 +242,19 @@ fn left_out(op: &Operation, limit: usize) -> Finding {
 /// How bad a set of findings is: the worst severity first, then how many.
 fn weight(findings: &[Finding]) -> (Option<crate::finding::Severity>, usize) {
     (findings.iter().map(|f| f.severity).max(), findings.len())
+}
+
+/// How far a request is from one of a route's alternatives: first the body fields it sends
+/// that the alternative does not declare (a body shaped for another one: Box's
+/// `PUT /folders/{folder_id}#add_shared_link` takes `shared_link` alone beside the folder's
+/// own PUT), then the worst finding and how many. So a body that fits none is told against
+/// the one whose fields it sends, and its retyped field is said.
+fn distance(findings: &[Finding]) -> (usize, Option<crate::finding::Severity>, usize) {
+    let undeclared = (findings.iter())
+        .filter(|f| f.kind == crate::finding::Kind::UndeclaredBodyField)
+        .count();
+    let (worst, count) = weight(findings);
+    (undeclared, worst, count)
 }
 
 /// The findings of [`audit`] alone.

@@ -173,3 +173,51 @@ async fn outside_the_base_path_enforce_forwards_and_under_it_still_refuses() {
     assert_eq!(sample(&metrics, series), 9.0, "{metrics}");
     dw.stop().await;
 }
+
+/// Box declares alternatives of one operation as paths with a fragment, each with its own body
+/// (`PUT /folders/{folder_id}#add_shared_link` takes `shared_link` alone and requires
+/// `?fields=shared_link`, beside the folder's own PUT). A request is audited against the
+/// alternative it fits; a body that fits none is told against the one whose fields it sends:
+/// a retyped `name` was audited against `#add_shared_link` (its `name` undeclared, its type
+/// unsaid).
+#[test]
+fn a_paths_alternatives_by_fragment_each_audit_the_body_they_declare() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specs/box.com.json.gz");
+    let c = contract(&path);
+    let put = |target: &str, body: &str| {
+        let headers = vec![("content-type".to_string(), "application/json".to_string())];
+        let a = audit(
+            &c,
+            &RequestView::new("PUT", target, &headers, Some(body.as_bytes())),
+        );
+        let findings: Vec<String> = (a.findings.iter())
+            .filter(|f| f.kind.as_str() != "omitted_on_replace")
+            .map(|f| format!("{} {}", f.kind.as_str(), f.field))
+            .collect();
+        (
+            a.operation.map_or("-", |o| o.id.as_str()).to_string(),
+            findings,
+        )
+    };
+    assert_eq!(
+        put("/2.0/folders/7", r#"{"name": "Reports", "tags": ["q3"]}"#),
+        ("put_folders_id".to_string(), vec![])
+    );
+    assert_eq!(
+        put("/2.0/folders/7", r#"{"name": 7}"#),
+        (
+            "put_folders_id".to_string(),
+            vec!["body_type_mismatch /name".to_string()]
+        )
+    );
+    let (op, findings) = put(
+        "/2.0/folders/7?fields=shared_link",
+        r#"{"shared_link": {"access": "open"}}"#,
+    );
+    assert!(
+        op.starts_with("put_folders_id#") && op.ends_with("_shared_link"),
+        "{op}"
+    );
+    assert_eq!(findings, Vec::<String>::new());
+}
