@@ -113,10 +113,10 @@ impl Session {
                 let name = name.unwrap_or_default();
                 return calls.begin_traced(self.id, id, name, arguments, &trace);
             }
-            ("tools/list", Some(id))
-                if self.lists.len() < MAX_LISTS && id.to_string().len() <= MAX_TEXT =>
-            {
-                self.lists.insert(id.to_string());
+            ("tools/list", Some(id)) if self.lists.len() < MAX_LISTS => {
+                if let Some(key) = super::message::small_id(id) {
+                    self.lists.insert(key);
+                }
             }
             ("notifications/cancelled", None) => {
                 if let Some(id) = params.and_then(|p| p.get("requestId")) {

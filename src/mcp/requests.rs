@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::call_span::{self, CallTrace};
-use crate::telemetry::{MAX_TEXT, Span, SpanContext, Telemetry};
+use crate::telemetry::{Span, SpanContext, Telemetry};
 
 /// Requests held at once, over every session: what `calls` holds of calls.
 const MAX_HELD: usize = 1024;
@@ -44,10 +44,7 @@ impl Requests {
     ) -> Option<SpanContext> {
         // A JSON-RPC id is a string or a number: anything else, or one past the bound, is no
         // key to hold (a 4 MiB object id would be held whole until its TTL).
-        let key = id.to_string();
-        if !(id.is_string() || id.is_number()) || key.len() > MAX_TEXT {
-            return None;
-        }
+        let key = super::message::small_id(id)?;
         let now = Instant::now();
         let mut held = self.held();
         held.retain(|_, (began, _)| now.duration_since(*began) < TTL);
