@@ -153,7 +153,7 @@ def run(server, driftwatch, out_dir):
 
 def found(calls, check):
     """Each error or critical finding as (tool, kind, field, severity), and each live-check
-    defect as (tool, 'catalog:' kind, field, '')."""
+    defect as (tool, 'catalog:' kind, field, its severity)."""
     rows = set()
     for c in calls:
         for e in c["events"]:
@@ -165,7 +165,7 @@ def found(calls, check):
     for d in check.get("defects", []):
         if d["kind"] == "unmapped":
             continue
-        rows.add((d["tool"], "catalog:" + d["kind"], d["field"], ""))
+        rows.add((d["tool"], "catalog:" + d["kind"], d["field"], d["severity"]))
     return rows
 
 
