@@ -162,16 +162,18 @@ fn trace_state(text: &str, (start, end): (usize, usize), span: &SpanContext) -> 
     }
 }
 
+/// `i`, moved back over the JSON whitespace before it.
+fn skip_back(bytes: &[u8], mut i: usize) -> usize {
+    while i > 0 && bytes[i - 1].is_ascii_whitespace() {
+        i -= 1;
+    }
+    i
+}
+
 /// Where the key of the member whose value starts at `start` starts (its opening quote).
 fn key_start(bytes: &[u8], start: usize) -> Option<usize> {
-    let skip_back = |mut i: usize| {
-        while i > 0 && bytes[i - 1].is_ascii_whitespace() {
-            i -= 1;
-        }
-        i
-    };
-    let colon = skip_back(start);
-    let key_end = skip_back(colon.checked_sub(1)?);
+    let colon = skip_back(bytes, start);
+    let key_end = skip_back(bytes, colon.checked_sub(1)?);
     // The key reads `tracestate`: no quote inside it.
     bytes[..key_end.checked_sub(1)?]
         .iter()
@@ -188,10 +190,7 @@ fn member(bytes: &[u8], (start, end): (usize, usize)) -> Option<Edit> {
     if bytes.get(after) == Some(&b',') {
         return Some((key_start, after + 1, String::new()));
     }
-    let mut before = key_start;
-    while before > 0 && bytes[before - 1].is_ascii_whitespace() {
-        before -= 1;
-    }
+    let before = skip_back(bytes, key_start);
     (bytes.get(before.checked_sub(1)?) == Some(&b',')).then(|| (before - 1, end, String::new()))
 }
 
