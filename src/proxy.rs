@@ -247,10 +247,7 @@ impl Sidecar {
     /// A request path as events and logs write it: with its values only under
     /// `events.log_values`, else its shape in `contract` (`/api/v1/channels/*`).
     fn path_text(&self, contract: &crate::contract::Contract, path: &str) -> String {
-        match self.settings.events.log_values {
-            true => path.to_string(),
-            false => contract.path_shape(path),
-        }
+        path_text(self.settings.events.log_values, contract, path)
     }
 
     /// Cut an event to its bound, then write it and keep it for `/findings`.
@@ -264,5 +261,14 @@ impl Sidecar {
             self.sinks.metrics.event_dropped();
         }
         self.sinks.recent.push(event, weight);
+    }
+}
+
+/// A request path as events and spans show it: whole with `events.log_values`, else its values
+/// as `*` (the contract's `path_shape`).
+fn path_text(log_values: bool, contract: &crate::contract::Contract, path: &str) -> String {
+    match log_values {
+        true => path.to_string(),
+        false => contract.path_shape(path),
     }
 }

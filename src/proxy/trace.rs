@@ -120,10 +120,7 @@ impl RequestTrace {
         attributes(&mut span, facts);
         if span.is_recording() {
             let upstream = &facts.api.upstreams[facts.upstream];
-            let path = match facts.log_values {
-                true => facts.uri.path().to_string(),
-                false => facts.contract.path_shape(facts.uri.path()),
-            };
+            let path = super::path_text(facts.log_values, facts.contract, facts.uri.path());
             self.url = Some(url_full(upstream, &path, facts.uri.query()));
         }
         self.span = Some(span);
