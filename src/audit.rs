@@ -323,6 +323,34 @@ mod tests {
         );
     }
 
+    /// Issue 66: an unknown query parameter says the JSON type its values read as (a type,
+    /// never a value), so that `overlay propose` declares a tool's boolean as `boolean`.
+    #[test]
+    fn an_unknown_query_parameter_says_the_type_it_was_sent_as() {
+        let c = compile(json!({"openapi": "3.1.0", "paths": {
+            "/users": {"get": {"operationId": "listUsers", "responses": {}}}}}));
+        let sent = |target: &str| {
+            let headers: Vec<(String, String)> = Vec::new();
+            let view = RequestView::new("GET", target, &headers, None);
+            let a = audit(&c, &view);
+            let each = a.findings.iter();
+            each.map(|f| format!("{} {}", f.field, f.observed.as_deref().unwrap_or("-")))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            sent("/users?brief=true&first=0&max=20&q=alice&ratio=0.5&x=true&x=1&e="),
+            [
+                "brief boolean",
+                "first integer",
+                "max integer",
+                "q string",
+                "ratio number",
+                "x string",
+                "e string"
+            ]
+        );
+    }
+
     /// Issue 66: Keycloak's spec is based at `/admin/realms`; every call of a server starts with
     /// a token from `POST /realms/{realm}/protocol/openid-connect/token` on the same host,
     /// which was `unknown_operation`, so enforce refused every call. Outside every base path

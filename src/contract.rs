@@ -23,6 +23,7 @@ mod writes;
 
 use std::collections::HashMap;
 
+pub(crate) use base::BasePaths;
 pub use lazy::{Lazy, LazyBody};
 pub use operation::{
     Additional, BodyShape, MediaBody, Operation, Param, Property, RequestBody, Style,

@@ -9,6 +9,7 @@
 
 mod actions;
 mod names;
+mod template;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,13 +18,15 @@ use serde_json::{Value, json};
 
 pub use yaml::{Unreadable, written};
 
-/// How much evidence an action needs.
+/// How much evidence an action needs. The defaults fit a session of a few hundred requests
+/// (issue 66: an agent's 160 requests proposed nothing at the former `min_operations` of 2, as
+/// a tool's parameter reaches one operation): two 2xx answers, never one lucky request.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
     /// 2xx answers at least, for any action.
     pub min_requests: usize,
-    /// Operations at least a query parameter was sent to (one operation's unknown parameter
-    /// may be one the API ignores; many operations' is a global one).
+    /// Operations at least a query parameter was sent to (raise it to propose only global
+    /// parameters: one operation's unknown parameter may be one the API ignores).
     pub min_operations: usize,
 }
 
@@ -31,7 +34,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             min_requests: 2,
-            min_operations: 2,
+            min_operations: 1,
         }
     }
 }
@@ -47,27 +50,70 @@ struct Seen {
     first: String,
     last: String,
     request_id: String,
+    last_request_id: String,
+    /// How many requests sent it as each JSON type (a query parameter's finding says it in
+    /// `observed`): what its proposed type rests on.
+    sent_as: BTreeMap<String, usize>,
 }
+
+/// The types a finding's `observed` may say a query value was sent as.
+const TYPES: [&str; 4] = ["boolean", "integer", "number", "string"];
 
 impl Seen {
     /// One more; the example is the earliest request (the least id among those at one
-    /// time), so events read in any order give the same evidence.
+    /// time), and the latest beside it, so events read in any order give the same evidence.
     fn add(&mut self, at: &str, request_id: &str) {
         let (at, request_id) = (cut(at), cut(request_id));
-        let earlier = self.requests == 0 || at < self.first;
-        if earlier || (at == self.first && request_id < self.request_id) {
-            self.first = at.clone();
-            self.request_id = request_id;
-        }
-        if at > self.last {
-            self.last = at;
-        }
-        self.requests += 1;
+        self.merge(&Seen {
+            requests: 1,
+            first: at.clone(),
+            last: at,
+            request_id: request_id.clone(),
+            last_request_id: request_id,
+            sent_as: BTreeMap::new(),
+        });
     }
 
-    /// The times and the request id, from traffic: values of `x-driftwatch-evidence`.
+    /// `other`'s requests counted here too.
+    fn merge(&mut self, other: &Seen) {
+        let first = (&other.first, &other.request_id) < (&self.first, &self.request_id);
+        if self.requests == 0 || first {
+            (self.first, self.request_id) = (other.first.clone(), other.request_id.clone());
+        }
+        let last = (&other.last, &other.last_request_id) > (&self.last, &self.last_request_id);
+        if self.requests == 0 || last {
+            self.last = other.last.clone();
+            self.last_request_id = other.last_request_id.clone();
+        }
+        self.requests += other.requests;
+        for (kind, n) in &other.sent_as {
+            *self.sent_as.entry(kind.clone()).or_default() += n;
+        }
+    }
+
+    /// The JSON type every request that said one sent (an integer and a number: `number`; any
+    /// two others: `string`); `None` when no event said (events of an older sidecar).
+    fn sent_type(&self) -> Option<&'static str> {
+        let sent = |kinds: &[&str]| self.sent_as.keys().all(|k| kinds.contains(&k.as_str()));
+        match () {
+            _ if self.sent_as.is_empty() => None,
+            _ if sent(&["boolean"]) => Some("boolean"),
+            _ if sent(&["integer"]) => Some("integer"),
+            _ if sent(&["integer", "number"]) => Some("number"),
+            _ => Some("string"),
+        }
+    }
+
+    /// The counts, the times and the request ids, from traffic: values of
+    /// `x-driftwatch-evidence`.
     fn evidence(&self) -> Value {
-        json!({"first": self.first, "last": self.last, "request_id": self.request_id})
+        let mut evidence = json!({"requests": self.requests, "first": self.first,
+            "last": self.last, "request_id": self.request_id,
+            "last_request_id": self.last_request_id});
+        if !self.sent_as.is_empty() {
+            evidence["sent_as"] = json!(self.sent_as);
+        }
+        evidence
     }
 }
 
@@ -169,7 +215,12 @@ impl Tally {
                     let fit = method.is_some() && names::parameter(field);
                     if fit {
                         let ops = self.params.entry(field.to_string()).or_default();
-                        ops.entry(op.clone()).or_default().add(at, id);
+                        let seen = ops.entry(op.clone()).or_default();
+                        seen.add(at, id);
+                        let observed = f.get("observed").and_then(Value::as_str);
+                        if let Some(kind) = observed.filter(|k| TYPES.contains(k)) {
+                            *seen.sent_as.entry(kind.to_string()).or_default() += 1;
+                        }
                     }
                     fit
                 }
@@ -214,6 +265,15 @@ impl Tally {
         true
     }
 
+    /// The requests to endpoints outside every base path of `doc` (another API's on the same
+    /// host, as Keycloak's token endpoint is beside its admin API): never proposed into it.
+    pub fn outside(&self, doc: &Value) -> usize {
+        let bases = crate::contract::BasePaths::new(doc, None);
+        let each = self.endpoints.iter();
+        let outside = each.filter(|((_, path), _)| template::relative(&bases, path).is_none());
+        outside.map(|(_, seen)| seen.requests).sum()
+    }
+
     /// The actions the tally supports, against `doc` (the spec as read, which the overlay will
     /// be applied to): parameters, then endpoints, then response fields, each sorted.
     pub fn propose(&self, doc: &Value, o: Options) -> Vec<Action> {
@@ -239,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn a_parameter_is_proposed_only_when_many_operations_took_it_and_none_refused_it() {
+    fn a_parameter_is_proposed_where_the_api_took_it_twice_and_never_where_it_refused_it() {
         let mut t = Tally::default();
         for template in ["/a", "/b"] {
             t.add(&event(
@@ -278,17 +338,109 @@ mod tests {
         assert_eq!(
             targets,
             [
+                ("$.paths['/a'].get", &json!("only_here")),
                 ("$.paths['/a'].get", &json!("page")),
                 ("$.paths['/b'].get", &json!("page"))
             ],
-            "not /gone, which the spec has not"
+            "not /gone, which the spec has not; not sort_by, refused once"
         );
         assert!(
-            (actions[0].comment).contains("sent on 4 requests of 3 operations"),
+            (actions[1].comment).contains("sent on 4 requests of 3 operation(s)"),
             "{}",
-            actions[0].comment
+            actions[1].comment
         );
         assert_eq!(t.unfit, 0);
+    }
+
+    /// A finding as the sidecar writes it: with the type its values were sent as.
+    fn sent(name: &str, observed: &str) -> Value {
+        let mut f = unknown(name, None);
+        f["observed"] = json!(observed);
+        f
+    }
+
+    /// An event `n` (its request id `r{n}`, at second `n`).
+    fn nth(mut e: Value, n: usize) -> Value {
+        e["request_id"] = json!(format!("r{n:03}"));
+        e["timestamp"] = json!(format!("2026-12-06T10:{:02}:{:02}Z", n / 60, n % 60));
+        e
+    }
+
+    /// Issue 66: on a short session a tool's parameter reaches one operation; twice answered
+    /// 2xx is enough at the defaults, once never is, and the evidence says the counts.
+    #[test]
+    fn a_parameter_seen_twice_on_one_operation_is_proposed_at_the_defaults_and_once_is_not() {
+        let doc = json!({"paths": {"/users": {"get": {}}, "/groups": {"get": {}}}});
+        let mut t = Tally::default();
+        for n in 0..3 {
+            let e = event("GET", "/users", 200, json!([sent("brief", "boolean")]));
+            t.add(&nth(e, n));
+        }
+        let once = event("GET", "/groups", 200, json!([sent("lucky", "string")]));
+        t.add(&nth(once, 9));
+        let actions = t.propose(&doc, Options::default());
+        let named: Vec<(&str, &Value)> = (actions.iter())
+            .map(|a| (a.target.as_str(), &a.update["parameters"][0]["name"]))
+            .collect();
+        assert_eq!(named, [("$.paths['/users'].get", &json!("brief"))]);
+        let evidence = &actions[0].evidence;
+        assert_eq!(
+            (
+                &evidence["requests"],
+                &evidence["operations"],
+                &evidence["sent_as"]
+            ),
+            (&json!(3), &json!(1), &json!({"boolean": 3})),
+            "{evidence}"
+        );
+        assert_eq!(
+            (&evidence["request_id"], &evidence["last_request_id"]),
+            (&json!("r000"), &json!("r002"))
+        );
+    }
+
+    /// Issue 66: a boolean argument sent as `?flag=true` is proposed `boolean`, not `string`;
+    /// a type is declared only when every value sent had it, and none when no event says.
+    #[test]
+    fn a_parameter_is_typed_as_it_was_sent() {
+        let doc = json!({"paths": {"/a": {"get": {}}}});
+        let mut t = Tally::default();
+        let sends = [
+            ("flag", "boolean"),
+            ("flag", "boolean"),
+            ("max", "integer"),
+            ("max", "integer"),
+            ("ratio", "integer"),
+            ("ratio", "number"),
+            ("q", "integer"),
+            ("q", "string"),
+        ];
+        for (n, (name, observed)) in sends.iter().enumerate() {
+            t.add(&nth(
+                event("GET", "/a", 200, json!([sent(name, observed)])),
+                n,
+            ));
+        }
+        for n in 0..2 {
+            t.add(&nth(
+                event("GET", "/a", 200, json!([unknown("old", None)])),
+                n,
+            ));
+        }
+        let got: Vec<(Value, Value)> = (t.propose(&doc, Options::default()).iter())
+            .map(|a| &a.update["parameters"][0])
+            .map(|p| (p["name"].clone(), p["schema"].clone()))
+            .collect();
+        let expected = [
+            ("flag", json!({"type": "boolean"})),
+            ("max", json!({"type": "integer"})),
+            ("old", json!({})),
+            ("q", json!({"type": "string"})),
+            ("ratio", json!({"type": "number"})),
+        ];
+        let expected: Vec<(Value, Value)> =
+            (expected.into_iter()).map(|(n, s)| (json!(n), s)).collect();
+        assert_eq!(got, expected);
     }
 
     /// Names, ids and times from traffic holding YAML's every line break, quotes, `#`, `: `

@@ -115,7 +115,8 @@ fn check_query(op: &Operation, query: &str, authorized: bool, out: &mut Findings
     };
     for (key, suggestion) in &unknown {
         let also_missing = missing.iter().any(|m| Some(&m.name) == suggestion.as_ref());
-        out.push(unknown_param(op, key, suggestion.clone(), also_missing));
+        let unknown = unknown_param(op, key, suggestion.clone(), also_missing);
+        out.push(unknown.observed(sent_type(&pairs, key)));
     }
     for param in missing {
         let sent_instead = unknown
@@ -167,6 +168,29 @@ fn unknown_keys<'q>(
         }
     }
     unknown
+}
+
+/// The JSON type the values sent under `key` all read as (`integer`, `number`, `boolean`),
+/// else `string`: a type, never a value, so that `overlay propose` declares the parameter as
+/// the client sent it (a tool's boolean argument arrives as `?flag=true`).
+fn sent_type(pairs: &[(Cow<str>, Cow<str>)], key: &str) -> &'static str {
+    let sent = || {
+        pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_ref())
+    };
+    let integer = |v: &str| v.strip_prefix('-').unwrap_or(v).parse::<u64>().is_ok();
+    let number = |v: &str| !v.contains(char::is_alphabetic) && v.parse::<f64>().is_ok();
+    if sent().all(|v| v == "true" || v == "false") {
+        "boolean"
+    } else if sent().all(integer) {
+        "integer"
+    } else if sent().all(number) {
+        "number"
+    } else {
+        "string"
+    }
 }
 
 /// `unknown_query_param` for `key`, with the name it may have meant (`also_missing`: that

@@ -47,11 +47,13 @@ struct ProposeArgs {
     /// keeps.
     #[arg(long)]
     findings: Option<String>,
-    /// 2xx answers an action needs at least.
-    #[arg(long, default_value_t = 2)]
+    /// 2xx answers an action needs at least (never fewer than 2 by default: no action rests on
+    /// one lucky request).
+    #[arg(long, default_value_t = Options::default().min_requests)]
     min_requests: usize,
-    /// Operations a query parameter must have been sent to, at least.
-    #[arg(long, default_value_t = 2)]
+    /// Operations a query parameter must have been sent to, at least (2 or more proposes only
+    /// parameters several operations took).
+    #[arg(long, default_value_t = Options::default().min_operations)]
     min_operations: usize,
 }
 
@@ -93,13 +95,19 @@ fn propose(args: &ProposeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         min_operations: args.min_operations,
     };
     let actions = tally.propose(&doc, options);
-    let unfit = match tally.unfit {
+    let mut unfit = match tally.unfit {
         0 => String::new(),
         n => format!(
             "; {n} findings not proposed: a parameter name, path, method or field name no API \
              could have (docs/overlays.md)"
         ),
     };
+    if let n @ 1.. = tally.outside(&doc) {
+        unfit.push_str(&format!(
+            "; {n} requests to endpoints outside the spec's base path not proposed: another \
+             document's (docs/operations.md)"
+        ));
+    }
     if actions.is_empty() {
         eprintln!(
             "driftwatch overlay propose: nothing to propose from {} events of {source}{unfit}",

@@ -1,9 +1,10 @@
 //! The three kinds of action a tally supports, each only when the answers say the API took it:
-//! - a query parameter the spec declares nowhere, sent on requests of several of the spec's
-//!   operations that the API answered 2xx (a global paging parameter such as `page`), and
-//!   never answered 400 or 422 when sent;
-//! - an endpoint no template fits that the API answered 2xx (newer than the spec), unless the
-//!   spec has that method on a path of its shape already;
+//! - a query parameter the spec declares nowhere, sent on requests of the spec's operations
+//!   that the API answered 2xx (twice, at the defaults), and never answered 400 or 422 when
+//!   sent; typed as the requests sent it;
+//! - an endpoint no template fits that the API answered 2xx (newer than the spec), under the
+//!   spec's base path, unless the spec has that method on a path of its shape already; its
+//!   words literal, its values parameters (`template.rs`);
 //! - a top-level response field every 2xx answer of an operation carried (among the answers
 //!   that had findings: an answer with none is no event), declared `readOnly`.
 //!
@@ -14,7 +15,9 @@
 
 use serde_json::{Value, json};
 
+use super::template::{self, unnamed};
 use super::{Action, Options, Tally};
+use crate::contract::BasePaths;
 
 impl Tally {
     pub(super) fn parameters(&self, doc: &Value, o: Options) -> Vec<Action> {
@@ -27,21 +30,28 @@ impl Tally {
             {
                 continue;
             }
-            let parameter = json!({"name": name, "in": "query", "schema": {"type": "string"}});
             for ((method, template), seen) in ops {
                 let operation = doc.pointer(&pointer(&["paths", template, method]));
                 let Some(path) = quoted(template).filter(|_| operation.is_some()) else {
                     continue;
                 };
+                let schema = match seen.sent_type() {
+                    Some(kind) => json!({"type": kind}),
+                    None => json!({}),
+                };
+                let parameter = json!({"name": name, "in": "query", "schema": schema});
+                let mut evidence = seen.evidence();
+                evidence["operations"] = json!(ops.len());
+                evidence["requests_all_operations"] = json!(requests);
                 actions.push(Action {
                     comment: format!(
-                        "query parameter (named below): sent on {requests} requests of {} operations, each answered 2xx, never 400 or 422; {} of them here",
+                        "query parameter (named below): sent on {requests} requests of {} operation(s), each answered 2xx, never 400 or 422; {} of them here",
                         ops.len(),
                         seen.requests,
                     ),
                     target: format!("$.paths[{path}].{method}"),
                     update: json!({"parameters": [parameter]}),
-                    evidence: seen.evidence(),
+                    evidence,
                 });
             }
         }
@@ -49,33 +59,37 @@ impl Tally {
     }
 
     pub(super) fn endpoints(&self, doc: &Value, o: Options) -> Vec<Action> {
+        let bases = BasePaths::new(doc, None);
+        let within = (self.endpoints.iter()).filter_map(|((method, path), seen)| {
+            Some((method.as_str(), template::relative(&bases, path)?, seen))
+        });
         let mut actions = Vec::new();
-        for ((method, shape), seen) in &self.endpoints {
-            if seen.requests < o.min_requests {
-                continue;
-            }
-            let (template, parameters) = template_of(shape, doc);
-            if doc
-                .pointer(&pointer(&["paths", &template, method]))
-                .is_some()
-            {
+        for group in template::group(within) {
+            let (method, seen) = (&group.method, &group.seen);
+            let (template, names) = template::named(&group.segments, doc);
+            if seen.requests < o.min_requests || has(doc, &template, method) {
                 continue;
             }
             let mut operation = json!({"responses": {"200": {"description": "answered 2xx (proposed by driftwatch from traffic)"}}});
-            if !parameters.is_empty() {
-                operation["parameters"] = Value::Array(parameters);
+            if !names.is_empty() {
+                let each = names.iter().map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}));
+                operation["parameters"] = Value::Array(each.collect());
             }
+            let mut evidence = seen.evidence();
+            evidence["paths"] = json!(group.paths);
             actions.push(Action {
                 comment: format!(
-                    "endpoint {} (its path below): no template fits it; answered 2xx {} times",
+                    "endpoint {} (its path below): no template fits it; answered 2xx {} times, on {} paths as events show them",
                     method.to_uppercase(),
                     seen.requests,
+                    group.paths,
                 ),
                 target: "$.paths".into(),
                 update: json!({ template: { method.as_str(): operation } }),
-                evidence: seen.evidence(),
+                evidence,
             });
         }
+        actions.sort_by_key(endpoint_key);
         actions
     }
 
@@ -127,46 +141,23 @@ fn pointer(tokens: &[&str]) -> String {
     escaped.map(|t| format!("/{t}")).collect()
 }
 
-/// A path shape from an event (`/v2/tasks/*`) as a template (`/v2/tasks/{param1}`) and the
-/// path parameters it then has; the spec's own template and names where it has a path of that
-/// shape (`/v2/tasks/{id}`), so that no second template of one shape is proposed.
-fn template_of(shape: &str, doc: &Value) -> (String, Vec<Value>) {
-    let mut names = Vec::new();
-    let segments: Vec<String> = shape
-        .split('/')
-        .map(|s| match s {
-            "*" => {
-                names.push(format!("param{}", names.len() + 1));
-                format!("{{{}}}", names[names.len() - 1])
-            }
-            s => s.to_string(),
-        })
-        .collect();
-    let mut template = segments.join("/");
+/// Whether `doc` has `method` on a path of `template`'s shape, whatever its names.
+fn has(doc: &Value, template: &str, method: &str) -> bool {
     let paths = doc.get("paths").and_then(Value::as_object);
-    let same = |t: &&String| *t != &template && unnamed(t) == unnamed(&template);
-    if let Some(own) = paths.and_then(|p| p.keys().find(same)) {
-        template = own.clone();
-        names = own
-            .split('/')
-            .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
-            .map(String::from)
-            .collect();
-    }
-    let parameters = (names.iter())
-        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
-        .collect();
-    (template, parameters)
+    let shape = unnamed(template);
+    let same = |(t, item): (&String, &Value)| unnamed(t) == shape && item.get(method).is_some();
+    paths.is_some_and(|p| p.iter().any(same))
 }
 
-/// A template with its parameters' names left out (`/t/{}`): two templates of one shape.
-fn unnamed(template: &str) -> String {
-    let segments = template.split('/');
-    let each = segments.map(|s| match s.starts_with('{') && s.ends_with('}') {
-        true => "{}",
-        false => s,
-    });
-    each.collect::<Vec<_>>().join("/")
+/// An endpoint action's method and template, to give them in that order.
+fn endpoint_key(action: &Action) -> (String, String) {
+    let paths = action.update.as_object();
+    let first = paths.and_then(|p| p.iter().next());
+    let method = first.and_then(|(_, ops)| ops.as_object()?.keys().next().cloned());
+    (
+        method.unwrap_or_default(),
+        first.map(|(t, _)| t.clone()).unwrap_or_default(),
+    )
 }
 
 /// Where a response's JSON schema is in `doc`, as a JSONPath: the component its `$ref` names,
@@ -204,26 +195,103 @@ mod tests {
     use super::super::tests::event;
     use super::*;
 
+    /// The templates proposed for `paths` (each sent as `method path` twice, answered 200).
+    fn proposed(doc: &Value, paths: &[(&str, &str)]) -> Vec<String> {
+        let mut t = Tally::default();
+        let get = json!([{"kind": "unknown_operation", "field": "", "location": "path"}]);
+        for (method, path) in paths.iter().chain(paths) {
+            let mut e = event(method, "", 200, get.clone());
+            e["path"] = json!(path);
+            t.add(&e);
+        }
+        let actions = t.propose(doc, Options::default());
+        let each = actions.iter().flat_map(|a| {
+            let paths = a.update.as_object().unwrap();
+            paths.iter().map(|(template, ops)| {
+                let op = ops.as_object().unwrap().values().next().unwrap();
+                let names = op["parameters"].as_array().into_iter().flatten();
+                let names: Vec<&str> = names.map(|p| p["name"].as_str().unwrap()).collect();
+                format!("{template} {names:?}")
+            })
+        });
+        each.collect()
+    }
+
+    /// Issue 66: the token endpoint came out `/realms/master/protocol/{param1}/{param2}`. Words
+    /// stay literal; numbers, UUIDs, hashes, long tokens, the sidecar's `*` and a word that
+    /// differs between requests at one place become parameters, named for the collection
+    /// before them.
+    #[test]
+    fn an_endpoint_keeps_its_words_and_only_values_become_parameters() {
+        let uuid = "/things/3f2b6c1e-8a4d-4e2f-9b1a-0c5d7e9f1a2b/logs";
+        let other = "/things/0c5d7e9f-1a2b-4e2f-9b1a-3f2b6c1e8a4d/logs";
+        let paths = [
+            ("POST", "/realms/master/protocol/openid-connect/token"),
+            ("GET", uuid),
+            ("GET", other),
+            ("GET", "/orders/1234/lines/9"),
+            ("GET", "/blobs/9f86d081884c7d65"),
+            ("GET", "/sessions/tok9A8b7C6d5E4f3"),
+            ("GET", "/v2/tasks/*"),
+            ("PUT", "/spaces/alpha/rooms/export.json"),
+            ("PUT", "/spaces/beta/rooms/export.json"),
+            ("GET", "/spaces/alpha/members"),
+            ("GET", "/spaces/alpha/guests"),
+            ("GET", "/*/*"),
+        ];
+        assert_eq!(
+            proposed(&json!({}), &paths),
+            [
+                "/blobs/{blob_id} [\"blob_id\"]",
+                "/orders/{order_id}/lines/{line_id} [\"order_id\", \"line_id\"]",
+                "/sessions/{session_id} [\"session_id\"]",
+                "/spaces/alpha/guests []",
+                "/spaces/alpha/members []",
+                "/things/{thing_id}/logs [\"thing_id\"]",
+                "/v2/tasks/{task_id} [\"task_id\"]",
+                "/{id}/{id_2} [\"id\", \"id_2\"]",
+                "/realms/master/protocol/openid-connect/token []",
+                "/spaces/{space_id}/rooms/export.json [\"space_id\"]",
+            ]
+        );
+    }
+
+    /// Issue 66: an endpoint outside every base path of the spec is another API's on the same
+    /// host (Keycloak's token endpoint beside its admin API under `/admin/realms`): never
+    /// proposed into this document. One under it is proposed relative to it, with the names
+    /// the spec gives the places it shares.
+    #[test]
+    fn an_endpoint_outside_the_base_path_is_not_proposed_and_one_under_it_is_relative() {
+        let doc = json!({"servers": [{"url": "https://sso.example.com/admin/realms"}],
+            "paths": {"/{realm}/users/{user-id}": {"get": {}}}});
+        let paths = [
+            ("POST", "/realms/master/protocol/openid-connect/token"),
+            ("GET", "/admin/realms/*/users/*/credentials"),
+            ("GET", "/admin/realms/*/organizations/*"),
+        ];
+        assert_eq!(
+            proposed(&doc, &paths),
+            [
+                "/{realm}/organizations/{organization_id} [\"realm\", \"organization_id\"]",
+                "/{realm}/users/{user-id}/credentials [\"realm\", \"user-id\"]",
+            ]
+        );
+        let mut t = Tally::default();
+        let get = json!([{"kind": "unknown_operation", "field": "", "location": "path"}]);
+        for _ in 0..2 {
+            let mut e = event("POST", "", 200, get.clone());
+            e["path"] = json!(paths[0].1);
+            t.add(&e);
+        }
+        assert_eq!(t.outside(&doc), 2, "counted for the summary");
+    }
+
     #[test]
     fn an_endpoint_shape_becomes_a_template_and_a_response_field_finds_its_schema() {
-        let empty = json!({});
-        assert_eq!(
-            template_of("/v2/tasks/*/logs/*", &empty).0,
-            "/v2/tasks/{param1}/logs/{param2}"
-        );
         assert_eq!(quoted("/it's").unwrap(), "'/it\\'s'");
         assert_eq!(quoted("/a\u{85}"), None);
         let doc = json!({"paths": {"/t/{id}": {"get": {"responses": {
             "2XX": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Task"}}}}}}}}});
-        assert_eq!(
-            template_of("/t/*", &doc),
-            (
-                "/t/{id}".to_string(),
-                vec![
-                    json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}})
-                ]
-            )
-        );
         assert_eq!(
             schema_target(&doc, "/t/{id}", "get", "200").unwrap(),
             "$.components.schemas['Task']"
