@@ -63,13 +63,26 @@ impl Receiver {
             .collect()
     }
 
-    /// The spans, once `enough` says they are all there.
+    /// The spans, once `enough` says they are all there. Three processes export them on their
+    /// own schedules (the agent's SDK, driftwatch's batches, the server): a CI run with both
+    /// cores busy read them 10 s after the calls with some missing, so the bound is 30 s, and
+    /// a wait that ends without them says which spans had come.
     pub(super) async fn until(&self, what: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        eventually(what, || async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(SPANS_WITHIN);
+        loop {
             let spans = self.spans();
-            enough(&spans).then_some(spans)
-        })
-        .await
+            if enough(&spans) {
+                return spans;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "waited {SPANS_WITHIN} s for {what}; had {}:\n{}",
+                    spans.len(),
+                    spans.iter().map(span_line).collect::<Vec<_>>().join("\n")
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -78,6 +91,23 @@ impl Drop for Receiver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// How long the spans of a test may take to arrive, at most (see [`Receiver::until`]).
+const SPANS_WITHIN: u64 = 30;
+
+/// One span in a line: whose, what, and where it hangs.
+fn span_line(s: &Value) -> String {
+    format!(
+        "{} {:?} kind={} parent={:?} links={} tool={} attribution={}",
+        s["service"],
+        s["name"],
+        s["kind"],
+        s["parent_span_id"],
+        s["links"].as_array().map_or(0, Vec::len),
+        attr(s, "gen_ai.tool.name"),
+        attr(s, "driftwatch.tool_attribution"),
+    )
 }
 
 const SERVER: i64 = 2;
