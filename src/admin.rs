@@ -1,7 +1,7 @@
 //! The admin listener, separate from the proxy port: `/metrics` for Prometheus, `/healthz` and
-//! `/readyz` for the orchestrator, `/findings`, `/spec` and `/spec/diff` for the operator, and
-//! `POST /spec/reload`, the one request here that changes what the proxy does. It sees the
-//! proxy only through a narrow handle ([`Admin`]): the shared sinks, the readiness flag, and
+//! `/readyz` for the orchestrator, `/findings`, `/incidents`, `/spec` and `/spec/diff` for the
+//! operator, and `POST /spec/reload`, the one request here that changes what the proxy does.
+//! It sees the proxy only through a narrow handle ([`Admin`]): the shared sinks, the readiness flag, and
 //! [`Revisions`] to read the spec in force and ask for a reload. With `admin.token_file` set,
 //! what shows traffic or the spec, and the reload, need the bearer token; what Prometheus and
 //! the kubelet read stays open.
@@ -26,6 +26,8 @@ use crate::sink::{Recent, RecentQuery};
 pub struct Admin {
     pub registry: Arc<prometheus_client::registry::Registry>,
     pub recent: Arc<Recent>,
+    /// Silent clears as incidents, at `/incidents`.
+    pub incidents: Arc<crate::sink::Incidents>,
     pub ready: Arc<std::sync::atomic::AtomicBool>,
     /// Each API's mode, in the order of `Revisions::all`.
     pub modes: Vec<Mode>,
@@ -87,8 +89,9 @@ impl std::fmt::Debug for Token {
 }
 
 /// Routes that show traffic or the spec, or change what the proxy does.
-const GUARDED: [&str; 6] = [
+const GUARDED: [&str; 7] = [
     "/findings",
+    "/incidents",
     "/spec",
     "/spec/diff",
     "/spec/reload",
@@ -155,25 +158,40 @@ async fn answer(
             "POST /spec/reload reloads the spec file (?api=NAME: that API's alone)\n".into(),
         ),
         "/spec/diff" => spec_diff(&s),
-        "/findings" => match parse_query(query) {
-            Ok(q) => {
-                let events = s.recent.query(&q);
-                respond(
-                    StatusCode::OK,
-                    "application/json",
-                    json!({"events": events}).to_string(),
-                )
-            }
-            Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
-        },
+        "/findings" => findings(&s, query),
+        "/incidents" => incidents(&s, query),
         "/tools/map" | "/tools/check" if let Some(view) = &s.tools => tools(view.as_ref(), path, query),
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: try /metrics, /healthz, /readyz, /findings, /spec, /spec/diff, POST /spec/reload\n".into(),
+            "not found: try /metrics, /healthz, /readyz, /findings, /incidents, /spec, /spec/diff, POST /spec/reload\n".into(),
         ),
     };
     Ok(reply)
+}
+
+/// `/findings`: the recent events the filters keep, newest first.
+fn findings(s: &Admin, query: &str) -> Response<Full<Bytes>> {
+    match parse_query(query) {
+        Ok(q) => {
+            let events = s.recent.query(&q);
+            let body = json!({"events": events});
+            respond(StatusCode::OK, "application/json", body.to_string())
+        }
+        Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
+    }
+}
+
+/// `/incidents`: the silent clears the filters keep, the most recently changed first.
+fn incidents(s: &Admin, query: &str) -> Response<Full<Bytes>> {
+    match incidents_query(query) {
+        Ok(q) => {
+            let incidents = s.incidents.query(&q, SystemTime::now());
+            let body = json!({"incidents": incidents});
+            respond(StatusCode::OK, "application/json", body.to_string())
+        }
+        Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
+    }
 }
 
 /// 401 for a guarded path asked without the admin token, with its challenge.
@@ -312,8 +330,8 @@ enum QueryError {
     Limit(String),
     #[error("since `{0}`: {1}")]
     Since(String, humantime::TimestampError),
-    #[error("unknown filter `{0}`: use kind, operation, since, limit")]
-    Unknown(String),
+    #[error("unknown filter `{0}`: use {1}")]
+    Unknown(String, &'static str),
 }
 
 /// `kind`, `operation`, `limit`, and `since` as RFC 3339 or Unix seconds.
@@ -323,23 +341,50 @@ fn parse_query(query: &str) -> Result<RecentQuery, QueryError> {
         match key.as_ref() {
             "kind" => q.kind = Some(value.into_owned()),
             "operation" => q.operation = Some(value.into_owned()),
-            "limit" => {
-                q.limit = Some(
-                    value
-                        .parse()
-                        .map_err(|_| QueryError::Limit(value.to_string()))?,
-                )
+            "limit" => q.limit = Some(limit(&value)?),
+            "since" => q.since = Some(since(&value)?),
+            other => {
+                let known = "kind, operation, since, limit";
+                return Err(QueryError::Unknown(other.to_string(), known));
             }
-            "since" => {
-                let since = match value.parse::<u64>() {
-                    Ok(secs) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
-                    Err(_) => humantime::parse_rfc3339_weak(&value)
-                        .map_err(|e| QueryError::Since(value.to_string(), e))?,
-                };
-                q.since = Some(since);
-            }
-            other => return Err(QueryError::Unknown(other.to_string())),
         }
     }
     Ok(q)
+}
+
+/// `/incidents`' filters: `id`, `operation`, `field`, `tool`, `limit`, and `since` as RFC 3339
+/// or Unix seconds.
+fn incidents_query(query: &str) -> Result<crate::incident::Query, QueryError> {
+    let mut q = crate::incident::Query::default();
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        let text = Some(value.to_string());
+        match key.as_ref() {
+            "id" => q.id = text,
+            "operation" => q.operation = text,
+            "field" => q.field = text,
+            "tool" => q.tool = text,
+            "limit" => q.limit = Some(limit(&value)?),
+            "since" => q.since = Some(since(&value)?),
+            other => {
+                let known = "id, operation, field, tool, since, limit";
+                return Err(QueryError::Unknown(other.to_string(), known));
+            }
+        }
+    }
+    Ok(q)
+}
+
+fn limit(value: &str) -> Result<usize, QueryError> {
+    value
+        .parse()
+        .map_err(|_| QueryError::Limit(value.to_string()))
+}
+
+/// A time as RFC 3339 or Unix seconds.
+fn since(value: &str) -> Result<SystemTime, QueryError> {
+    match value.parse::<u64>() {
+        Ok(secs) => Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+        Err(_) => humantime::parse_rfc3339_weak(value)
+            .map_err(|e| QueryError::Since(value.to_string(), e)),
+    }
 }

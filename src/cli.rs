@@ -7,6 +7,7 @@ mod check;
 pub mod demo;
 mod diff;
 mod health;
+mod incident;
 mod mcp;
 mod overlay;
 mod preflight;
@@ -51,6 +52,9 @@ enum Command {
     Wrap(wrap::WrapArgs),
     /// Print the forward proxy's CA certificate (made if missing) and how runtimes trust it.
     Ca(ca::CaArgs),
+    /// A running sidecar's silent clears, each as one story, with what the fields held and the
+    /// request that puts them back (`incidents.keep_values`).
+    Incident(incident::IncidentArgs),
     /// Exit 0 if a running sidecar is ready (its /readyz answers 200), else 1: for probes.
     Health(health::HealthArgs),
 }
@@ -66,6 +70,7 @@ pub fn main() -> ExitCode {
         Command::Tools(args) => tools::run(&args, &mut std::io::stdout().lock()),
         Command::Overlay(args) => overlay::run(&args, &mut std::io::stdout().lock()),
         Command::Health(args) => health::run(&args),
+        Command::Incident(args) => incident::run(&args, &mut std::io::stdout().lock()),
         Command::Ca(args) => ca::run(&args),
         Command::Mcp(args) => mcp::run(&args),
         Command::Wrap(args) => wrap::run(&args),

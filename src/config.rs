@@ -30,6 +30,7 @@ pub struct Config {
     pub enforce: EnforceConfig,
     pub events: EventsConfig,
     pub memory: MemoryConfig,
+    pub incidents: IncidentsConfig,
     pub mcp: McpConfig,
     pub forward: ForwardConfig,
     pub telemetry: TelemetryConfig,
@@ -422,6 +423,36 @@ pub struct EventsConfig {
     pub max_event_bytes: usize,
 }
 
+/// Silent clears as incidents (`/incidents`, `driftwatch incident`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IncidentsConfig {
+    /// Incidents kept at most (the oldest go first); 0 keeps none.
+    pub max: usize,
+    /// Bytes of the incidents' JSON kept at most, values included.
+    pub max_bytes: usize,
+    /// Keep what each erased field held (from the resource's last read) and the request that
+    /// restores it. Values of the API's data: off by default, and only with `admin.token_file`.
+    pub keep_values: bool,
+    /// Bytes of resources' read values held for that at most (least recently read go first);
+    /// a resource larger than a sixteenth of it is not held.
+    pub max_value_bytes: usize,
+    /// Keep values only for these operations (the replace writes' ids); empty: every one.
+    pub operations: Vec<String>,
+}
+
+impl Default for IncidentsConfig {
+    fn default() -> IncidentsConfig {
+        IncidentsConfig {
+            max: 500,
+            max_bytes: 8 << 20,
+            keep_values: false,
+            max_value_bytes: 32 << 20,
+            operations: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
@@ -570,7 +601,7 @@ impl Default for EventsConfig {
 }
 
 /// Sections of the file, for mapping `DRIFTWATCH_SECTION_KEY` to `[section] key`.
-pub(crate) const SECTIONS: [&str; 11] = [
+pub(crate) const SECTIONS: [&str; 12] = [
     "telemetry",
     "forward",
     "upstream_tls",
@@ -582,4 +613,5 @@ pub(crate) const SECTIONS: [&str; 11] = [
     "events",
     "memory",
     "mcp",
+    "incidents",
 ];

@@ -55,6 +55,7 @@ pub mod diff;
 pub mod encoding;
 pub mod finding;
 pub mod gateway;
+pub mod incident;
 pub mod json;
 pub mod listener;
 pub mod mcp;

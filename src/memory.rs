@@ -19,6 +19,7 @@ use crate::finding::Evidence;
 use crate::json::Node;
 
 pub mod survival;
+pub mod vault;
 mod wire;
 
 /// Fields remembered per resource, at most: the bound must hold whatever a response carries.

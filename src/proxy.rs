@@ -13,6 +13,7 @@ mod connection;
 mod error;
 mod front;
 mod headers;
+mod incident;
 mod lanes;
 mod late;
 mod late_span;
@@ -71,6 +72,8 @@ pub struct Sidecar {
     pub sinks: Sinks,
     /// The last GET of each resource, for silent-clear detection.
     pub memory: crate::memory::Memory,
+    /// The values of each resource's last read, for incidents (`incidents.keep_values`).
+    pub vault: Option<crate::memory::vault::Vault>,
     /// The store replicas share the memory through (`memory.backend = "redis"`), if any.
     store: Option<store::Store>,
     /// Response work (audit, memory) done off the async workers after the response went out.
@@ -133,6 +136,11 @@ fn sinks(settings: &Settings, registry: &mut Registry) -> std::io::Result<Sinks>
         recent: Arc::new(crate::sink::Recent::new(
             settings.admin.recent_findings,
             settings.admin.recent_bytes,
+        )),
+        incidents: Arc::new(crate::sink::Incidents::new(
+            settings.incidents.max,
+            settings.incidents.max_bytes,
+            settings.memory.ttl,
         )),
     })
 }
@@ -213,6 +221,10 @@ impl Sidecar {
                 settings.memory.ttl,
                 settings.memory.hash_key,
             ),
+            vault: (settings.incidents.keep_values).then(|| {
+                let bytes = settings.incidents.max_value_bytes;
+                crate::memory::vault::Vault::new(bytes, settings.memory.ttl)
+            }),
             store,
             late: late::LateTasks::new(),
             apis,

@@ -39,6 +39,7 @@ pub struct Settings {
     pub audit: AuditConfig,
     pub events: EventSettings,
     pub memory: MemorySettings,
+    pub incidents: crate::config::IncidentsConfig,
     /// `DRIFTWATCH_` variables left out as Kubernetes service links; `serve` says so once.
     pub service_links: Vec<String>,
     /// The token `admin.token_file` holds, if set.
@@ -246,6 +247,7 @@ impl Settings {
             audit: c.audit.clone(),
             events: events(c, &fail)?,
             memory: memory(c, &fail)?,
+            incidents: incidents(c, &fail)?,
             service_links: origins.service_links().to_vec(),
             admin_token: admin_token(c, &fail)?,
             admin_bounds: bounds(
@@ -489,6 +491,17 @@ fn shared_store(c: &Config, fail: &Fail<'_>) -> Result<Option<SharedStore>, Conf
         deadline: Duration::from_millis(m.redis_deadline_ms),
         ca,
     }))
+}
+
+/// `[incidents]`: values are kept only behind the admin token, which guards `/incidents`.
+fn incidents(c: &Config, fail: &Fail<'_>) -> Result<crate::config::IncidentsConfig, ConfigError> {
+    if c.incidents.keep_values && c.admin.token_file.is_none() {
+        return Err(fail(
+            "incidents.keep_values",
+            "kept values are served only behind the admin token: set admin.token_file too".into(),
+        ));
+    }
+    Ok(c.incidents.clone())
 }
 
 /// The bearer token from `admin.token_file`, if set.

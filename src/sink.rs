@@ -3,6 +3,7 @@
 //! findings served at `/findings`. Sinks never block or fail a request.
 
 mod events;
+mod incidents;
 mod labels;
 mod metrics;
 mod process;
@@ -15,6 +16,7 @@ pub use events::{
     Event, EventError, EventFinding, EventLog, EventOutput, ReadNote, Repair, SECRET_HEADERS,
     ToolFields, TraceIds,
 };
+pub use incidents::Incidents;
 pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
 pub use recent::{Recent, RecentQuery};
 pub use store::{Fallbacks, StoreMetrics};
@@ -32,4 +34,6 @@ pub struct Sinks {
     pub store: Option<StoreMetrics>,
     pub events: EventLog,
     pub recent: std::sync::Arc<Recent>,
+    /// Silent clears as incidents, at `/incidents`.
+    pub incidents: std::sync::Arc<Incidents>,
 }

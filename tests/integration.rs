@@ -28,6 +28,7 @@ mod integration {
     pub mod hostile_specs;
     pub mod hostile_traces;
     pub mod hostile_wrap;
+    pub mod incidents;
     pub mod kinds;
     pub mod layout;
     pub mod list_then_update;

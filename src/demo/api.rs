@@ -124,6 +124,7 @@ async fn handle(store: Store, req: Request<Incoming>) -> Result<Response<Full<By
             Err(_) => not_found(),
         },
         (&Method::PUT, ["api", "v1", "channels", id]) => replace(&store, id, &body, if_match),
+        (&Method::PATCH, ["api", "v1", "channels", id]) => patch(&store, id, &body),
         (&Method::PUT, ["api", "v1", "schedules", _]) => schedule(&body),
         (&Method::GET, ["api", "v1", "playouts"]) => playouts(&query),
         (&Method::GET, ["api", "v1", "playouts", _, "items"]) => items(&query),
@@ -173,18 +174,10 @@ fn replace(
     let Ok(id) = id.parse::<u64>() else {
         return not_found();
     };
-    let Ok(Value::Object(sent)) = serde_json::from_slice::<Value>(body) else {
-        return bad_request("$", "The request body is not a JSON object.");
+    let sent = match sent(body) {
+        Ok(sent) => sent,
+        Err(refused) => return refused,
     };
-    if let Some(name) = INTEGERS
-        .iter()
-        .find(|n| sent.get(**n).is_some_and(|v| !v.is_null() && !v.is_i64()))
-    {
-        return bad_request(
-            name,
-            "The JSON value could not be converted to System.Int32.",
-        );
-    }
     let Ok(mut channels) = store.lock() else {
         return not_found();
     };
@@ -211,6 +204,50 @@ fn replace(
     }
     channels.insert(id, next.clone());
     (StatusCode::OK, Value::Object(next))
+}
+
+/// A write's body: a JSON object whose integers are integers, or the answer refusing it.
+fn sent(body: &[u8]) -> Result<Map<String, Value>, (StatusCode, Value)> {
+    let Ok(Value::Object(sent)) = serde_json::from_slice::<Value>(body) else {
+        return Err(bad_request("$", "The request body is not a JSON object."));
+    };
+    if let Some(name) = INTEGERS
+        .iter()
+        .find(|n| sent.get(**n).is_some_and(|v| !v.is_null() && !v.is_i64()))
+    {
+        let why = "The JSON value could not be converted to System.Int32.";
+        return Err(bad_request(name, why));
+    }
+    Ok(sent)
+}
+
+/// `PATCH` as a JSON merge patch (RFC 7396) of the channel's top level: each field sent is
+/// set, `null` resets it, the rest stay; `id` and `uniqueId` are the server's.
+fn patch(store: &Store, id: &str, body: &[u8]) -> (StatusCode, Value) {
+    let Ok(id) = id.parse::<u64>() else {
+        return not_found();
+    };
+    let sent = match sent(body) {
+        Ok(sent) => sent,
+        Err(refused) => return refused,
+    };
+    let Ok(mut channels) = store.lock() else {
+        return not_found();
+    };
+    let Some(current) = channels.get_mut(&id) else {
+        return not_found();
+    };
+    for (name, value) in sent {
+        if matches!(name.as_str(), "id" | "uniqueId") || !current.contains_key(&name) {
+            continue;
+        }
+        let value = match value {
+            Value::Null => reset(&name, &current[&name]),
+            value => value,
+        };
+        current.insert(name, value);
+    }
+    (StatusCode::OK, Value::Object(current.clone()))
 }
 
 fn schedule(body: &[u8]) -> (StatusCode, Value) {

@@ -36,6 +36,8 @@ pub(super) struct Pending {
     /// them (withdrawn where it shows the field still holding a value), so they are recorded
     /// with the response, not the request.
     pub deferred: Vec<Finding>,
+    /// What the fields at risk held, for the write's incident (`incidents.keep_values`).
+    pub kept: Option<super::incident::KeptWrite>,
 }
 
 impl Pending {

@@ -275,6 +275,8 @@ pub(super) struct Late {
     /// The write's `silent_clear_risk` findings, for its answer to decide (see
     /// [`crate::silent::Tracker::after_response`]).
     pub deferred: Vec<Finding>,
+    /// What the write's fields at risk held (`incidents.keep_values`).
+    pub kept: Option<super::incident::KeptWrite>,
 }
 
 impl Late {
@@ -341,11 +343,11 @@ impl Late {
         // A write's risks that stand are an event of their own, first, as they would have been
         // with its request; what its answer showed comes after.
         let path = || s.path_text(&rev.contract, self.meta.uri.path());
-        for findings in [risks, findings] {
+        for (findings, kept) in [(risks, self.kept.take()), (findings, None)] {
             if !findings.is_empty() {
                 let (meta, at) = ((self.meta.clone(), path()), (&*self.api, op));
-                let (id, revision) = (self.request_id.clone(), rev.spec.revision.clone());
-                record(s, at, revision, id, meta, self.status, findings);
+                let (id, revision) = (self.request_id.clone(), &rev);
+                record(s, at, revision, id, meta, (self.status, findings), kept);
             }
         }
         s.sinks.metrics.response_checked();
@@ -376,6 +378,10 @@ impl Late {
             json,
             remember.at_risk,
         );
+        if let (Some(_), Some(body)) = (&outcome.remembered, json) {
+            let read = (self.request_id.as_str(), self.meta.tool.as_deref());
+            super::incident::keep_read(s, &remember.key, read, *body);
+        }
         let mut confirmed = outcome.confirmed;
         if let (Some(list), Some(body)) = (&op.lists, json) {
             confirmed.extend(self.listed(&tracker, rev, list, &remember.key, *body));
@@ -494,30 +500,28 @@ impl Heard {
             return;
         }
         let path = self.s.path_text(&self.rev.contract, self.meta.uri.path());
-        let revision = self.rev.spec.revision.clone();
         let meta = (self.meta, path);
-        record(
-            &self.s,
-            (&self.api, op),
-            revision,
-            self.request_id,
-            meta,
-            self.status,
-            findings,
-        );
+        let at = (&*self.api, op);
+        let done = (self.status, findings);
+        record(&self.s, at, &self.rev, self.request_id, meta, done, None);
     }
 }
 
-/// Count the findings and write one event for them.
+/// Count the findings, tell a silent clear's incident, and write one event for them.
 fn record(
     s: &Sidecar,
     (api, op): (&super::Api, &crate::contract::Operation),
-    revision: String,
+    rev: &super::Revision,
     request_id: RequestId,
     (meta, path): (LateMeta, String),
-    status: u16,
-    findings: Vec<Finding>,
+    (status, findings): (u16, Vec<Finding>),
+    kept: Option<super::incident::KeptWrite>,
 ) {
+    let revision = rev.spec.revision.clone();
+    let at = (api, &*rev.contract, revision.as_str());
+    let what = (op, request_id.as_str(), status);
+    let by = (meta.tool.as_deref(), meta.trace.as_ref(), meta.uri.path());
+    super::incident::tell(s, at, what, by, &findings, kept);
     for f in &findings {
         s.sinks
             .metrics

@@ -67,7 +67,7 @@ pub(super) struct Ledger<'c> {
     /// The client's id, or the one made for it; returned on the response.
     pub request_id: RequestId,
     method: Method,
-    uri: Uri,
+    pub uri: Uri,
     /// The tool call behind the request: the tool header's, or found by `tool::attribute`.
     pub tool: Option<Arc<Attribution>>,
     traceparent: Option<HeaderValue>,

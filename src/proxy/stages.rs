@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 
 use super::Sidecar;
 use super::before_write::read_before_write;
-use super::body::read;
+use super::body::{BodyRead, read};
 use super::check::{Pending, check, compare_with_last_get};
 use super::error::ProxyError;
 use super::headers::{reframe_response, strip_hop_by_hop};
@@ -87,6 +87,7 @@ async fn stages<'c>(
     if let Some(refused) = decide(ledger) {
         return Ok(refused);
     }
+    pending.kept = kept_for_write(s, rev, ledger, &pending, &read);
     pending.defer_risks(&mut ledger.findings);
     let upstream = &ledger.api.upstreams[ledger.upstream];
     let sent = match outgoing(s, upstream, parts, forward, peer) {
@@ -101,6 +102,27 @@ async fn stages<'c>(
             Err(e)
         }
     }
+}
+
+/// What a write forwarded with fields at risk held, for its incident.
+fn kept_for_write(
+    s: &Sidecar,
+    rev: &Revision,
+    ledger: &Ledger<'_>,
+    pending: &Pending,
+    read: &BodyRead,
+) -> Option<super::incident::KeptWrite> {
+    let write = super::incident::Write {
+        op: ledger.operation?,
+        path: ledger.uri.path(),
+        body: match read {
+            BodyRead::Whole(bytes) => Some(bytes),
+            BodyRead::TooLarge | BodyRead::Off => None,
+        },
+        key: pending.memory_key.as_ref(),
+        at_risk: &pending.at_risk,
+    };
+    super::incident::kept_for_write(s, &rev.contract, write)
 }
 
 /// Enforce mode: refuse the request when a finding's action is `block` (409 for a silent
@@ -202,6 +224,7 @@ fn late_work(
         audit_body: rate >= 1.0 || (rate > 0.0 && fastrand::f64() < rate),
         remember,
         deferred: pending.deferred,
+        kept: pending.kept,
     })
 }
 

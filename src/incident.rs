@@ -1,0 +1,257 @@
+//! Incidents: one silent clear's whole story, for the responder paged by it. Events say what
+//! each request did; an incident joins the three that make a clear (the read that showed the
+//! field holding a value, the write that omitted it, the answer or read that found it empty)
+//! under the write's request id, with the resource's path as sent, and, where the operator
+//! keeps values (`incidents.keep_values`), what each erased field held and the request that
+//! puts it back. Pure data: the sidecar's ring (`sink::Incidents`) builds them from its events,
+//! the admin port serves them, `driftwatch incident` reads them back and prints them.
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+mod render;
+mod restore;
+
+pub use render::{Format, render};
+pub use restore::{Kept, Lost, Restore};
+
+/// One write's erased (or at-risk and forwarded) fields, and how it came about.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Incident {
+    /// The write's request id: the incident's name.
+    pub id: String,
+    pub state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// The write's operation.
+    pub operation: String,
+    pub method: String,
+    /// The resource's path as the write sent it, values and all (the admin port is guarded;
+    /// events keep these values out).
+    pub path: String,
+    pub path_template: String,
+    /// The erased fields, as the write names them.
+    pub fields: Vec<String>,
+    /// The tool call behind the write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    pub spec_revision: String,
+    pub mode: String,
+    #[serde(
+        serialize_with = "crate::finding::rfc3339",
+        deserialize_with = "rfc3339_in"
+    )]
+    pub opened_at: SystemTime,
+    #[serde(
+        serialize_with = "crate::finding::rfc3339",
+        deserialize_with = "rfc3339_in"
+    )]
+    pub updated_at: SystemTime,
+    /// What happened, oldest first.
+    pub timeline: Vec<Step>,
+    /// What the fields held, and the request that puts them back (`incidents.keep_values`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Kept>,
+}
+
+/// `at_risk`: the write went through omitting fields that held values, and no view of the
+/// resource has shown them yet; `cleared`: one has shown them empty.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    AtRisk,
+    Cleared,
+}
+
+/// One request of the story.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Step {
+    #[serde(
+        serialize_with = "crate::finding::rfc3339",
+        deserialize_with = "rfc3339_in"
+    )]
+    pub at: SystemTime,
+    pub what: What,
+    pub request_id: String,
+    /// The operation it was (the read's may be a list's or driftwatch's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The fields this step is about.
+    pub fields: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum What {
+    /// The read that showed the fields holding values.
+    Read,
+    /// The write that omitted them, forwarded.
+    Write,
+    /// The write's own answer showed them empty.
+    Answer,
+    /// A later read showed them empty.
+    ReadAfter,
+}
+
+impl What {
+    pub fn says(self) -> &'static str {
+        match self {
+            What::Read => "read, the fields held values",
+            What::Write => "write omitted them, forwarded",
+            What::Answer => "the write's answer shows them empty",
+            What::ReadAfter => "a later read shows them empty",
+        }
+    }
+}
+
+/// What one event tells of a silent clear: the at-risk write it records, or the clear it
+/// confirms. Made by the proxy from a finding and its request, consumed by the ring.
+#[derive(Debug)]
+pub struct Told {
+    pub write_request_id: String,
+    pub step: Step,
+    /// The read its evidence names (the write's own step carries it).
+    pub read: Option<Step>,
+    /// Known at the write: the incident's own fields.
+    pub about: About,
+}
+
+/// The incident's fields as one event knows them.
+#[derive(Debug, Clone)]
+pub struct About {
+    pub api: Option<String>,
+    pub operation: String,
+    pub method: String,
+    pub path: String,
+    pub path_template: String,
+    pub spec_revision: String,
+    pub mode: String,
+}
+
+impl Incident {
+    /// The incident `told` opens.
+    pub fn open(told: Told, kept: Option<Kept>) -> Incident {
+        let Told {
+            write_request_id,
+            step,
+            read,
+            about,
+        } = told;
+        let state = match step.what {
+            What::Answer | What::ReadAfter => State::Cleared,
+            What::Read | What::Write => State::AtRisk,
+        };
+        let tool = (step.what == What::Write)
+            .then(|| step.tool.clone())
+            .flatten();
+        let trace_id = (step.what == What::Write)
+            .then(|| step.trace_id.clone())
+            .flatten();
+        let mut incident = Incident {
+            id: write_request_id,
+            state,
+            api: about.api,
+            operation: about.operation,
+            method: about.method,
+            path: about.path,
+            path_template: about.path_template,
+            fields: step.fields.clone(),
+            tool,
+            trace_id,
+            spec_revision: about.spec_revision,
+            mode: about.mode,
+            opened_at: step.at,
+            updated_at: step.at,
+            timeline: Vec::new(),
+            kept,
+        };
+        incident.timeline.extend(read);
+        incident.timeline.push(step);
+        incident.timeline.sort_by_key(|s| (s.at, s.what));
+        incident
+    }
+
+    /// Add what a later event told: a clear confirmed, or the write itself where a
+    /// confirmation came first (another replica's).
+    pub fn add(&mut self, told: Told, kept: Option<Kept>) {
+        let Told { step, read, .. } = told;
+        for field in &step.fields {
+            if !self.fields.contains(field) {
+                self.fields.push(field.clone());
+            }
+        }
+        match step.what {
+            What::Answer | What::ReadAfter => self.state = State::Cleared,
+            What::Write => {
+                self.tool = step.tool.clone();
+                self.trace_id = step.trace_id.clone();
+            }
+            What::Read => {}
+        }
+        self.updated_at = self.updated_at.max(step.at);
+        self.kept = self.kept.take().or(kept);
+        for new in read.into_iter().chain([step]) {
+            let same = |s: &Step| s.request_id == new.request_id && s.what == new.what;
+            let full = self.timeline.len() >= MAX_STEPS;
+            match self.timeline.iter_mut().find(|s| same(s)) {
+                Some(old) => merge_fields(&mut old.fields, new.fields),
+                None if !full => self.timeline.push(new),
+                None => {}
+            }
+        }
+        self.timeline.sort_by_key(|s| (s.at, s.what));
+    }
+
+    /// Whether a filter of `/incidents` keeps it.
+    pub fn matches(&self, q: &Query) -> bool {
+        q.id.as_ref().is_none_or(|id| &self.id == id)
+            && (q.operation.as_ref()).is_none_or(|op| &self.operation == op)
+            && (q.field.as_ref()).is_none_or(|f| self.fields.iter().any(|x| x == f))
+            && (q.tool.as_ref()).is_none_or(|t| self.tool.as_ref() == Some(t))
+            && q.since.is_none_or(|since| self.updated_at >= since)
+    }
+
+    /// Its bytes, roughly, for the ring's bound: what its JSON weighs.
+    pub fn weight(&self) -> usize {
+        serde_json::to_vec(self).map_or(0, |v| v.len())
+    }
+}
+
+/// Steps an incident keeps at most: a field read and cleared over and over is one story, not
+/// a log.
+pub const MAX_STEPS: usize = 16;
+
+fn merge_fields(into: &mut Vec<String>, new: Vec<String>) {
+    for f in new {
+        if !into.contains(&f) {
+            into.push(f);
+        }
+    }
+}
+
+/// Filters of `/incidents?id=&operation=&field=&tool=&since=&limit=`.
+#[derive(Debug, Default)]
+pub struct Query {
+    pub id: Option<String>,
+    pub operation: Option<String>,
+    /// A field as the write names it (`graphicsElementIds`).
+    pub field: Option<String>,
+    pub tool: Option<String>,
+    pub since: Option<SystemTime>,
+    pub limit: Option<usize>,
+}
+
+/// A time as findings and events write it (RFC 3339), read back.
+fn rfc3339_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+    let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    humantime::parse_rfc3339_weak(&text).map_err(serde::de::Error::custom)
+}

@@ -1,0 +1,230 @@
+//! From the page to the restore: the demo's Channels API (which really clears what a PUT
+//! omits) behind a sidecar in observe mode, a stale agent's PUT erasing channel 7's
+//! `graphicsElementIds`, told as one incident with the value it held, put back by the restore
+//! the incident carries, and the same story from `driftwatch incident`.
+
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+
+use super::sidecar::{RawResponse, config, raw, start};
+use super::silent_clears::{demo_api, stale_body};
+use super::util::eventually;
+
+const TOKEN: &str = "incident-admin-token-0123";
+
+fn token_file(name: &str) -> std::path::PathBuf {
+    let file = std::env::temp_dir().join(format!("driftwatch-{name}-{}", std::process::id()));
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    file
+}
+
+/// A request through the proxy, as the agent's tool sends it.
+fn request(method: &str, path: &str, rid: &str, tool: &str, body: Option<&Value>) -> Vec<u8> {
+    let body = body.map(Value::to_string).unwrap_or_default();
+    format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer alice\r\nx-request-id: {rid}\r\nx-mcp-tool: {tool}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The read is remembered (and its values held) after its last byte: wait for it.
+async fn remembered(admin: SocketAddr) {
+    eventually("the read remembered", || async {
+        let m = super::sidecar::scrape(admin).await;
+        (super::sidecar::sample(&m, "driftwatch_memory_entries") >= 1.0).then_some(())
+    })
+    .await;
+}
+
+async fn incidents(admin: SocketAddr, query: &str, token: Option<&str>) -> RawResponse {
+    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    let ask =
+        format!("GET /incidents{query} HTTP/1.1\r\nhost: admin\r\n{auth}connection: close\r\n\r\n");
+    raw(admin, ask.as_bytes()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_agents_clear_is_one_incident_whose_restore_gives_the_value_back_and_keeps_the_edit()
+ {
+    let api = demo_api().await;
+    let file = token_file("incident-token");
+    let dw = start(config(&format!("http://{api}"), |c| {
+        c.admin.token_file = Some(file.clone());
+        c.incidents.keep_values = true;
+    }))
+    .await;
+    let path = "/api/v1/channels/7";
+    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    assert_eq!(read["graphicsElementIds"], json!([3, 7]));
+    let put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    remembered(dw.admin).await;
+    assert_eq!(
+        raw(dw.addr, &put).await.status,
+        200,
+        "observe mode forwards it"
+    );
+
+    // Guarded: without the token, nothing.
+    assert_eq!(incidents(dw.admin, "", None).await.status, 401);
+    let found = eventually("the clear confirmed as an incident", || async {
+        let all = incidents(dw.admin, "", Some(TOKEN)).await.json();
+        let first = all["incidents"][0].clone();
+        (first["state"] == "cleared").then_some(all)
+    })
+    .await;
+    let list = found["incidents"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{found:#}");
+    let i = &list[0];
+    assert_eq!(i["id"], "p1");
+    assert_eq!(i["path"], path, "the path with its values");
+    assert_eq!(i["fields"], json!(["graphicsElementIds"]));
+    assert_eq!(i["tool"], "update_channel");
+    assert_eq!(i["operation"], "updateChannel");
+    let story: Vec<(&str, &str)> = (i["timeline"].as_array().unwrap().iter())
+        .map(|s| {
+            (
+                s["what"].as_str().unwrap(),
+                s["request_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        story,
+        [("read", "g1"), ("write", "p1"), ("answer", "p1")],
+        "{i:#}"
+    );
+    assert_eq!(i["timeline"][0]["tool"], "get_channel");
+    assert_eq!(
+        i["kept"]["lost"],
+        json!([{"field": "graphicsElementIds", "value": [3, 7]}])
+    );
+
+    // The API did clear it; the restore puts it back and keeps the agent's rename.
+    let now = raw(dw.addr, &request("GET", path, "g2", "get_channel", None))
+        .await
+        .json();
+    assert_eq!(now["graphicsElementIds"], json!([]));
+    // The spec has a merge-patch PATCH on the channel: only the lost field goes.
+    let restore = &i["kept"]["restore"];
+    assert_eq!(restore["method"], "PATCH");
+    assert_eq!(restore["content_type"], "application/merge-patch+json");
+    assert_eq!(restore["body"], json!({"graphicsElementIds": [3, 7]}));
+    let sent = request(
+        "PATCH",
+        restore["path"].as_str().unwrap(),
+        "r1",
+        "restore",
+        Some(&restore["body"]),
+    );
+    let direct = raw(api, &sent).await;
+    assert_eq!(
+        direct.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&direct.body)
+    );
+    let after = raw(api, &request("GET", path, "g3", "get_channel", None))
+        .await
+        .json();
+    assert_eq!(after["graphicsElementIds"], json!([3, 7]));
+    assert_eq!(after["name"], "Retro TV HD", "the agent's edit kept");
+
+    // The same story from the CLI, as text.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["incident", "p1", "--admin", &format!("http://{}", dw.admin)])
+        .arg("--token-file")
+        .arg(&file)
+        .args(["--api", &format!("http://{api}")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for said in [
+        "incident p1: graphicsElementIds CLEARED",
+        &format!("PUT {path}"),
+        "tool: update_channel",
+        "g1",
+        "graphicsElementIds = [3,7]",
+        &format!("curl -X PATCH 'http://{api}{path}'"),
+    ] {
+        assert!(text.contains(said), "no {said:?} in:\n{text}");
+    }
+    let markdown = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args([
+            "incident",
+            "--format",
+            "markdown",
+            "--admin",
+            &format!("http://{}", dw.admin),
+        ])
+        .arg("--token-file")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&markdown.stdout);
+    assert!(
+        md.contains("## Silent clear `p1`: graphicsElementIds"),
+        "{md}"
+    );
+    assert!(md.contains("| `g1` |") || md.contains("`g1`"), "{md}");
+    let _ = std::fs::remove_file(&file);
+}
+
+/// Values are the API's data: kept only where the operator says so, and then only behind the
+/// admin token; off, the incident tells the story without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_are_kept_only_when_asked_and_only_behind_the_admin_token() {
+    let mut c = config("http://127.0.0.1:1", |c| c.incidents.keep_values = true);
+    let refused = driftwatch::settings::Settings::from_config(&c)
+        .err()
+        .unwrap();
+    assert!(
+        refused.to_string().contains("admin.token_file"),
+        "{refused}"
+    );
+    c.incidents.keep_values = false;
+
+    let api = demo_api().await;
+    let dw = start(config(&format!("http://{api}"), |_| {})).await;
+    let path = "/api/v1/channels/7";
+    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    remembered(dw.admin).await;
+    let put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    assert_eq!(raw(dw.addr, &put).await.status, 200);
+    let found = eventually("the incident", || async {
+        let all = incidents(dw.admin, "?field=graphicsElementIds", None)
+            .await
+            .json();
+        (all["incidents"][0]["state"] == "cleared").then_some(all)
+    })
+    .await;
+    let i = &found["incidents"][0];
+    assert_eq!(i["id"], "p1");
+    assert!(i.get("kept").is_none(), "{i:#}");
+    assert!(!found.to_string().contains("[3,7]"), "{found}");
+    let none = incidents(dw.admin, "?tool=another_tool", None).await.json();
+    assert_eq!(none["incidents"], json!([]));
+    assert_eq!(incidents(dw.admin, "?what=1", None).await.status, 400);
+}
