@@ -134,14 +134,7 @@ async fn answer(
         return Ok(unauthorized(path));
     }
     let reply = match path {
-        "/metrics" => {
-            let text = crate::sink::encode(&s.registry);
-            respond(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                text,
-            )
-        }
+        "/metrics" => metrics(&s, &req),
         "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" => ready(&s),
         "/spec" => spec(&s),
@@ -168,6 +161,24 @@ async fn answer(
         ),
     };
     Ok(reply)
+}
+
+/// `/metrics`: the OpenMetrics format, with exemplars, to a scraper that asks for it (as
+/// Prometheus does with exemplar storage on); the text format 0.0.4 to anything else.
+fn metrics(s: &Admin, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let accept = req.headers().get(http::header::ACCEPT);
+    let accept = accept.and_then(|a| a.to_str().ok()).unwrap_or("");
+    if accept.contains("application/openmetrics-text") {
+        let text = crate::sink::encode_openmetrics(&s.registry);
+        let media = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+        return respond(StatusCode::OK, media, text);
+    }
+    let text = crate::sink::encode(&s.registry);
+    respond(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        text,
+    )
 }
 
 /// `/findings`: the recent events the filters keep, newest first.

@@ -17,7 +17,10 @@ pub use events::{
     ToolFields, TraceIds,
 };
 pub use incidents::Incidents;
-pub use metrics::{ApiLabel, LimitHits, Metrics, NO_OPERATION, Outcome, encode};
+pub use metrics::{
+    ApiLabel, Exemplar, LimitHits, Metrics, NO_OPERATION, Outcome, encode, encode_openmetrics,
+    exemplar,
+};
 pub use recent::{Recent, RecentQuery};
 pub use store::{Fallbacks, StoreMetrics};
 pub use tools::ToolMetrics;

@@ -522,10 +522,13 @@ fn record(
     let what = (op, request_id.as_str(), status);
     let by = (meta.tool.as_deref(), meta.trace.as_ref(), meta.uri.path());
     super::incident::tell(s, at, what, by, &findings, kept);
+    let trace = meta.trace.as_ref().filter(|t| t.sampled);
+    let exemplar = crate::sink::exemplar(trace.map(|t| t.trace_id_hex()), request_id.as_str());
     for f in &findings {
+        let operation = f.operation.as_deref().unwrap_or(&op.id);
         s.sinks
             .metrics
-            .finding(&api.label, f.operation.as_deref().unwrap_or(&op.id), f);
+            .finding(&api.label, operation, f, Some(&exemplar));
     }
     s.sinks.tools.findings(meta.tool.as_deref(), &findings);
     super::late_span::after_response(meta.span.as_ref(), &findings);

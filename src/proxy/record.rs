@@ -304,8 +304,12 @@ impl<'c> Ledger<'c> {
             s.sinks.metrics.blocked(api, op_id, kind.as_str());
         }
         self.count_repair(s, op_id, outcome, status);
+        let exemplar = (!self.findings.is_empty()).then(|| {
+            let trace = self.span_context().filter(|t| t.sampled);
+            crate::sink::exemplar(trace.map(|t| t.trace_id_hex()), self.request_id.as_str())
+        });
         for f in &self.findings {
-            s.sinks.metrics.finding(api, op_id, f);
+            s.sinks.metrics.finding(api, op_id, f, exemplar.as_ref());
         }
         s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
     }

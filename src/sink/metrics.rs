@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::CounterWithExemplar;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -329,7 +330,7 @@ pub const NO_OPERATION: &str = "_unknown";
 
 pub struct Metrics {
     requests: Family<OperationOutcome, Counter>,
-    findings: Family<FindingLabels, Counter>,
+    findings: Family<FindingLabels, CounterWithExemplar<Exemplar>>,
     unknown_params: Family<ParamLabels, Counter>,
     blocked: Family<BlockedLabels, Counter>,
     repairs: Family<RepairLabels, Counter>,
@@ -351,7 +352,7 @@ pub struct Metrics {
     spec_reloads: Family<LoadResult, Counter>,
     spec_changes: Family<ChangeClass, Gauge>,
     spec_warnings: Family<Reason, Gauge>,
-    silent_clears: Family<SilentLabels, Counter>,
+    silent_clears: Family<SilentLabels, CounterWithExemplar<Exemplar>>,
     memory_entries: Gauge,
     memory_evictions: Counter,
     in_flight: Gauge,
@@ -615,7 +616,14 @@ impl Metrics {
         self.requests.get_or_create(&labels).inc();
     }
 
-    pub fn finding(&self, api: &ApiLabel, operation: &str, finding: &Finding) {
+    /// Count `finding`; `exemplar` names the request (and its trace) for OpenMetrics scrapes.
+    pub fn finding(
+        &self,
+        api: &ApiLabel,
+        operation: &str,
+        finding: &Finding,
+        exemplar: Option<&Exemplar>,
+    ) {
         let labels = FindingLabels {
             kind: finding.kind.as_str().into(),
             operation: operation.into(),
@@ -623,7 +631,8 @@ impl Metrics {
             blame: finding.blame.as_str().into(),
             api: api.clone(),
         };
-        self.findings.get_or_create(&labels).inc();
+        let counter = self.findings.get_or_create(&labels);
+        counter.inc_by(1, exemplar.cloned(), None);
         let stage = match finding.kind {
             crate::finding::Kind::OmittedOnReplace => Some("omitted"),
             crate::finding::Kind::SilentClearRisk => Some("at_risk"),
@@ -632,14 +641,13 @@ impl Metrics {
         };
         if let Some(stage) = stage {
             let field = finding.field.trim_start_matches('/').to_string();
-            self.silent_clears
-                .get_or_create(&SilentLabels {
-                    operation: operation.into(),
-                    field,
-                    stage: stage.into(),
-                    api: api.clone(),
-                })
-                .inc();
+            let counter = self.silent_clears.get_or_create(&SilentLabels {
+                operation: operation.into(),
+                field,
+                stage: stage.into(),
+                api: api.clone(),
+            });
+            counter.inc_by(1, exemplar.cloned(), None);
         }
         if finding.kind == crate::finding::Kind::UnknownQueryParam {
             let param = self.param_label(api, operation, &finding.field);
@@ -891,6 +899,34 @@ pub fn encode(registry: &Registry) -> String {
     out
 }
 
+/// The registry in the OpenMetrics text format, which carries exemplars (Prometheus asks for
+/// it with `Accept: application/openmetrics-text`).
+pub fn encode_openmetrics(registry: &Registry) -> String {
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
+}
+
+/// An exemplar's labels: the trace and the request of a counter's latest increment.
+pub type Exemplar = Vec<(String, String)>;
+
+/// Runes an exemplar's label set may hold in all (OpenMetrics): names and values together.
+const EXEMPLAR_RUNES: usize = 128;
+
+/// The exemplar of request `request_id`, in trace `trace_id` when sampled: the request id is
+/// cut to what OpenMetrics allows beside the trace id (a client chooses its request ids).
+pub fn exemplar(trace_id: Option<String>, request_id: &str) -> Exemplar {
+    let mut labels = Vec::with_capacity(2);
+    let mut room = EXEMPLAR_RUNES - "request_id".len();
+    if let Some(trace) = trace_id {
+        room -= "trace_id".len() + trace.chars().count();
+        labels.push(("trace_id".to_string(), trace));
+    }
+    let request: String = request_id.chars().take(room).collect();
+    labels.push(("request_id".to_string(), request));
+    labels
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -914,6 +950,47 @@ mod tests {
     }
 
     #[test]
+    fn a_silent_clear_carries_its_trace_and_request_as_an_exemplar_in_openmetrics_only() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry, 2);
+        let api = ApiLabel::default();
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736".to_string();
+        let f = Finding::new(Kind::SilentClear, Location::Body, "/graphicsElementIds");
+        m.finding(
+            &api,
+            "updateChannel",
+            &f,
+            Some(&exemplar(Some(trace.clone()), "p1")),
+        );
+        let open = encode_openmetrics(&registry);
+        let line = (open.lines())
+            .find(|l| l.starts_with("driftwatch_silent_clears_total{") && l.contains("confirmed"))
+            .unwrap_or_else(|| panic!("{open}"));
+        assert!(
+            line.ends_with(&format!(
+                " 1 # {{trace_id=\"{trace}\",request_id=\"p1\"}} 1.0"
+            )),
+            "{line}"
+        );
+        assert!(open.ends_with("# EOF\n"));
+        assert!(
+            !encode(&registry).contains("trace_id"),
+            "0.0.4 has no exemplars"
+        );
+        // A client's long request id is cut to what OpenMetrics allows beside the trace id.
+        let long = exemplar(Some(trace), &"r".repeat(500));
+        let runes: usize = long
+            .iter()
+            .map(|(k, v)| k.chars().count() + v.chars().count())
+            .sum();
+        assert_eq!(runes, 128);
+        assert_eq!(
+            exemplar(None, "p1"),
+            [("request_id".to_string(), "p1".to_string())]
+        );
+    }
+
+    #[test]
     fn unknown_parameter_labels_are_bounded_per_operation() {
         let mut registry = Registry::default();
         let m = Metrics::new(&mut registry, 2);
@@ -923,12 +1000,14 @@ mod tests {
                 &api,
                 "listX",
                 &Finding::new(Kind::UnknownQueryParam, Location::Query, name),
+                None,
             );
         }
         m.finding(
             &api,
             "listY",
             &Finding::new(Kind::UnknownQueryParam, Location::Query, "c"),
+            None,
         );
         let text = encode(&registry);
         let line = |op: &str, p: &str| {
