@@ -27,7 +27,7 @@ pub struct Admin {
     pub registry: Arc<prometheus_client::registry::Registry>,
     pub recent: Arc<Recent>,
     /// Silent clears as incidents, at `/incidents`.
-    pub incidents: Arc<crate::sink::Incidents>,
+    pub incidents: Arc<dyn crate::incident::View>,
     pub ready: Arc<std::sync::atomic::AtomicBool>,
     /// Each API's mode, in the order of `Revisions::all`.
     pub modes: Vec<Mode>,
@@ -152,7 +152,7 @@ async fn answer(
         ),
         "/spec/diff" => spec_diff(&s),
         "/findings" => findings(&s, query),
-        "/incidents" => incidents(&s, query),
+        "/incidents" => incidents(&s, query).await,
         "/tools/map" | "/tools/check" if let Some(view) = &s.tools => tools(view.as_ref(), path, query),
         _ => respond(
             StatusCode::NOT_FOUND,
@@ -194,10 +194,10 @@ fn findings(s: &Admin, query: &str) -> Response<Full<Bytes>> {
 }
 
 /// `/incidents`: the silent clears the filters keep, the most recently changed first.
-fn incidents(s: &Admin, query: &str) -> Response<Full<Bytes>> {
+async fn incidents(s: &Admin, query: &str) -> Response<Full<Bytes>> {
     match incidents_query(query) {
         Ok(q) => {
-            let incidents = s.incidents.query(&q, SystemTime::now());
+            let incidents = s.incidents.query(q).await;
             let body = json!({"incidents": incidents});
             respond(StatusCode::OK, "application/json", body.to_string())
         }

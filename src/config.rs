@@ -439,6 +439,9 @@ pub struct IncidentsConfig {
     pub max_value_bytes: usize,
     /// Keep values only for these operations (the replace writes' ids); empty: every one.
     pub operations: Vec<String>,
+    /// A file holding the secret (16 bytes or more, the same on every replica) that seals
+    /// incidents and their values in the store replicas share (`memory.backend = "redis"`).
+    pub seal_key_file: Option<PathBuf>,
 }
 
 impl Default for IncidentsConfig {
@@ -449,6 +452,7 @@ impl Default for IncidentsConfig {
             keep_values: false,
             max_value_bytes: 32 << 20,
             operations: Vec::new(),
+            seal_key_file: None,
         }
     }
 }

@@ -114,8 +114,9 @@ impl What {
 }
 
 /// What one event tells of a silent clear: the at-risk write it records, or the clear it
-/// confirms. Made by the proxy from a finding and its request, consumed by the ring.
-#[derive(Debug)]
+/// confirms. Made by the proxy from a finding and its request, consumed by the ring (and, with
+/// a shared store, kept there as one entry of the incident's story).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Told {
     pub write_request_id: String,
     pub step: Step,
@@ -126,7 +127,7 @@ pub struct Told {
 }
 
 /// The incident's fields as one event knows them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct About {
     pub api: Option<String>,
     pub operation: String,
@@ -138,6 +139,17 @@ pub struct About {
 }
 
 impl Incident {
+    /// The incident a store's entries tell, in the order they were told, with the values kept
+    /// apart; `None` for no entries.
+    pub fn fold(told: Vec<Told>, kept: Option<Kept>) -> Option<Incident> {
+        let mut told = told.into_iter();
+        let mut incident = Incident::open(told.next()?, kept);
+        for t in told {
+            incident.add(t, None);
+        }
+        Some(incident)
+    }
+
     /// The incident `told` opens.
     pub fn open(told: Told, kept: Option<Kept>) -> Incident {
         let Told {
@@ -237,6 +249,16 @@ fn merge_fields(into: &mut Vec<String>, new: Vec<String>) {
         }
     }
 }
+
+/// The incidents `/incidents` serves: this replica's, or every replica's through the store
+/// they share (the proxy's; the admin port sees only this).
+pub trait View: Send + Sync {
+    fn query(&self, q: Query) -> Queried<'_>;
+}
+
+/// What [`View::query`] answers, once the store (if any) has.
+pub type Queried<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Incident>> + Send + 'a>>;
 
 /// Filters of `/incidents?id=&operation=&field=&tool=&since=&limit=`.
 #[derive(Debug, Default)]

@@ -18,6 +18,7 @@ use lru::LruCache;
 use crate::finding::Evidence;
 use crate::json::Node;
 
+pub mod seal;
 pub mod survival;
 pub mod vault;
 mod wire;

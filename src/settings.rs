@@ -11,6 +11,7 @@ mod upstream;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -39,7 +40,7 @@ pub struct Settings {
     pub audit: AuditConfig,
     pub events: EventSettings,
     pub memory: MemorySettings,
-    pub incidents: crate::config::IncidentsConfig,
+    pub incidents: IncidentSettings,
     /// `DRIFTWATCH_` variables left out as Kubernetes service links; `serve` says so once.
     pub service_links: Vec<String>,
     /// The token `admin.token_file` holds, if set.
@@ -164,6 +165,18 @@ pub struct MemorySettings {
     pub hash_key: HashKey,
     /// The store replicas share (`memory.backend = "redis"`), if any.
     pub shared: Option<SharedStore>,
+}
+
+/// `[incidents]`, with the seal its key file makes.
+#[derive(Debug, Clone)]
+pub struct IncidentSettings {
+    pub max: usize,
+    pub max_bytes: usize,
+    pub keep_values: bool,
+    pub max_value_bytes: usize,
+    pub operations: Vec<String>,
+    /// Seals what incidents put in the store replicas share (`incidents.seal_key_file`).
+    pub seal: Option<Arc<crate::memory::seal::Seal>>,
 }
 
 /// A Redis or Valkey that replicas share the memory through.
@@ -493,15 +506,38 @@ fn shared_store(c: &Config, fail: &Fail<'_>) -> Result<Option<SharedStore>, Conf
     }))
 }
 
-/// `[incidents]`: values are kept only behind the admin token, which guards `/incidents`.
-fn incidents(c: &Config, fail: &Fail<'_>) -> Result<crate::config::IncidentsConfig, ConfigError> {
-    if c.incidents.keep_values && c.admin.token_file.is_none() {
+/// `[incidents]`: values are kept only behind the admin token, which guards `/incidents`, and
+/// leave the process for a shared store only sealed.
+fn incidents(c: &Config, fail: &Fail<'_>) -> Result<IncidentSettings, ConfigError> {
+    let i = &c.incidents;
+    if i.keep_values && c.admin.token_file.is_none() {
         return Err(fail(
             "incidents.keep_values",
             "kept values are served only behind the admin token: set admin.token_file too".into(),
         ));
     }
-    Ok(c.incidents.clone())
+    let shared = c.memory.backend == crate::config::MemoryBackend::Redis;
+    if i.keep_values && shared && i.seal_key_file.is_none() {
+        return Err(fail(
+            "incidents.keep_values",
+            "with memory.backend = \"redis\", kept values go to the store sealed: set incidents.seal_key_file (the same secret on every replica)".into(),
+        ));
+    }
+    let seal = match &i.seal_key_file {
+        Some(path) => {
+            let secret = secret_file("incidents.seal_key_file", path, fail)?;
+            Some(Arc::new(crate::memory::seal::Seal::new(&secret)))
+        }
+        None => None,
+    };
+    Ok(IncidentSettings {
+        max: i.max,
+        max_bytes: i.max_bytes,
+        keep_values: i.keep_values,
+        max_value_bytes: i.max_value_bytes,
+        operations: i.operations.clone(),
+        seal,
+    })
 }
 
 /// The bearer token from `admin.token_file`, if set.

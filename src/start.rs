@@ -48,7 +48,7 @@ pub async fn serve_with_tools(
         tools,
         registry: sidecar.registry.clone(),
         recent: sidecar.sinks.recent.clone(),
-        incidents: sidecar.sinks.incidents.clone(),
+        incidents: sidecar.clone(),
         ready: sidecar.ready.clone(),
         modes: (sidecar.apis.iter())
             .map(|api| api.settings.policy.mode)

@@ -27,12 +27,34 @@ struct Held {
 }
 
 /// One read of a resource: its top-level fields' values.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Read {
     request_id: String,
+    #[serde(with = "millis")]
     at: SystemTime,
     tool: Option<String>,
     fields: Vec<(String, Value)>,
+    #[serde(skip)]
     bytes: usize,
+}
+
+/// A time as milliseconds since the epoch, for a read that goes to a shared store.
+mod millis {
+    use std::time::{Duration, SystemTime};
+
+    pub fn serialize<S: serde::Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let ms = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        s.serialize_u64(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let ms = <u64 as serde::Deserialize>::deserialize(d)?;
+        SystemTime::UNIX_EPOCH
+            .checked_add(Duration::from_millis(ms))
+            .ok_or_else(|| serde::de::Error::custom("a time past what the system can hold"))
+    }
 }
 
 /// What the vault gives back for a write: the values, and the read's tool.
@@ -134,6 +156,40 @@ impl Vault {
         })
     }
 
+    /// The read held of `key`, as bytes for a store replicas share (to be sealed there).
+    pub fn export(&self, key: &Key) -> Option<Vec<u8>> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::to_vec(held.reads.get(key)?).ok()
+    }
+
+    /// A read another replica held of `key` (from [`Vault::export`]), kept unless this one
+    /// holds a newer; bytes that do not hold together, or are too large, are refused.
+    pub fn import(&self, key: &Key, bytes: &[u8]) -> bool {
+        let Ok(mut read) = serde_json::from_slice::<Read>(bytes) else {
+            return false;
+        };
+        read.bytes = bytes.len() + key.path.len();
+        if read.bytes > self.max_bytes / 16 || read.fields.len() > MAX_FIELDS {
+            return false;
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.reads.peek(key).is_some_and(|r| r.at >= read.at) {
+            return true;
+        }
+        if let Some(old) = held.reads.pop(key) {
+            held.bytes -= old.bytes;
+        }
+        held.bytes += read.bytes;
+        held.reads.put(key.clone(), read);
+        while held.bytes > self.max_bytes {
+            let Some((_, old)) = held.reads.pop_lru() else {
+                break;
+            };
+            held.bytes -= old.bytes;
+        }
+        true
+    }
+
     /// Bytes held now.
     pub fn bytes(&self) -> usize {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).bytes
@@ -187,6 +243,34 @@ mod tests {
             v.recall(&key("getChannel:7"), "g1", &fields, late)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_read_another_replica_held_is_recalled_here_and_an_older_one_does_not_replace_a_newer() {
+        let there = Vault::new(1 << 20, Duration::from_secs(60));
+        let here = Vault::new(1 << 20, Duration::from_secs(60));
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        keep(&there, "c:7", "g1", t, &json!({"ids": [3, 7]}));
+        let bytes = there.export(&key("c:7")).unwrap();
+        assert!(here.import(&key("c:7"), &bytes));
+        let got = here
+            .recall(&key("c:7"), "g1", &[("ids", "ids")], t)
+            .unwrap();
+        assert_eq!(got.lost[0].value, json!([3, 7]));
+        keep(
+            &here,
+            "c:7",
+            "g2",
+            t + Duration::from_secs(1),
+            &json!({"ids": [1]}),
+        );
+        assert!(here.import(&key("c:7"), &bytes));
+        let later = t + Duration::from_secs(2);
+        assert!(
+            here.recall(&key("c:7"), "g2", &[("ids", "ids")], later)
+                .is_some()
+        );
+        assert!(!here.import(&key("c:7"), b"{not json"));
     }
 
     #[test]

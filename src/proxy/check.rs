@@ -183,7 +183,9 @@ pub(super) async fn compare_with_last_get(
         // The resource's last GET and what the operation's answers taught, both through any
         // replica: asked together, each within the deadline.
         let operation = crate::memory::survival::name(api, op);
-        let (snapshot, lesson) = tokio::join!(store.recall(key), store.lessons(&operation));
+        let values = super::incident::recall_values(s, key);
+        let (snapshot, lesson, ()) =
+            tokio::join!(store.recall(key), store.lessons(&operation), values);
         if let Some(snapshot) = snapshot {
             s.memory.offer(key.clone(), snapshot);
         }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use super::{Api, Sidecar};
 use crate::contract::{Contract, Operation};
 use crate::finding::{Evidence, Finding, Kind};
-use crate::incident::{About, Kept, Step, Told, What};
+use crate::incident::{About, Incident, Kept, Query, Step, Told, What};
 use crate::mcp::calls::Attribution;
 use crate::memory::Key;
 use crate::silent::AtRisk;
@@ -27,9 +27,27 @@ pub(super) fn keep_read(
     (id, tool): (&str, Option<&Attribution>),
     body: crate::json::Node,
 ) {
-    if let Some(vault) = &s.vault {
-        let tool = tool.and_then(Attribution::known);
-        vault.keep(key, (id, tool), SystemTime::now(), body);
+    let Some(vault) = &s.vault else {
+        return;
+    };
+    let tool = tool.and_then(Attribution::known);
+    vault.keep(key, (id, tool), SystemTime::now(), body);
+    if let (Some(store), Some(seal)) = (&s.store, &s.settings.incidents.seal)
+        && let Some(sealed) = vault.export(key).and_then(|bytes| seal.seal(&bytes))
+    {
+        store.keep_values(key, sealed);
+    }
+}
+
+/// The values another replica held of `key`'s last read, taken into this one's vault: asked
+/// of the store beside the resource's snapshot, within the same deadline.
+pub(super) async fn recall_values(s: &Sidecar, key: &Key) {
+    let (Some(vault), Some(store), Some(seal)) = (&s.vault, &s.store, &s.settings.incidents.seal)
+    else {
+        return;
+    };
+    if let Some(bytes) = store.recall_values(key).await.and_then(|b| seal.open(&b)) {
+        vault.import(key, &bytes);
     }
 }
 
@@ -137,7 +155,74 @@ pub(super) fn tell(
         read: Some(read_step(evidence, read_tool, fields)),
         about,
     };
-    s.sinks.incidents.tell(told, kept.map(|k| k.kept));
+    let kept = kept.map(|k| k.kept);
+    if let Some(store) = &s.store {
+        share(s, store, &told, kept.as_ref());
+    }
+    s.sinks.incidents.tell(told, kept);
+}
+
+/// An incident's entry and values to the store replicas share: the entry sealed where a seal
+/// key is set, the values only sealed.
+fn share(s: &Sidecar, store: &super::store::Store, told: &Told, kept: Option<&Kept>) {
+    let seal = s.settings.incidents.seal.as_deref();
+    let Ok(story) = serde_json::to_vec(told) else {
+        return;
+    };
+    let story = match seal {
+        Some(seal) => seal.seal(&story),
+        None => Some(story),
+    };
+    let kept = (kept.zip(seal))
+        .and_then(|(k, seal)| serde_json::to_vec(k).ok().and_then(|b| seal.seal(&b)));
+    if let Some(story) = story {
+        let max = s.settings.incidents.max;
+        store.tell(&told.write_request_id, story, kept, max);
+    }
+}
+
+/// `/incidents` on any replica: from the store replicas share when there is one (every
+/// replica's part of each story), else, or when it does not answer, this replica's ring.
+impl crate::incident::View for Sidecar {
+    fn query(&self, q: Query) -> crate::incident::Queried<'_> {
+        Box::pin(async move {
+            if let Some(store) = &self.store {
+                match store.incidents(self.settings.incidents.max).await {
+                    Ok(stored) => return self.unsealed(stored, &q),
+                    Err(why) => tracing::warn!(
+                        error = why,
+                        "/incidents: the store did not answer; this replica's own incidents shown"
+                    ),
+                }
+            }
+            self.sinks.incidents.query(&q, SystemTime::now())
+        })
+    }
+}
+
+impl Sidecar {
+    /// The store's incidents opened and told again, filtered; an entry that does not open (another
+    /// seal key, changed in the store) or does not hold together is left out.
+    fn unsealed(&self, stored: Vec<super::store::StoredIncident>, q: &Query) -> Vec<Incident> {
+        let seal = self.settings.incidents.seal.as_deref();
+        let open = |bytes: Vec<u8>| match seal {
+            Some(seal) => seal.open(&bytes),
+            None => Some(bytes),
+        };
+        let incidents = stored.into_iter().filter_map(|(entries, kept)| {
+            let told: Vec<Told> = (entries.into_iter())
+                .filter_map(|e| open(e).and_then(|b| serde_json::from_slice(&b).ok()))
+                .collect();
+            let kept = (kept.zip(seal))
+                .and_then(|(k, seal)| seal.open(&k))
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            Incident::fold(told, kept)
+        });
+        let mut found: Vec<Incident> = incidents.filter(|i| i.matches(q)).collect();
+        found.sort_by_key(|i| std::cmp::Reverse(i.updated_at));
+        found.truncate(q.limit.unwrap_or(usize::MAX));
+        found
+    }
 }
 
 /// The read a finding's evidence names.

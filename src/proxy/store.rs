@@ -77,6 +77,17 @@ enum Job {
     },
     /// What a write's answer taught of its operation (see [`crate::memory::survival`]).
     Learn { id: u128, lesson: Lesson },
+    /// A read's values, sealed (`incidents.keep_values`): a write through another replica
+    /// recalls them.
+    Values { id: u128, sealed: Vec<u8> },
+    /// One entry of an incident's story, and the values it kept (sealed), for `/incidents` on
+    /// every replica.
+    Told {
+        id: u128,
+        story: Vec<u8>,
+        kept: Option<Vec<u8>>,
+        max: usize,
+    },
 }
 
 impl Job {
@@ -86,9 +97,21 @@ impl Job {
             Job::Remember { .. } => "remember",
             Job::Leave { .. } => "leave",
             Job::Learn { .. } => "learn",
+            Job::Values { .. } => "values",
+            Job::Told { .. } => "incident",
         }
     }
 }
+
+/// How long an incident's story is kept in the store (its values go with `memory.ttl_secs`).
+const INCIDENT_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Entries of one incident's story kept in the store, the first ones (the write's among them).
+const STORY_ENTRIES: i64 = 64;
+/// How long `/incidents` waits on the store before answering from this replica's own.
+const INCIDENTS_DEADLINE: Duration = Duration::from_secs(2);
+
+/// An incident as the store holds it: its story's entries, and its kept values.
+pub type StoredIncident = (Vec<Vec<u8>>, Option<Vec<u8>>);
 
 /// How long an operation's lessons are kept in the store, renewed by each new one: they are the
 /// API's behaviour, not a resource's state, and bounded by the spec (declared fields of replace
@@ -234,6 +257,21 @@ impl Names {
     }
     fn index(&self) -> String {
         format!("{}index", self.prefix)
+    }
+    /// A resource's last read's values, sealed.
+    fn values(&self, id: u128) -> String {
+        format!("{}v:{id:032x}", self.prefix)
+    }
+    /// An incident's story (a list of entries), and its kept values.
+    fn story(&self, id: &str) -> String {
+        format!("{}i:{id}", self.prefix)
+    }
+    fn story_values(&self, id: &str) -> String {
+        format!("{}iv:{id}", self.prefix)
+    }
+    /// The incidents by the time they last changed (a sorted set of their ids).
+    fn incidents(&self) -> String {
+        format!("{}incidents", self.prefix)
     }
 }
 
@@ -412,6 +450,83 @@ impl Store {
         self.queue("leave", Job::Leave { id, pending, then });
     }
 
+    /// Queue a read's sealed values for the store.
+    pub fn keep_values(&self, key: &Key, sealed: Vec<u8>) {
+        let id = self.names.hash_key.store_id(key);
+        self.queue("values", Job::Values { id, sealed });
+    }
+
+    /// The store's sealed values of `key`'s last read, waited for until the deadline at most.
+    pub async fn recall_values(&self, key: &Key) -> Option<Vec<u8>> {
+        if !self.health.is_up() {
+            self.fallbacks.count("values");
+            return None;
+        }
+        let name = self.names.values(self.names.hash_key.store_id(key));
+        let mut conn = self.conn.clone();
+        let mut get = redis::cmd("GET");
+        get.arg(&name);
+        let read = get.query_async::<Option<Vec<u8>>>(&mut conn);
+        match tokio::time::timeout(self.deadline, read).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                self.health.failed(&e);
+                self.fallbacks.count("values");
+                None
+            }
+            Err(_) => {
+                self.fallbacks.count("values");
+                None
+            }
+        }
+    }
+
+    /// Queue one entry of the story of the incident of write `write_request_id` (and the
+    /// values it kept), keeping `max` incidents in the store at most.
+    pub fn tell(&self, write_request_id: &str, story: Vec<u8>, kept: Option<Vec<u8>>, max: usize) {
+        let id = self.names.operation(write_request_id);
+        let job = Job::Told {
+            id,
+            story,
+            kept,
+            max,
+        };
+        self.queue("incident", job);
+    }
+
+    /// The newest `limit` incidents the store holds, each its story's entries and kept values;
+    /// `Err` with why when the store did not answer (`/incidents` then answers from this
+    /// replica's own).
+    pub async fn incidents(&self, limit: usize) -> Result<Vec<StoredIncident>, String> {
+        let mut conn = self.conn.clone();
+        let read = async {
+            let ids: Vec<String> = redis::cmd("ZREVRANGE")
+                .arg(self.names.incidents())
+                .arg(0)
+                .arg(limit.max(1) as i64 - 1)
+                .query_async(&mut conn)
+                .await?;
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.cmd("LRANGE").arg(self.names.story(id)).arg(0).arg(-1);
+                pipe.cmd("GET").arg(self.names.story_values(id));
+            }
+            let answers: Vec<StoredIncident> = match ids.is_empty() {
+                true => Vec::new(),
+                false => {
+                    let flat: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+                    pairs(flat)
+                }
+            };
+            Ok::<_, redis::RedisError>(answers)
+        };
+        match tokio::time::timeout(INCIDENTS_DEADLINE, read).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {INCIDENTS_DEADLINE:?}")),
+        }
+    }
+
     fn queue(&self, op: &'static str, job: Job) {
         self.queued.fetch_add(1, Ordering::SeqCst);
         if !self.health.is_up() || self.jobs.try_send(job).is_err() {
@@ -427,6 +542,25 @@ impl Store {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
+}
+
+/// A pipeline's answers to LRANGE and GET, by two: each incident's entries and kept values
+/// (what is not bytes is left out).
+fn pairs(flat: Vec<redis::Value>) -> Vec<StoredIncident> {
+    let bytes = |v: redis::Value| match v {
+        redis::Value::BulkString(b) => Some(b),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(flat.len() / 2);
+    let mut flat = flat.into_iter();
+    while let (Some(list), Some(kept)) = (flat.next(), flat.next()) {
+        let entries = match list {
+            redis::Value::Array(items) => items.into_iter().filter_map(bytes).collect(),
+            _ => Vec::new(),
+        };
+        out.push((entries, bytes(kept)));
+    }
+    out
 }
 
 /// The writer's runtime, and a connection manager whose driver runs on it: lazy, so a store
@@ -499,7 +633,7 @@ fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
                 last.remove(&id);
                 out.push(job);
             }
-            Job::Learn { .. } => out.push(job),
+            Job::Learn { .. } | Job::Values { .. } | Job::Told { .. } => out.push(job),
         }
     }
     out
@@ -647,6 +781,11 @@ impl Writer {
                     self.lesson(&mut pipe, *id, lesson);
                     continue;
                 }
+                Job::Values { id, sealed } => (self.names.values(*id), sealed.clone()),
+                Job::Told { .. } => {
+                    self.told(&mut pipe, job, now);
+                    continue;
+                }
             };
             pipe.cmd("SET")
                 .arg(&key)
@@ -686,6 +825,51 @@ impl Writer {
         }
     }
 
+    /// An incident's entry, none answered: appended to its story (the first entries kept),
+    /// its values set, the incident indexed by time, the oldest past `max` out of the index
+    /// (their keys expire).
+    fn told(&self, pipe: &mut redis::Pipeline, job: &Job, now: u64) {
+        let Job::Told {
+            id,
+            story,
+            kept,
+            max,
+        } = job
+        else {
+            return;
+        };
+        let id = format!("{id:032x}");
+        let list = self.names.story(&id);
+        pipe.cmd("RPUSH").arg(&list).arg(story).ignore();
+        pipe.cmd("LTRIM")
+            .arg(&list)
+            .arg(0)
+            .arg(STORY_ENTRIES - 1)
+            .ignore();
+        pipe.cmd("PEXPIRE").arg(&list).arg(INCIDENT_TTL_MS).ignore();
+        if let Some(kept) = kept {
+            let values = self.names.story_values(&id);
+            pipe.cmd("SET")
+                .arg(values)
+                .arg(kept)
+                .arg("PX")
+                .arg(self.ttl_ms)
+                .ignore();
+        }
+        let index = self.names.incidents();
+        pipe.cmd("ZADD").arg(&index).arg(now).arg(&id).ignore();
+        let past = -(i64::try_from(*max).unwrap_or(i64::MAX - 1)) - 1;
+        pipe.cmd("ZREMRANGEBYRANK")
+            .arg(&index)
+            .arg(0)
+            .arg(past)
+            .ignore();
+        pipe.cmd("PEXPIRE")
+            .arg(&index)
+            .arg(INCIDENT_TTL_MS)
+            .ignore();
+    }
+
     /// Each job's answer to its own: a pending clear another replica left goes to the GET that
     /// found it; a stored pending clear lets this replica forget its copy. Returns the keys of
     /// the pending clears found, to take out of the store.
@@ -716,7 +900,7 @@ impl Writer {
                     }
                 }
                 Job::Leave { then, .. } => then(),
-                Job::Learn { .. } => {}
+                Job::Learn { .. } | Job::Values { .. } | Job::Told { .. } => {}
             }
         }
         if let Some(redis::Value::Int(entries)) = answers.next() {
@@ -800,7 +984,9 @@ mod tests {
                     (id, snapshot.request_id.clone(), took)
                 }
                 Job::Leave { id, .. } => (id, "leave".into(), Vec::new()),
-                Job::Learn { id, .. } => (id, "learn".into(), Vec::new()),
+                Job::Learn { id, .. } | Job::Values { id, .. } | Job::Told { id, .. } => {
+                    (id, "other".into(), Vec::new())
+                }
             })
             .collect();
         let w0 = vec!["w0".to_string()];

@@ -228,3 +228,136 @@ async fn values_are_kept_only_when_asked_and_only_behind_the_admin_token() {
     assert_eq!(none["incidents"], json!([]));
     assert_eq!(incidents(dw.admin, "?what=1", None).await.status, 400);
 }
+
+/// Two replicas on one Redis: the read through A and the write through B make one incident,
+/// the same from either replica, with the value B took from A's read; the store's bytes hold
+/// neither the value nor the resource's path (sealed with `incidents.seal_key_file`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn across_replicas_the_read_here_and_the_write_there_are_one_incident_sealed_in_the_store() {
+    use super::shared_memory::{RedisServer, hash_key, replica, stored};
+    let api = demo_api().await;
+    let redis = RedisServer::start();
+    let conn = redis.client().await;
+    let (key, token) = (hash_key("incidents"), token_file("incidents-replicas"));
+    let seal = hash_key("incidents-seal");
+    let replica = |mode| {
+        let mut c = replica(api, &redis, &key, mode);
+        c.admin.token_file = Some(token.clone());
+        c.incidents.keep_values = true;
+        c.incidents.seal_key_file = Some(seal.clone());
+        c
+    };
+    let a = start(replica(driftwatch::policy::Mode::Observe)).await;
+    let b = start(replica(driftwatch::policy::Mode::Observe)).await;
+    let path = "/api/v1/channels/7";
+    let read = raw(a.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    // The snapshot and the sealed values, both in the store.
+    stored(&a, 2.0).await;
+    let put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    assert_eq!(raw(b.addr, &put).await.status, 200);
+
+    let mut seen = Vec::new();
+    for dw in [&a, &b] {
+        let found = eventually("the incident in the store", || async {
+            let all = incidents(dw.admin, "", Some(TOKEN)).await.json();
+            (all["incidents"][0]["state"] == "cleared").then_some(all)
+        })
+        .await;
+        seen.push(found["incidents"].clone());
+    }
+    assert_eq!(seen[0], seen[1], "the same incident from either replica");
+    let i = &seen[0][0];
+    assert_eq!(
+        (i["id"].as_str(), i["path"].as_str()),
+        (Some("p1"), Some(path))
+    );
+    let story: Vec<(&str, &str)> = (i["timeline"].as_array().unwrap().iter())
+        .map(|s| {
+            (
+                s["what"].as_str().unwrap(),
+                s["request_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        story,
+        [("read", "g1"), ("write", "p1"), ("answer", "p1")],
+        "{i:#}"
+    );
+    assert_eq!(
+        i["timeline"][0]["tool"], "get_channel",
+        "the read's tool, from A"
+    );
+    assert_eq!(
+        i["kept"]["lost"],
+        json!([{"field": "graphicsElementIds", "value": [3, 7]}])
+    );
+
+    // The store's raw bytes: every key's, whatever its type.
+    let mut conn = conn.clone();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        keys.iter().any(|k| k.starts_with("driftwatch:i:")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter().any(|k| k.starts_with("driftwatch:iv:")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter().any(|k| k.starts_with("driftwatch:v:")),
+        "{keys:?}"
+    );
+    for k in &keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(k)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut read = match kind.as_str() {
+            "string" => redis::cmd("GET"),
+            "list" => redis::cmd("LRANGE"),
+            "zset" => redis::cmd("ZRANGE"),
+            "set" => redis::cmd("SMEMBERS"),
+            other => panic!("{k} is a {other}"),
+        };
+        read.arg(k);
+        if kind == "list" || kind == "zset" {
+            read.arg(0).arg(-1);
+        }
+        let value: redis::Value = read.query_async(&mut conn).await.unwrap();
+        let bytes = raw_bytes(value);
+        for secret in ["[3,7]", "channels/7", "Retro TV"] {
+            let held = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(
+                !held,
+                "{k} holds {secret:?}: {}",
+                String::from_utf8_lossy(&bytes)
+            );
+        }
+    }
+}
+
+/// Every byte a store's answer holds, one after the other.
+fn raw_bytes(value: redis::Value) -> Vec<u8> {
+    match value {
+        redis::Value::BulkString(b) => b,
+        redis::Value::SimpleString(t) => t.into_bytes(),
+        redis::Value::Array(items) | redis::Value::Set(items) => {
+            items.into_iter().flat_map(raw_bytes).collect()
+        }
+        other => format!("{other:?}").into_bytes(),
+    }
+}

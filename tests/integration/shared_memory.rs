@@ -92,7 +92,7 @@ pub fn hash_key(test: &str) -> PathBuf {
     path
 }
 
-fn replica(api: SocketAddr, redis: &RedisServer, key: &Path, mode: Mode) -> Config {
+pub fn replica(api: SocketAddr, redis: &RedisServer, key: &Path, mode: Mode) -> Config {
     config(&format!("http://{api}"), |c| {
         c.memory.backend = MemoryBackend::Redis;
         c.memory.redis_url = Some(redis.url());
@@ -110,7 +110,7 @@ async fn metric(dw: &Running, series: &str) -> f64 {
 }
 
 /// Wait until the replica's writes have left the store holding `n` entries.
-async fn stored(dw: &Running, n: f64) {
+pub async fn stored(dw: &Running, n: f64) {
     eventually(&format!("the store to hold {n} entries"), || async {
         (metric(dw, "driftwatch_memory_store_entries").await >= n).then_some(())
     })
