@@ -125,7 +125,13 @@ async fn stage_with(
 /// Narrates to `out`; `Ok(false)` when the story did not unfold as it should.
 pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::Result<bool> {
     let mut ok = true;
-    let observe = stage(Mode::Observe).await?;
+    // Incidents keep values only behind the admin token: a random one, for this run alone.
+    let token = demo_token()?;
+    let observe = stage_with(Mode::Observe, SPEC, |c| {
+        c.incidents.keep_values = true;
+        c.admin.token_file = Some(token.clone());
+    })
+    .await?;
     let revision = observe.sidecar.revision();
     let spec = &revision.spec;
     writeln!(
@@ -206,8 +212,10 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
         after.body["graphicsElementIds"] == serde_json::json!([]),
         "observe mode lets the PUT clear graphicsElementIds",
     )?;
+    ok &= incident_act(&mut n, &mut agent, &put).await?;
     drop(n);
     drop(observe);
+    let _ = std::fs::remove_file(&token);
 
     let enforce = stage(Mode::Enforce).await?;
     writeln!(
@@ -289,6 +297,55 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
         tokio::signal::ctrl_c().await?;
     }
     Ok(ok)
+}
+
+/// The responder's part: the clear as one incident (`driftwatch incident` prints the same),
+/// and its restore sent through driftwatch: the value is back and the rename stays.
+async fn incident_act(
+    n: &mut Narrator<'_>,
+    agent: &mut Agent,
+    put: &crate::demo::agent::Call,
+) -> anyhow::Result<bool> {
+    use crate::incident::{Format, Query, View, render};
+    writeln!(n.out)?;
+    n.title("4. the incident: the page leads to one story, with the value the PUT erased")?;
+    let q = Query {
+        id: Some(put.request_id.clone()),
+        ..Query::default()
+    };
+    let incidents = n.stage.sidecar.query(q).await;
+    let api = format!("http://{}", n.stage.proxy);
+    for line in render(&incidents, Format::Text, &api).lines() {
+        writeln!(n.out, "   {line}")?;
+    }
+    let Some(restore) = incidents
+        .first()
+        .and_then(|i| i.kept.as_ref()?.restore.clone())
+    else {
+        return expect(n.out, false, "the incident holds the restore");
+    };
+    let sent = agent.restore(&restore).await?;
+    n.call(&sent, "the restore, sent through driftwatch")?;
+    let back = agent.get_channel().await?;
+    let note = format!(
+        "graphicsElementIds {}, name {}  <- restored, the rename kept",
+        back.body["graphicsElementIds"], back.body["name"]
+    );
+    n.call(&back, &note)?;
+    let restored = back.body["graphicsElementIds"] == serde_json::json!([3, 7])
+        && back.body["name"] == "Retro TV HD";
+    expect(
+        n.out,
+        restored,
+        "the incident's restore gives graphicsElementIds back",
+    )
+}
+
+/// A file holding a random admin token, for the demo's sidecar alone.
+fn demo_token() -> anyhow::Result<std::path::PathBuf> {
+    let path = std::env::temp_dir().join(format!("driftwatch-demo-token-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&path, uuid::Uuid::new_v4().simple().to_string())?;
+    Ok(path)
 }
 
 /// Repair: the stale rename again, with `silent_clear_risk = "repair"`. driftwatch reads the

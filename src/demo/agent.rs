@@ -88,6 +88,25 @@ impl Agent {
         target: &str,
         body: Option<&Value>,
     ) -> Result<Call, AgentError> {
+        let body = body.map(|b| ("application/json", b));
+        self.send(tool, method, target, body).await
+    }
+
+    /// An incident's restore, as the responder would send it: its method, path, media type
+    /// and body.
+    pub async fn restore(&mut self, r: &crate::incident::Restore) -> Result<Call, AgentError> {
+        let method = Method::from_bytes(r.method.as_bytes()).unwrap_or(Method::PUT);
+        let body = Some((r.content_type.as_str(), &r.body));
+        self.send("incident_restore", method, &r.path, body).await
+    }
+
+    async fn send(
+        &mut self,
+        tool: &str,
+        method: Method,
+        target: &str,
+        body: Option<(&str, &Value)>,
+    ) -> Result<Call, AgentError> {
         self.calls += 1;
         let request_id = format!("demo-{:02}", self.calls);
         let mut req = Request::builder()
@@ -95,11 +114,12 @@ impl Agent {
             .uri(format!("{}{target}", self.base))
             .header("x-mcp-tool", tool)
             .header("x-request-id", &request_id);
-        if body.is_some() {
-            req = req.header("content-type", "application/json");
+        if let Some((media, _)) = body {
+            req = req.header("content-type", media);
         }
         let req = req.body(Full::new(
-            body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
+            body.map(|(_, b)| Bytes::from(b.to_string()))
+                .unwrap_or_default(),
         ))?;
         let resp = self.client.request(req).await?;
         let status = resp.status().as_u16();

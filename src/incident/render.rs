@@ -68,7 +68,7 @@ fn text(i: &Incident, api: &str) -> String {
     for s in &i.timeline {
         let _ = writeln!(
             out,
-            "    {}  {:<34} {}  {}{}{}",
+            "    {}  {:<36} {}  {}{}{}",
             at(s.at),
             s.what.says(),
             s.request_id,

@@ -1,5 +1,6 @@
 //! `driftwatch demo` tells the story it promises: the binary exits 0, and the transcript shows
-//! the drift reported in observe mode, the silent clear happening, enforce mode refusing it, and
+//! the drift reported in observe mode, the silent clear happening and its incident's restore
+//! giving the value back, enforce mode refusing it, and
 //! a stale spec's next silent clear found in the API's answers.
 
 use std::process::Command;
@@ -29,6 +30,16 @@ fn the_demo_binary_prints_the_story_and_exits_0() {
         "critical silent_clear body /graphicsElementIds: `graphicsElementIds` was erased by the write demo-04",
         "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"confirmed\"} 0 -> 1",
         "API         200 graphicsElementIds []  <- silently cleared by the PUT",
+        "incident demo-04: graphicsElementIds CLEARED",
+        "read, the fields held values",
+        "demo-03    tool get_channel",
+        "write omitted them, forwarded",
+        "tool update_channel",
+        "graphicsElementIds = [3,7]",
+        "curl -X PATCH 'http://127.0.0.1:",
+        "{\"graphicsElementIds\":[3,7]}",
+        "agent       PATCH /api/v1/channels/7",
+        "graphicsElementIds [3,7], name \"Retro TV HD\"  <- restored, the rename kept",
         "== Enforce mode",
         "detail: query parameter `page_size` is not accepted",
         "detail: body field `/padToNearestMinute` is string",
