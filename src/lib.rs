@@ -17,7 +17,8 @@
 //!   which tool call caused a request (`mcp/calls.rs`) and where its arguments went
 //!   (`mcp/bindings.rs`); the bounds an MCP message is held to before it is parsed.
 //! - [`memory`], [`silent`]: the last GET of each resource, what writes' answers taught of
-//!   each operation, and silent-clear detection on both.
+//!   each operation, and silent-clear detection on both; [`incident`]: one clear's story, the
+//!   values it erased and the request that restores them.
 //! - [`traffic`]: recorded exchanges (HAR, JSON Lines, access logs) for offline checks;
 //!   [`propose`]: an OpenAPI Overlay drafted from the sidecar's events, for what the API showed
 //!   that its spec does not declare (`driftwatch overlay propose`).

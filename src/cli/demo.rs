@@ -271,6 +271,10 @@ pub async fn story(out: &mut (dyn Write + Send), keep_running: bool) -> anyhow::
     )?;
     writeln!(
         out,
+        "/incidents (and `driftwatch incident`) for each silent clear's story and its restore,"
+    )?;
+    writeln!(
+        out,
         "and one JSON audit event per drifted request naming request id, tool, operation and field."
     )?;
     if keep_running {
