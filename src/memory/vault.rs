@@ -90,7 +90,7 @@ impl Vault {
             at,
             tool: tool.map(str::to_string),
             fields,
-            bytes: bytes + request_id.len() + key.path.len(),
+            bytes: bytes + request_id.len() + key.path.len() + tool.map_or(0, str::len),
         });
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = held.reads.pop(key) {

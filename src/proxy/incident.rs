@@ -126,13 +126,13 @@ pub(super) fn tell(
         .filter(|f| f.kind == first.kind)
         .map(|f| f.field.trim_start_matches('/').to_string())
         .collect();
-    let read_tool = kept.as_mut().and_then(|k| k.read_tool.take());
+    let read_tool = (kept.as_mut().and_then(|k| k.read_tool.take())).map(|t| peer_text(&t));
     let step = Step {
         at: SystemTime::now(),
         what,
-        request_id: id.to_string(),
+        request_id: peer_text(id),
         operation: Some(op.id.clone()),
-        tool: tool.map(|t| t.label().to_string()),
+        tool: tool.map(|t| peer_text(t.label())),
         trace_id: trace.filter(|t| t.sampled).map(|t| t.trace_id_hex()),
         status: Some(status),
         fields: fields.clone(),
@@ -150,7 +150,7 @@ pub(super) fn tell(
         mode: api.settings.policy.mode.as_str().to_string(),
     };
     let told = Told {
-        write_request_id: write_id.to_string(),
+        write_request_id: peer_text(write_id),
         step,
         read: Some(read_step(evidence, read_tool, fields)),
         about,
@@ -225,12 +225,20 @@ impl Sidecar {
     }
 }
 
+/// Bytes kept of what a peer chose (a request id, a tool's name), as events cut them: an
+/// incident's story is bounded in the ring and in the store whatever the headers held.
+const PEER_TEXT: usize = 256;
+
+fn peer_text(text: &str) -> String {
+    crate::finding::shorten(text, PEER_TEXT)
+}
+
 /// The read a finding's evidence names.
 fn read_step(evidence: &Evidence, tool: Option<String>, fields: Vec<String>) -> Step {
     Step {
         at: evidence.read_at,
         what: What::Read,
-        request_id: evidence.read_request_id.clone(),
+        request_id: peer_text(&evidence.read_request_id),
         operation: None,
         tool,
         trace_id: None,

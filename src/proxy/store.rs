@@ -105,8 +105,9 @@ impl Job {
 
 /// How long an incident's story is kept in the store (its values go with `memory.ttl_secs`).
 const INCIDENT_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
-/// Entries of one incident's story kept in the store, the first ones (the write's among them).
-const STORY_ENTRIES: i64 = 64;
+/// Entries of one incident's story kept in the store, the first ones (the write's among
+/// them): as many as a story has steps (`incident::MAX_STEPS`).
+const STORY_ENTRIES: i64 = 16;
 /// How long `/incidents` waits on the store before answering from this replica's own.
 const INCIDENTS_DEADLINE: Duration = Duration::from_secs(2);
 
