@@ -341,6 +341,8 @@ enum QueryError {
     Limit(String),
     #[error("since `{0}`: {1}")]
     Since(String, humantime::TimestampError),
+    #[error("since `{0}`: past any time this system can hold")]
+    Past(String),
     #[error("unknown filter `{0}`: use {1}")]
     Unknown(String, &'static str),
 }
@@ -394,7 +396,8 @@ fn limit(value: &str) -> Result<usize, QueryError> {
 /// A time as RFC 3339 or Unix seconds.
 fn since(value: &str) -> Result<SystemTime, QueryError> {
     match value.parse::<u64>() {
-        Ok(secs) => Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+        Ok(secs) => (SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
+            .ok_or_else(|| QueryError::Past(value.to_string())),
         Err(_) => humantime::parse_rfc3339_weak(value)
             .map_err(|e| QueryError::Since(value.to_string(), e)),
     }

@@ -58,12 +58,14 @@ pub struct Incident {
 }
 
 /// `at_risk`: the write went through omitting fields that held values, and no view of the
-/// resource has shown them yet; `cleared`: one has shown them empty.
+/// resource has shown them yet; `cleared`: one has shown them empty; `survived`: the next read
+/// showed them still holding values (nothing was lost, and there is nothing to restore).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     AtRisk,
     Cleared,
+    Survived,
 }
 
 /// One request of the story.
@@ -100,6 +102,8 @@ pub enum What {
     Answer,
     /// A later read showed them empty.
     ReadAfter,
+    /// A later read showed them still holding values.
+    Survived,
 }
 
 impl What {
@@ -109,6 +113,7 @@ impl What {
             What::Write => "write omitted them, forwarded",
             What::Answer => "the write's answer shows them empty",
             What::ReadAfter => "a later read shows them empty",
+            What::Survived => "a later read shows them kept",
         }
     }
 }
@@ -152,62 +157,61 @@ impl Incident {
 
     /// The incident `told` opens.
     pub fn open(told: Told, kept: Option<Kept>) -> Incident {
-        let Told {
-            write_request_id,
-            step,
-            read,
-            about,
-        } = told;
-        let state = match step.what {
-            What::Answer | What::ReadAfter => State::Cleared,
-            What::Read | What::Write => State::AtRisk,
-        };
-        let tool = (step.what == What::Write)
-            .then(|| step.tool.clone())
-            .flatten();
-        let trace_id = (step.what == What::Write)
-            .then(|| step.trace_id.clone())
-            .flatten();
+        let about = told.about.clone();
         let mut incident = Incident {
-            id: write_request_id,
-            state,
+            id: told.write_request_id.clone(),
+            state: State::AtRisk,
             api: about.api,
             operation: about.operation,
             method: about.method,
             path: about.path,
             path_template: about.path_template,
-            fields: step.fields.clone(),
-            tool,
-            trace_id,
+            fields: Vec::new(),
+            tool: None,
+            trace_id: None,
             spec_revision: about.spec_revision,
             mode: about.mode,
-            opened_at: step.at,
-            updated_at: step.at,
+            opened_at: told.step.at,
+            updated_at: told.step.at,
             timeline: Vec::new(),
-            kept,
+            kept: None,
         };
-        incident.timeline.extend(read);
-        incident.timeline.push(step);
-        incident.timeline.sort_by_key(|s| (s.at, s.what));
+        incident.add(told, kept);
         incident
     }
 
-    /// Add what a later event told: a clear confirmed, or the write itself where a
-    /// confirmation came first (another replica's).
+    /// Add what a later event told: a clear confirmed, the fields shown surviving, or the
+    /// write itself where a confirmation came first (another replica's). The write's own
+    /// entry names the incident's operation, path, tool and trace, whichever came first.
     pub fn add(&mut self, told: Told, kept: Option<Kept>) {
-        let Told { step, read, .. } = told;
-        for field in &step.fields {
-            if !self.fields.contains(field) {
-                self.fields.push(field.clone());
-            }
-        }
+        let Told {
+            step, read, about, ..
+        } = told;
+        let written = self.timeline.iter().any(|s| s.what == What::Write);
         match step.what {
             What::Answer | What::ReadAfter => self.state = State::Cleared,
-            What::Write => {
+            What::Survived if self.state == State::AtRisk => {
+                self.state = State::Survived;
+                if let Some(k) = &mut self.kept {
+                    k.restore = None;
+                }
+            }
+            What::Write if !written => {
                 self.tool = step.tool.clone();
                 self.trace_id = step.trace_id.clone();
+                self.operation = about.operation;
+                self.method = about.method;
+                self.path = about.path;
+                self.path_template = about.path_template;
+                self.spec_revision = about.spec_revision;
             }
-            What::Read => {}
+            _ => {}
+        }
+        if step.what != What::Survived {
+            merge_fields(&mut self.fields, step.fields.clone());
+        }
+        if step.what != What::Read {
+            self.opened_at = self.opened_at.min(step.at);
         }
         self.updated_at = self.updated_at.max(step.at);
         self.kept = self.kept.take().or(kept);
@@ -225,7 +229,11 @@ impl Incident {
 
     /// Whether a filter of `/incidents` keeps it.
     pub fn matches(&self, q: &Query) -> bool {
-        q.id.as_ref().is_none_or(|id| &self.id == id)
+        // An id names the write, or any request of the story (an exemplar's may be the read
+        // that confirmed the clear).
+        let named =
+            |id: &String| &self.id == id || self.timeline.iter().any(|s| &s.request_id == id);
+        q.id.as_ref().is_none_or(named)
             && (q.operation.as_ref()).is_none_or(|op| &self.operation == op)
             && (q.field.as_ref()).is_none_or(|f| self.fields.iter().any(|x| x == f))
             && (q.tool.as_ref()).is_none_or(|t| self.tool.as_ref() == Some(t))

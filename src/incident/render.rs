@@ -36,6 +36,7 @@ fn state(i: &Incident) -> &'static str {
     match i.state {
         State::Cleared => "CLEARED",
         State::AtRisk => "AT RISK (forwarded, not yet seen empty)",
+        State::Survived => "SURVIVED (a later read shows the fields kept: nothing lost)",
     }
 }
 
@@ -87,7 +88,7 @@ fn text(i: &Incident, api: &str) -> String {
         Some(kept) => {
             let _ = writeln!(out, "  held before the write:");
             for l in &kept.lost {
-                let _ = writeln!(out, "    {} = {}", l.field, l.value);
+                let _ = writeln!(out, "    {} = {}{}", l.field, l.value, read_name(l));
             }
             if let Some(r) = &kept.restore {
                 let _ = writeln!(out, "  restore (add the API's credentials):");
@@ -138,7 +139,7 @@ fn markdown(i: &Incident, api: &str) -> String {
     if let Some(kept) = &i.kept {
         let _ = writeln!(out, "\n**Held before the write:**\n");
         for l in &kept.lost {
-            let _ = writeln!(out, "- `{}` = `{}`", l.field, l.value);
+            let _ = writeln!(out, "- `{}` = `{}`{}", l.field, l.value, read_name(l));
         }
         if let Some(r) = &kept.restore {
             let _ = writeln!(
@@ -149,6 +150,17 @@ fn markdown(i: &Incident, api: &str) -> String {
         }
     }
     out
+}
+
+/// What a field the read model names otherwise says: its value is the read's shape, not in
+/// the restore.
+fn read_name(l: &super::Lost) -> String {
+    match &l.read_field {
+        Some(read) => {
+            format!("  (as the read's `{read}`; not in the restore: write it in the write's shape)")
+        }
+        None => String::new(),
+    }
 }
 
 /// The restore as a `curl` command: the body on stdin from a quoted here-document, so no

@@ -20,7 +20,13 @@ pub struct Kept {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Lost {
+    /// The field as the write names it.
     pub field: String,
+    /// The field as the read named it, where the two models differ (`memory.field_map`): its
+    /// value is the read model's, which the write may not take as it is, so it is left out of
+    /// the restore, for the responder to write in the write's shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_field: Option<String>,
     pub value: Value,
 }
 
@@ -63,7 +69,7 @@ impl Kept {
 }
 
 fn set(mut body: Map<String, Value>, lost: &[Lost]) -> Map<String, Value> {
-    for l in lost {
+    for l in lost.iter().filter(|l| l.read_field.is_none()) {
         body.insert(l.field.clone(), l.value.clone());
     }
     body
@@ -77,8 +83,23 @@ mod tests {
     fn lost() -> Vec<Lost> {
         vec![Lost {
             field: "graphicsElementIds".into(),
+            read_field: None,
             value: json!([3, 7]),
         }]
+    }
+
+    #[test]
+    fn a_field_the_read_names_otherwise_is_kept_but_left_out_of_the_restore() {
+        let mut lost = lost();
+        lost.push(Lost {
+            field: "logoId".into(),
+            read_field: Some("logo".into()),
+            value: json!({"id": 4, "url": "/l.png"}),
+        });
+        let kept = Kept::new(lost, ("PUT", "/c/7", Some(&json!({"name": "n"}))), None);
+        let body = kept.restore.unwrap().body;
+        assert_eq!(body, json!({"name": "n", "graphicsElementIds": [3, 7]}));
+        assert_eq!(kept.lost.len(), 2);
     }
 
     #[test]

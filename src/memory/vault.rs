@@ -3,7 +3,8 @@
 //! the responder gets it back without going to backups. The memory proper holds hashes and
 //! never a value; this is apart from it so that nothing is kept when the option is off.
 //! Bounded in bytes (`incidents.max_value_bytes`, the least recently read going first; a
-//! resource larger than a sixteenth of it is not held) and in time (`memory.ttl_secs`).
+//! resource larger than a sixteenth of it is not held) and in time (`memory.ttl_secs`: never
+//! given back past it, and dropped at the next read held).
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -101,7 +102,15 @@ impl Vault {
         };
         held.bytes += read.bytes;
         held.reads.put(key.clone(), read);
-        while held.bytes > self.max_bytes {
+        self.bound(&mut held, at);
+    }
+
+    /// Drop the least recently read while past the bytes, or read longer than `ttl` before
+    /// `now` (the least recently read is the oldest: reads are kept in the order they came).
+    fn bound(&self, held: &mut Held, now: SystemTime) {
+        let expired = |r: &Read| now.duration_since(r.at).is_ok_and(|age| age > self.ttl);
+        while held.bytes > self.max_bytes || held.reads.peek_lru().is_some_and(|(_, r)| expired(r))
+        {
             let Some((_, old)) = held.reads.pop_lru() else {
                 break;
             };
@@ -144,8 +153,10 @@ impl Vault {
         let lost = (fields.iter())
             .filter_map(|(read_name, write_name)| {
                 let value = value(read_name)?.clone();
+                let read_field = (read_name != write_name).then(|| read_name.to_string());
                 Some(Lost {
                     field: write_name.to_string(),
+                    read_field,
                     value,
                 })
             })
@@ -165,6 +176,9 @@ impl Vault {
     /// A read another replica held of `key` (from [`Vault::export`]), kept unless this one
     /// holds a newer; bytes that do not hold together, or are too large, are refused.
     pub fn import(&self, key: &Key, bytes: &[u8]) -> bool {
+        if bytes.len() + key.path.len() > self.max_bytes / 16 {
+            return false;
+        }
         let Ok(mut read) = serde_json::from_slice::<Read>(bytes) else {
             return false;
         };
@@ -179,14 +193,10 @@ impl Vault {
         if let Some(old) = held.reads.pop(key) {
             held.bytes -= old.bytes;
         }
+        let at = read.at;
         held.bytes += read.bytes;
         held.reads.put(key.clone(), read);
-        while held.bytes > self.max_bytes {
-            let Some((_, old)) = held.reads.pop_lru() else {
-                break;
-            };
-            held.bytes -= old.bytes;
-        }
+        self.bound(&mut held, at);
         true
     }
 
@@ -231,6 +241,7 @@ mod tests {
             got.lost,
             [Lost {
                 field: "graphicsElementIds".into(),
+                read_field: Some("graphicsElements".into()),
                 value: json!([3, 7])
             }]
         );

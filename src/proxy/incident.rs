@@ -13,11 +13,27 @@ use crate::memory::Key;
 use crate::silent::AtRisk;
 use crate::telemetry::SpanContext;
 
-/// What a forwarded write's incident holds from the request: the values its fields held, and
-/// the read's tool.
+/// What a forwarded write's incident holds from the request: the values its fields held, the
+/// write as sent (for the restore), and the read's tool. The restore is made once the answer
+/// has said which fields are still at risk.
 pub(super) struct KeptWrite {
-    pub kept: Kept,
-    pub read_tool: Option<String>,
+    lost: Vec<crate::incident::Lost>,
+    method: String,
+    path: String,
+    body: Option<serde_json::Value>,
+    patch: Option<String>,
+    read_tool: Option<String>,
+}
+
+impl KeptWrite {
+    /// The values of `fields` alone (those whose risk stood), and their restore.
+    fn kept(self, fields: &[String]) -> Kept {
+        let lost = (self.lost.into_iter())
+            .filter(|l| fields.contains(&l.field))
+            .collect();
+        let write = (self.method.as_str(), self.path.as_str(), self.body.as_ref());
+        Kept::new(lost, write, self.patch.as_deref())
+    }
 }
 
 /// Hold the values of read `id` of `key`'s resource by `tool`, where incidents keep them.
@@ -75,88 +91,141 @@ pub(super) fn kept_for_write(s: &Sidecar, contract: &Contract, w: Write<'_>) -> 
         .map(|(read, write, _)| (read.as_str(), write.as_str()))
         .collect();
     let recalled = vault.recall(key, read_id, &fields, SystemTime::now())?;
-    let body = w.body.and_then(|b| serde_json::from_slice(b).ok());
-    let patch = patch_media(contract, op);
-    let write = (op.method.as_str(), w.path, body.as_ref());
     Some(KeptWrite {
-        kept: Kept::new(recalled.lost, write, patch.as_deref()),
+        lost: recalled.lost,
+        method: op.method.clone(),
+        path: w.path.to_string(),
+        body: w.body.and_then(|b| serde_json::from_slice(b).ok()),
+        patch: patch_media(contract, op),
         read_tool: recalled.tool,
     })
 }
 
-/// The JSON media type of a PATCH the spec has on the write's path: the restore sends only
-/// the lost fields, in it.
+/// Whether the spec has a JSON merge patch on the write's path: the restore sends only the
+/// lost fields, in it. Another PATCH (a JSON Patch, a body of its own shape) is not one the
+/// restore's object fits, so the write is sent again instead.
 fn patch_media(contract: &Contract, write: &Operation) -> Option<String> {
+    const MERGE_PATCH: &str = "application/merge-patch+json";
     let patch = (contract.operations().iter())
         .find(|op| op.method.eq_ignore_ascii_case("patch") && op.template == write.template)?;
-    let media = patch
-        .body
-        .as_ref()?
-        .media
-        .iter()
-        .find(|m| m.json && !m.media_type.contains('*'))?;
-    Some(media.media_type.clone())
+    let media = patch.body.as_ref()?.media.iter();
+    let merge = media
+        .into_iter()
+        .any(|m| m.media_type.eq_ignore_ascii_case(MERGE_PATCH));
+    merge.then(|| MERGE_PATCH.to_string())
 }
 
-/// What an event of `findings` (request `id`, operation `op`) tells the incidents: a forwarded
-/// write's risks that stand open or add to its incident, a confirmed clear adds the answer
-/// or read that showed it.
+/// The request an event records, as incidents see it.
+pub(super) struct Recorded<'a> {
+    pub op: &'a Operation,
+    pub id: &'a str,
+    pub status: u16,
+    pub tool: Option<&'a Attribution>,
+    pub trace: Option<&'a SpanContext>,
+    pub path: &'a str,
+}
+
+/// What an event of `findings` tells the incidents: a forwarded write's risks that stood open
+/// or add to its incident (a write the API refused lost nothing, and opens none); a confirmed
+/// clear adds the answer or read that showed it, to each write's own incident (a list's answer
+/// may confirm the clears of several).
 pub(super) fn tell(
     s: &Sidecar,
-    (api, contract, revision): (&Api, &Contract, &str),
-    (op, id, status): (&Operation, &str, u16),
-    (tool, trace, path): (Option<&Attribution>, Option<&SpanContext>, &str),
+    at: (&Api, &Contract, &str),
+    r: &Recorded<'_>,
     findings: &[Finding],
     mut kept: Option<KeptWrite>,
 ) {
-    let silent = |k: Kind| matches!(k, Kind::SilentClear | Kind::SilentClearRisk);
-    let Some(first) = findings.iter().find(|f| silent(f.kind)) else {
-        return;
-    };
-    let Some(evidence) = first.evidence.as_deref() else {
-        return;
-    };
-    let write_id = evidence.write_request_id.as_deref().unwrap_or(id);
-    let what = match first.kind {
-        Kind::SilentClearRisk => What::Write,
-        _ if write_id == id => What::Answer,
+    let mut groups: Vec<(&str, Kind, Vec<&Finding>)> = Vec::new();
+    for f in findings {
+        let Some(e) = f.evidence.as_deref() else {
+            continue;
+        };
+        let write = e.write_request_id.as_deref().unwrap_or(r.id);
+        match groups
+            .iter_mut()
+            .find(|(w, k, _)| *w == write && *k == f.kind)
+        {
+            Some((_, _, group)) => group.push(f),
+            None if matches!(f.kind, Kind::SilentClear | Kind::SilentClearRisk) => {
+                groups.push((write, f.kind, vec![f]))
+            }
+            None => {}
+        }
+    }
+    for (write, kind, group) in groups {
+        if kind == Kind::SilentClearRisk && !(200..300).contains(&r.status) {
+            continue;
+        }
+        let told = told(at, r, write, &group, kept.as_mut());
+        let kept = (kind == Kind::SilentClearRisk)
+            .then(|| kept.take().map(|k| k.kept(&told.step.fields)))
+            .flatten();
+        record(s, told, kept);
+    }
+}
+
+/// A write whose pending clear a later read took, and found every field still holding a
+/// value: its incident says nothing was lost, and drops its restore.
+pub(super) fn survived(s: &Sidecar, at: (&Api, &Contract, &str), r: &Recorded<'_>, write: &str) {
+    let mut told = told(at, r, write, &[], None);
+    told.step.what = What::Survived;
+    told.read = None;
+    record(s, told, None);
+}
+
+/// The step `group`'s findings (of one write `write`) tell, with the read they name.
+fn told(
+    (api, contract, revision): (&Api, &Contract, &str),
+    r: &Recorded<'_>,
+    write: &str,
+    group: &[&Finding],
+    kept: Option<&mut KeptWrite>,
+) -> Told {
+    let first = group.first();
+    let what = match first.map(|f| f.kind) {
+        Some(Kind::SilentClearRisk) => What::Write,
+        _ if write == r.id => What::Answer,
         _ => What::ReadAfter,
     };
-    let fields: Vec<String> = (findings.iter())
-        .filter(|f| f.kind == first.kind)
+    let fields: Vec<String> = (group.iter())
         .map(|f| f.field.trim_start_matches('/').to_string())
         .collect();
-    let read_tool = (kept.as_mut().and_then(|k| k.read_tool.take())).map(|t| peer_text(&t));
-    let step = Step {
-        at: SystemTime::now(),
-        what,
-        request_id: peer_text(id),
-        operation: Some(op.id.clone()),
-        tool: tool.map(|t| peer_text(t.label())),
-        trace_id: trace.filter(|t| t.sampled).map(|t| t.trace_id_hex()),
-        status: Some(status),
-        fields: fields.clone(),
-    };
-    let write_op = (first.operation.as_deref())
+    let read_tool = (kept.and_then(|k| k.read_tool.take())).map(|t| peer_text(&t));
+    let evidence = first.and_then(|f| f.evidence.as_deref());
+    let write_op = (first.and_then(|f| f.operation.as_deref()))
         .and_then(|w| contract.operation(w))
-        .unwrap_or(op);
-    let about = About {
-        api: api.settings.name.clone(),
-        operation: write_op.id.clone(),
-        method: write_op.method.clone(),
-        path: path.to_string(),
-        path_template: write_op.template.clone(),
-        spec_revision: revision.to_string(),
-        mode: api.settings.policy.mode.as_str().to_string(),
-    };
-    let told = Told {
-        write_request_id: peer_text(write_id),
-        step,
-        read: Some(read_step(evidence, read_tool, fields)),
-        about,
-    };
-    let kept = kept.map(|k| k.kept);
-    if let Some(store) = &s.store {
+        .unwrap_or(r.op);
+    Told {
+        write_request_id: peer_text(write),
+        step: Step {
+            at: SystemTime::now(),
+            what,
+            request_id: peer_text(r.id),
+            operation: Some(r.op.id.clone()),
+            tool: r.tool.map(|t| peer_text(t.label())),
+            trace_id: r.trace.filter(|t| t.sampled).map(|t| t.trace_id_hex()),
+            status: Some(r.status),
+            fields: fields.clone(),
+        },
+        read: evidence.map(|e| read_step(e, read_tool, fields)),
+        about: About {
+            api: api.settings.name.clone(),
+            operation: write_op.id.clone(),
+            method: write_op.method.clone(),
+            path: r.path.to_string(),
+            path_template: write_op.template.clone(),
+            spec_revision: revision.to_string(),
+            mode: api.settings.policy.mode.as_str().to_string(),
+        },
+    }
+}
+
+/// `told` to this replica's ring, and to the store replicas share.
+fn record(s: &Sidecar, told: Told, kept: Option<Kept>) {
+    if let Some(store) = &s.store
+        && s.settings.incidents.max > 0
+    {
         share(s, store, &told, kept.as_ref());
     }
     s.sinks.incidents.tell(told, kept);
@@ -166,18 +235,31 @@ pub(super) fn tell(
 /// key is set, the values only sealed.
 fn share(s: &Sidecar, store: &super::store::Store, told: &Told, kept: Option<&Kept>) {
     let seal = s.settings.incidents.seal.as_deref();
-    let Ok(story) = serde_json::to_vec(told) else {
+    let story = match seal {
+        Some(_) => serde_json::to_vec(told),
+        // Unsealed, the store holds the template, never the resource's ids.
+        None => {
+            let mut plain = told.clone();
+            plain.about.path = plain.about.path_template.clone();
+            serde_json::to_vec(&plain)
+        }
+    };
+    let Ok(story) = story else {
         return;
     };
     let story = match seal {
         Some(seal) => seal.seal(&story),
         None => Some(story),
     };
+    // Bounded as a read's values are held: past it the story goes without them.
+    let most = s.settings.incidents.max_value_bytes / 16;
     let kept = (kept.zip(seal))
-        .and_then(|(k, seal)| serde_json::to_vec(k).ok().and_then(|b| seal.seal(&b)));
+        .and_then(|(k, seal)| serde_json::to_vec(k).ok().and_then(|b| seal.seal(&b)))
+        .filter(|sealed| sealed.len() <= most);
     if let Some(story) = story {
         let max = s.settings.incidents.max;
-        store.tell(&told.write_request_id, story, kept, max);
+        let opens = told.step.what != What::Survived;
+        store.tell(&told.write_request_id, (story, kept), max, opens);
     }
 }
 
@@ -188,19 +270,31 @@ impl crate::incident::View for Sidecar {
         Box::pin(async move {
             if let Some(store) = &self.store {
                 match store.incidents(self.settings.incidents.max).await {
-                    Ok(stored) => return self.unsealed(stored, &q),
+                    Ok(stored) => return self.shown(self.unsealed(stored, &q)),
                     Err(why) => tracing::warn!(
                         error = why,
                         "/incidents: the store did not answer; this replica's own incidents shown"
                     ),
                 }
             }
-            self.sinks.incidents.query(&q, SystemTime::now())
+            let found = self.sinks.incidents.query(&q, SystemTime::now());
+            self.shown(found)
         })
     }
 }
 
 impl Sidecar {
+    /// Incidents as the admin port may show them: the resource's path, its ids, only behind
+    /// the admin token (events and `/findings` keep them out); else its template.
+    fn shown(&self, mut incidents: Vec<Incident>) -> Vec<Incident> {
+        if self.settings.admin_token.is_none() {
+            for i in &mut incidents {
+                i.path.clone_from(&i.path_template);
+            }
+        }
+        incidents
+    }
+
     /// The store's incidents opened and told again, filtered; an entry that does not open (another
     /// seal key, changed in the store) or does not hold together is left out.
     fn unsealed(&self, stored: Vec<super::store::StoredIncident>, q: &Query) -> Vec<Incident> {

@@ -279,6 +279,25 @@ pub(super) struct Late {
     pub kept: Option<super::incident::KeptWrite>,
 }
 
+impl<'a> super::incident::Recorded<'a> {
+    /// The request a response's work records: its id, answer, tool, trace and path.
+    fn of(
+        op: &'a crate::contract::Operation,
+        id: &'a str,
+        status: u16,
+        meta: &'a LateMeta,
+    ) -> Self {
+        super::incident::Recorded {
+            op,
+            id,
+            status,
+            tool: meta.tool.as_deref(),
+            trace: meta.trace.as_ref(),
+            path: meta.uri.path(),
+        }
+    }
+}
+
 impl Late {
     /// Whether the body must be copied for this work (otherwise only the status is audited).
     pub fn wants_body(&self) -> bool {
@@ -369,6 +388,13 @@ impl Late {
             field_maps: &s.settings.memory.field_map,
             api: self.api.label.name().unwrap_or_default(),
         };
+        // The values first, then the snapshot that names their read: a write that finds the
+        // snapshot finds its values too (a scripted GET then PUT is that quick).
+        let resource = op.remembers || op.answers_resource;
+        if let (true, true, Some(body)) = (resource, (200..300).contains(&self.status), json) {
+            let read = (self.request_id.as_str(), self.meta.tool.as_deref());
+            super::incident::keep_read(s, &remember.key, read, *body);
+        }
         let outcome = tracker.after_response(
             op,
             &remember.key,
@@ -378,13 +404,12 @@ impl Late {
             json,
             remember.at_risk,
         );
-        if let (Some(_), Some(body)) = (&outcome.remembered, json) {
-            let read = (self.request_id.as_str(), self.meta.tool.as_deref());
-            super::incident::keep_read(s, &remember.key, read, *body);
-        }
         let mut confirmed = outcome.confirmed;
         if let (Some(list), Some(body)) = (&op.lists, json) {
             confirmed.extend(self.listed(&tracker, rev, list, &remember.key, *body));
+        }
+        if let Some(write) = &outcome.took {
+            self.survived(op, rev, write, &confirmed);
         }
         if let Some(store) = &s.store {
             if let Some(lesson) = outcome.lesson {
@@ -395,6 +420,27 @@ impl Late {
         }
         s.sinks.metrics.memory(s.memory.len(), s.memory.evictions());
         (confirmed, outcome.survived)
+    }
+
+    /// A write's pending clear this read took without confirming any field: the fields held,
+    /// and its incident says so.
+    fn survived(
+        &self,
+        op: &crate::contract::Operation,
+        rev: &super::Revision,
+        write: &str,
+        confirmed: &[Finding],
+    ) {
+        let of_write = |f: &Finding| {
+            (f.evidence.as_deref()).is_some_and(|e| e.write_request_id.as_deref() == Some(write))
+        };
+        if confirmed.iter().any(of_write) {
+            return;
+        }
+        let recorded =
+            super::incident::Recorded::of(op, self.request_id.as_str(), self.status, &self.meta);
+        let at = (&*self.api, &*rev.contract, rev.spec.revision.as_str());
+        super::incident::survived(&self.s, at, &recorded, write);
     }
 
     /// A list answer's items, each remembered as if read alone, and shared with the store
@@ -519,9 +565,8 @@ fn record(
 ) {
     let revision = rev.spec.revision.clone();
     let at = (api, &*rev.contract, revision.as_str());
-    let what = (op, request_id.as_str(), status);
-    let by = (meta.tool.as_deref(), meta.trace.as_ref(), meta.uri.path());
-    super::incident::tell(s, at, what, by, &findings, kept);
+    let recorded = super::incident::Recorded::of(op, request_id.as_str(), status, &meta);
+    super::incident::tell(s, at, &recorded, &findings, kept);
     let trace = meta.trace.as_ref().filter(|t| t.sampled);
     let exemplar = crate::sink::exemplar(trace.map(|t| t.trace_id_hex()), request_id.as_str());
     for f in &findings {

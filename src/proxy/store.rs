@@ -55,6 +55,23 @@ if n > cap then
 end
 return n";
 
+/// The incidents' trim: the index (a sorted set of incident ids by time) keeps the newest
+/// `capacity`, and the oldest past it go with their stories and values. KEYS: index. ARGV:
+/// capacity, the key prefix.
+const TRIM_INCIDENTS: &str = r"
+local cap = tonumber(ARGV[1])
+local n = redis.call('ZCARD', KEYS[1])
+if n > cap then
+  local old = redis.call('ZPOPMIN', KEYS[1], n - cap)
+  for i = 1, #old, 2 do redis.call('DEL', ARGV[2] .. 'i:' .. old[i], ARGV[2] .. 'iv:' .. old[i]) end
+end
+return 0";
+
+/// Bytes of kept values and incidents' entries waiting for the writer at most: each may be
+/// megabytes (a sixteenth of `incidents.max_value_bytes`), so the queue's count alone does
+/// not bound them. Past it they are counted as fallbacks and dropped.
+const QUEUED_BYTES: usize = 64 << 20;
+
 /// What a confirmed clear found through the store is handed to: the GET's own context records
 /// it as the local path would.
 pub type OnPending = Box<dyn FnOnce(Pending, &Snapshot) + Send>;
@@ -87,11 +104,22 @@ enum Job {
         story: Vec<u8>,
         kept: Option<Vec<u8>>,
         max: usize,
+        /// The entry may open the story (a write, a clear); else it only adds to one there is.
+        opens: bool,
     },
 }
 
 impl Job {
     /// The fallback counter's label for this job.
+    /// Bytes it holds that the queue's count does not bound (kept values, incidents).
+    fn bytes(&self) -> usize {
+        match self {
+            Job::Values { sealed, .. } => sealed.len(),
+            Job::Told { story, kept, .. } => story.len() + kept.as_ref().map_or(0, Vec::len),
+            _ => 0,
+        }
+    }
+
     fn op(&self) -> &'static str {
         match self {
             Job::Remember { .. } => "remember",
@@ -220,6 +248,8 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
     /// Jobs queued and not yet written (or given up on), for the drain to wait on.
     queued: Arc<AtomicUsize>,
+    /// The bytes of those jobs, bounded by [`QUEUED_BYTES`].
+    queued_bytes: Arc<AtomicUsize>,
     pub health: Arc<Health>,
     names: Names,
     deadline: Duration,
@@ -270,6 +300,10 @@ impl Names {
     fn story_values(&self, id: &str) -> String {
         format!("{}iv:{id}", self.prefix)
     }
+    /// The resources whose read values are kept, by time (bounded as the snapshots are).
+    fn values_index(&self) -> String {
+        format!("{}vindex", self.prefix)
+    }
     /// The incidents by the time they last changed (a sorted set of their ids).
     fn incidents(&self) -> String {
         format!("{}incidents", self.prefix)
@@ -307,9 +341,11 @@ impl Store {
         };
         let (jobs, queue) = mpsc::channel(QUEUE);
         let queued = Arc::new(AtomicUsize::new(0));
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
         let writer = Writer {
             conn: conn.clone(),
             queued: queued.clone(),
+            queued_bytes: queued_bytes.clone(),
             health: health.clone(),
             names: names.clone(),
             fallbacks: fallbacks.clone(),
@@ -319,6 +355,7 @@ impl Store {
                 .max(1),
             capacity: memory.max_entries.max(1),
             trim: redis::Script::new(TRIM),
+            trim_incidents: redis::Script::new(TRIM_INCIDENTS),
             restarts,
         };
         std::thread::Builder::new()
@@ -328,6 +365,7 @@ impl Store {
             conn,
             jobs,
             queued,
+            queued_bytes,
             health,
             names,
             deadline: shared.deadline,
@@ -484,13 +522,20 @@ impl Store {
 
     /// Queue one entry of the story of the incident of write `write_request_id` (and the
     /// values it kept), keeping `max` incidents in the store at most.
-    pub fn tell(&self, write_request_id: &str, story: Vec<u8>, kept: Option<Vec<u8>>, max: usize) {
+    pub fn tell(
+        &self,
+        write_request_id: &str,
+        (story, kept): (Vec<u8>, Option<Vec<u8>>),
+        max: usize,
+        opens: bool,
+    ) {
         let id = self.names.operation(write_request_id);
         let job = Job::Told {
             id,
             story,
             kept,
             max,
+            opens,
         };
         self.queue("incident", job);
     }
@@ -529,9 +574,13 @@ impl Store {
     }
 
     fn queue(&self, op: &'static str, job: Job) {
+        let bytes = job.bytes();
         self.queued.fetch_add(1, Ordering::SeqCst);
-        if !self.health.is_up() || self.jobs.try_send(job).is_err() {
+        let before = self.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
+        let full = bytes > 0 && before + bytes > QUEUED_BYTES;
+        if full || !self.health.is_up() || self.jobs.try_send(job).is_err() {
             self.queued.fetch_sub(1, Ordering::SeqCst);
+            self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
             self.fallbacks.count(op);
         }
     }
@@ -602,6 +651,7 @@ fn connect(shared: &SharedStore) -> std::io::Result<(tokio::runtime::Runtime, Co
 fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
     let mut out: Vec<Job> = Vec::with_capacity(jobs.len());
     let mut last: std::collections::HashMap<u128, usize> = std::collections::HashMap::new();
+    let mut values: std::collections::HashMap<u128, usize> = std::collections::HashMap::new();
     for job in jobs {
         match job {
             Job::Remember {
@@ -634,7 +684,15 @@ fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
                 last.remove(&id);
                 out.push(job);
             }
-            Job::Learn { .. } | Job::Values { .. } | Job::Told { .. } => out.push(job),
+            Job::Values { id, .. } => match values.get(&id) {
+                // A resource read twice in a batch: its last read's values alone.
+                Some(&at) => out[at] = job,
+                None => {
+                    values.insert(id, out.len());
+                    out.push(job);
+                }
+            },
+            Job::Learn { .. } | Job::Told { .. } => out.push(job),
         }
     }
     out
@@ -654,6 +712,7 @@ impl Drop for Written {
 struct Writer {
     conn: ConnectionManager,
     queued: Arc<AtomicUsize>,
+    queued_bytes: Arc<AtomicUsize>,
     health: Arc<Health>,
     names: Names,
     fallbacks: Fallbacks,
@@ -661,6 +720,7 @@ struct Writer {
     ttl_ms: u64,
     capacity: usize,
     trim: redis::Script,
+    trim_incidents: redis::Script,
     restarts: Counter,
 }
 
@@ -686,6 +746,9 @@ impl Writer {
     async fn run(mut self, queue: &mut mpsc::Receiver<Job>) {
         let mut batch = Vec::with_capacity(BATCH);
         let mut last_probe = Instant::now();
+        // The scripts loaded up front: a pipeline that found one missing is sent again, and
+        // an incident's entry in it would be written twice.
+        self.load_scripts().await;
         loop {
             if !self.health.is_up() {
                 // Jobs are counted and dropped while the store is down (see `Store::queue`);
@@ -693,6 +756,7 @@ impl Writer {
                 while let Ok(job) = queue.try_recv() {
                     self.fallbacks.count(job.op());
                     self.queued.fetch_sub(1, Ordering::SeqCst);
+                    self.queued_bytes.fetch_sub(job.bytes(), Ordering::SeqCst);
                 }
                 tokio::time::sleep(PROBE_EVERY.saturating_sub(last_probe.elapsed())).await;
                 last_probe = Instant::now();
@@ -709,6 +773,8 @@ impl Writer {
             }
             let jobs = std::mem::take(&mut batch);
             let written = jobs.len();
+            let bytes: usize = jobs.iter().map(Job::bytes).sum();
+            self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
             // Given back however the write ends, a panic included: the drain waits on it.
             let _done = Written(self.queued.clone(), written);
             self.write(jobs).await;
@@ -716,6 +782,14 @@ impl Writer {
             if written < BATCH {
                 tokio::time::sleep(GATHER).await;
             }
+        }
+    }
+
+    async fn load_scripts(&mut self) {
+        for script in [self.trim.clone(), self.trim_incidents.clone()] {
+            let invocation = script.prepare_invoke();
+            let load = invocation.load_async(&mut self.conn);
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, load).await;
         }
     }
 
@@ -739,7 +813,7 @@ impl Writer {
         if let Err(e) = &answer
             && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
         {
-            let _ = self.trim.prepare_invoke().load_async(&mut self.conn).await;
+            self.load_scripts().await;
             answer = self.send(&pipe).await;
         }
         let taken = match answer {
@@ -782,7 +856,21 @@ impl Writer {
                     self.lesson(&mut pipe, *id, lesson);
                     continue;
                 }
-                Job::Values { id, sealed } => (self.names.values(*id), sealed.clone()),
+                Job::Values { id, sealed } => {
+                    let key = self.names.values(*id);
+                    pipe.cmd("SET")
+                        .arg(&key)
+                        .arg(sealed)
+                        .arg("PX")
+                        .arg(self.ttl_ms)
+                        .ignore();
+                    pipe.cmd("ZADD")
+                        .arg(self.names.values_index())
+                        .arg(now)
+                        .arg(&key)
+                        .ignore();
+                    continue;
+                }
                 Job::Told { .. } => {
                     self.told(&mut pipe, job, now);
                     continue;
@@ -804,6 +892,13 @@ impl Writer {
             .arg(1)
             .arg(&index)
             .arg(self.capacity);
+        if jobs.iter().any(|j| matches!(j, Job::Values { .. })) {
+            // Values have their own bound, so that keeping them takes no snapshot's place.
+            (pipe.cmd("EVALSHA").arg(self.trim.get_hash()).arg(1))
+                .arg(self.names.values_index())
+                .arg(self.capacity)
+                .ignore();
+        }
         pipe
     }
 
@@ -835,12 +930,17 @@ impl Writer {
             story,
             kept,
             max,
+            opens,
         } = job
         else {
             return;
         };
         let id = format!("{id:032x}");
         let list = self.names.story(&id);
+        if !opens {
+            pipe.cmd("RPUSHX").arg(&list).arg(story).ignore();
+            return;
+        }
         pipe.cmd("RPUSH").arg(&list).arg(story).ignore();
         pipe.cmd("LTRIM")
             .arg(&list)
@@ -859,16 +959,18 @@ impl Writer {
         }
         let index = self.names.incidents();
         pipe.cmd("ZADD").arg(&index).arg(now).arg(&id).ignore();
-        let past = -(i64::try_from(*max).unwrap_or(i64::MAX - 1)) - 1;
-        pipe.cmd("ZREMRANGEBYRANK")
-            .arg(&index)
-            .arg(0)
-            .arg(past)
-            .ignore();
         pipe.cmd("PEXPIRE")
             .arg(&index)
             .arg(INCIDENT_TTL_MS)
             .ignore();
+        (pipe
+            .cmd("EVALSHA")
+            .arg(self.trim_incidents.get_hash())
+            .arg(1))
+        .arg(&index)
+        .arg(*max)
+        .arg(&self.names.prefix)
+        .ignore();
     }
 
     /// Each job's answer to its own: a pending clear another replica left goes to the GET that

@@ -2,13 +2,13 @@
 //! events that tell it (see [`crate::incident`]). Bounded twice, as `/findings` is: by
 //! incidents (`incidents.max`) and by the bytes of their JSON (`incidents.max_bytes`), the
 //! oldest going first; kept values go once `memory.ttl_secs` has passed since the read that
-//! showed them, the incident staying.
+//! showed them (at the next incident told or asked for), the incident staying.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use crate::incident::{Incident, Kept, Query, Told};
+use crate::incident::{Incident, Kept, Query, Told, What};
 
 pub struct Incidents {
     max: usize,
@@ -38,6 +38,7 @@ impl Incidents {
     /// Open the incident `told` names, or add to it.
     pub fn tell(&self, told: Told, kept: Option<Kept>) {
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        self.expire(&mut ring, told.step.at);
         let found = (ring.incidents.iter()).position(|(i, _)| i.id == told.write_request_id);
         let mut incident = match found.and_then(|at| ring.incidents.remove(at)) {
             Some((mut incident, bytes)) => {
@@ -45,6 +46,8 @@ impl Incidents {
                 incident.add(told, kept);
                 incident
             }
+            // Fields shown surviving a write no incident tells of: nothing to say.
+            None if told.step.what == What::Survived => return,
             None => Incident::open(told, kept),
         };
         if self.max == 0 {
@@ -103,7 +106,7 @@ impl Incidents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::incident::{About, Lost, State, Step, What};
+    use crate::incident::{About, Lost, State, Step};
     use serde_json::json;
 
     fn at(s: u64) -> SystemTime {
@@ -143,6 +146,7 @@ mod tests {
     fn kept() -> Kept {
         let lost = vec![Lost {
             field: "graphicsElementIds".into(),
+            read_field: None,
             value: json!([3, 7]),
         }];
         Kept::new(
@@ -177,6 +181,28 @@ mod tests {
             ]
         );
         assert_eq!(i.kept.as_ref().unwrap().lost[0].value, json!([3, 7]));
+    }
+
+    #[test]
+    fn fields_shown_surviving_close_the_incident_without_a_restore_and_open_none() {
+        let ring = Incidents::new(10, 1 << 20, Duration::from_secs(600));
+        ring.tell(told("w9", What::Survived, "g9", 1, None), None);
+        assert!(ring.query(&Query::default(), at(2)).is_empty());
+        ring.tell(
+            told("w1", What::Write, "w1", 2, Some(step(What::Read, "g1", 1))),
+            Some(kept()),
+        );
+        ring.tell(told("w1", What::Survived, "g2", 5, None), None);
+        let i = &ring.query(&Query::default(), at(6))[0];
+        assert_eq!(i.state, State::Survived);
+        let kept = i.kept.as_ref().unwrap();
+        assert!(kept.restore.is_none() && !kept.lost.is_empty(), "{kept:?}");
+        // The id of any request of the story finds it.
+        let by_read = Query {
+            id: Some("g2".into()),
+            ..Query::default()
+        };
+        assert_eq!(ring.query(&by_read, at(6)).len(), 1);
     }
 
     #[test]

@@ -922,7 +922,11 @@ pub fn exemplar(trace_id: Option<String>, request_id: &str) -> Exemplar {
         room -= "trace_id".len() + trace.chars().count();
         labels.push(("trace_id".to_string(), trace));
     }
-    let request: String = request_id.chars().take(room).collect();
+    // A length in bytes bounds the one in characters: most ids are kept whole at once.
+    let request = match request_id.len() <= room {
+        true => request_id.to_string(),
+        false => request_id.chars().take(room).collect(),
+    };
     labels.push(("request_id".to_string(), request));
     labels
 }

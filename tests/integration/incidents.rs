@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 
 use super::sidecar::{RawResponse, config, raw, start};
-use super::silent_clears::{demo_api, stale_body};
+use super::silent_clears::{api_answering_204, demo_api, stale_body};
 use super::util::eventually;
 
 const TOKEN: &str = "incident-admin-token-0123";
@@ -223,6 +223,8 @@ async fn values_are_kept_only_when_asked_and_only_behind_the_admin_token() {
     let i = &found["incidents"][0];
     assert_eq!(i["id"], "p1");
     assert!(i.get("kept").is_none(), "{i:#}");
+    // No admin token: the path's template, never the resource's ids.
+    assert_eq!(i["path"], "/api/v1/channels/{id}", "{i:#}");
     assert!(!found.to_string().contains("[3,7]"), "{found}");
     let none = incidents(dw.admin, "?tool=another_tool", None).await.json();
     assert_eq!(none["incidents"], json!([]));
@@ -253,8 +255,8 @@ async fn across_replicas_the_read_here_and_the_write_there_are_one_incident_seal
     let read = raw(a.addr, &request("GET", path, "g1", "get_channel", None))
         .await
         .json();
-    // The snapshot and the sealed values, both in the store.
-    stored(&a, 2.0).await;
+    // The snapshot in the store, and the sealed values queued before it, with it.
+    stored(&a, 1.0).await;
     let put = request(
         "PUT",
         path,
@@ -360,4 +362,125 @@ fn raw_bytes(value: redis::Value) -> Vec<u8> {
         }
         other => format!("{other:?}").into_bytes(),
     }
+}
+
+/// The story's other endings: a write the API refused (412) lost nothing and opens no
+/// incident; a write answered 204 is told cleared by the next read, whose request id (the
+/// exemplar's) finds the incident; a write whose next read shows the field kept is told
+/// survived, with no restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_opens_none_a_later_read_clears_or_closes_it() {
+    let path = "/api/v1/channels/7";
+    let file = token_file("incident-endings");
+    let keep = |c: &mut driftwatch::config::Config| {
+        c.admin.token_file = Some(file.clone());
+        c.incidents.keep_values = true;
+    };
+    let ask = |dw: SocketAddr, q: &'static str| async move {
+        incidents(dw, q, Some(TOKEN)).await.json()["incidents"].clone()
+    };
+
+    // Refused: the demo API answers 412 to a stale If-Match, and changes nothing.
+    let api = demo_api().await;
+    let dw = start(config(&format!("http://{api}"), keep)).await;
+    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    remembered(dw.admin).await;
+    let mut put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    let at = put.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    put.splice(at..at, b"\r\nif-match: \"stale\"".iter().copied());
+    assert_eq!(raw(dw.addr, &put).await.status, 412);
+    // The risk was recorded (its answer read), and no incident came of it.
+    eventually("the refused write's risk recorded", || async {
+        let m = super::sidecar::scrape(dw.admin).await;
+        let at_risk = "driftwatch_silent_clears_total{operation=\"updateChannel\",field=\"graphicsElementIds\",stage=\"at_risk\"}";
+        (super::sidecar::sample(&m, at_risk) >= 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        ask(dw.admin, "").await,
+        json!([]),
+        "nothing lost, no incident"
+    );
+
+    // Answered 204: the next read confirms, and its request id finds the incident.
+    let api = api_answering_204().await;
+    let dw = start(config(&format!("http://{api}"), keep)).await;
+    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    remembered(dw.admin).await;
+    let put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    assert_eq!(raw(dw.addr, &put).await.status, 204);
+    let at_risk = eventually("the write's incident", || async {
+        let found = ask(dw.admin, "?id=p1").await;
+        (found[0]["state"] == "at_risk").then_some(found)
+    })
+    .await;
+    assert!(at_risk[0]["kept"]["restore"].is_object(), "{at_risk:#}");
+    raw(dw.addr, &request("GET", path, "g2", "get_channel", None)).await;
+    let cleared = eventually("the later read's clear", || async {
+        let found = ask(dw.admin, "?id=g2").await;
+        (found[0]["state"] == "cleared").then_some(found)
+    })
+    .await;
+    let story: Vec<&str> = (cleared[0]["timeline"].as_array().unwrap().iter())
+        .map(|s| s["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(story, ["read", "write", "read_after"], "{cleared:#}");
+    assert_eq!(cleared[0]["id"], "p1");
+
+    // Kept: an API whose 204 PUT keeps what it omits; the next read shows the field held.
+    let state = std::sync::Arc::new(std::sync::Mutex::new(Value::Object(
+        driftwatch::demo::api::seed(),
+    )));
+    let responder = std::sync::Arc::new(move |r: &super::upstream::Recorded| -> (u16, String) {
+        let s = state.lock().unwrap();
+        match r.method.as_str() {
+            "PUT" => (204, String::new()),
+            _ => (200, s.to_string()),
+        }
+    });
+    let api = super::upstream::start(responder, std::time::Duration::ZERO, None)
+        .await
+        .addr;
+    let dw = start(config(&format!("http://{api}"), keep)).await;
+    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    remembered(dw.admin).await;
+    let put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    assert_eq!(raw(dw.addr, &put).await.status, 204);
+    eventually("the write's incident", || async {
+        (ask(dw.admin, "?id=p1").await[0]["state"] == "at_risk").then_some(())
+    })
+    .await;
+    raw(dw.addr, &request("GET", path, "g2", "get_channel", None)).await;
+    let survived = eventually("the fields shown kept", || async {
+        let found = ask(dw.admin, "?id=p1").await;
+        (found[0]["state"] == "survived").then_some(found)
+    })
+    .await;
+    assert!(survived[0]["kept"].get("restore").is_none(), "{survived:#}");
+    assert_eq!(survived[0]["kept"]["lost"][0]["value"], json!([3, 7]));
+    let _ = std::fs::remove_file(&file);
 }
