@@ -484,3 +484,90 @@ async fn a_refused_write_opens_none_a_later_read_clears_or_closes_it() {
     assert_eq!(survived[0]["kept"]["lost"][0]["value"], json!([3, 7]));
     let _ = std::fs::remove_file(&file);
 }
+
+/// In the store, incidents are bounded as in the ring: past `incidents.max`, the oldest go
+/// with their stories and values; read values keep to an index of their own, so the
+/// snapshots' bound is not shared with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_keeps_at_most_max_incidents_their_keys_going_with_them() {
+    use super::shared_memory::{RedisServer, hash_key, replica, stored};
+    // An API whose channel always holds the list, and whose PUT answers what it kept (the
+    // list emptied when omitted): every stale rename is a clear.
+    let responder = std::sync::Arc::new(|r: &super::upstream::Recorded| -> (u16, String) {
+        let channel = Value::Object(driftwatch::demo::api::seed());
+        match r.method.as_str() {
+            "PUT" => {
+                let mut sent: Value = serde_json::from_slice(&r.body).unwrap();
+                sent["graphicsElementIds"] = json!([]);
+                (200, sent.to_string())
+            }
+            _ => (200, channel.to_string()),
+        }
+    });
+    let api = super::upstream::start(responder, std::time::Duration::ZERO, None)
+        .await
+        .addr;
+    let redis = RedisServer::start();
+    let mut conn = redis.client().await;
+    let (key, token, seal) = (
+        hash_key("incidents-bound"),
+        token_file("incidents-bound"),
+        hash_key("incidents-bound-seal"),
+    );
+    let mut c = replica(api, &redis, &key, driftwatch::policy::Mode::Observe);
+    c.admin.token_file = Some(token.clone());
+    c.incidents.keep_values = true;
+    c.incidents.seal_key_file = Some(seal);
+    c.incidents.max = 2;
+    let dw = start(c).await;
+    let path = "/api/v1/channels/7";
+    for n in 1..=3 {
+        let (g, p) = (format!("g{n}"), format!("p{n}"));
+        let read = raw(dw.addr, &request("GET", path, &g, "get_channel", None))
+            .await
+            .json();
+        stored(&dw, 1.0).await;
+        let put = request("PUT", path, &p, "update_channel", Some(&stale_body(&read)));
+        assert_eq!(raw(dw.addr, &put).await.status, 200);
+        eventually("the clear told to the store", || async {
+            let found = incidents(dw.admin, &format!("?id={p}"), Some(TOKEN))
+                .await
+                .json();
+            (found["incidents"][0]["state"] == "cleared").then_some(())
+        })
+        .await;
+    }
+    let all = incidents(dw.admin, "", Some(TOKEN)).await.json();
+    let ids: Vec<&str> = (all["incidents"].as_array().unwrap().iter())
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p3", "p2"], "{all:#}");
+    let keys = |pattern: &'static str| {
+        let mut conn = conn.clone();
+        async move {
+            let found: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            found.len()
+        }
+    };
+    assert_eq!(keys("driftwatch:i:*").await, 2);
+    assert!(keys("driftwatch:iv:*").await <= 2);
+    let indexed: usize = redis::cmd("ZCARD")
+        .arg("driftwatch:index")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let values: usize = redis::cmd("ZCARD")
+        .arg("driftwatch:vindex")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        (indexed, values),
+        (1, 1),
+        "one resource: one snapshot, one read's values"
+    );
+}
