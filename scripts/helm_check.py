@@ -5,12 +5,14 @@
   restricted FILE...      every pod template meets Pod Security "restricted", driftwatch's own
                           containers with a read-only root as well
   rules FILE ALERTS       the rendered PrometheusRule holds exactly ALERTS' rule groups
+  dashboard FILE JSON     the rendered dashboard ConfigMap holds exactly the dashboard JSON
   same-shape FILE K8S     the example chart's Deployment has config/k8s/deployment.yaml's shape:
                           the same pod security, the native sidecar with the same probes,
                           resources, args and mounts, at least its container security
 
 Each fails (exit 1) naming the object and what is wrong.
 """
+import json
 import os
 import sys
 
@@ -79,6 +81,16 @@ def rules(path, alerts):
     return []
 
 
+def dashboard(path, board):
+    want = json.load(open(board))
+    found = [d for d in docs(path) if d["kind"] == "ConfigMap" and "driftwatch.json" in d.get("data", {})]
+    if len(found) != 1:
+        return [f"{path}: {len(found)} dashboard ConfigMaps, expected 1"]
+    if json.loads(found[0]["data"]["driftwatch.json"]) != want:
+        return [f"{path}: ConfigMap/{found[0]['metadata']['name']} differs from {board}"]
+    return []
+
+
 def same_shape(path, k8s):
     def deployment(p):
         ds = [d for d in docs(p) if d["kind"] == "Deployment"]
@@ -114,6 +126,7 @@ if __name__ == "__main__":
     problems = {
         "restricted": lambda: restricted(args),
         "rules": lambda: rules(*args),
+        "dashboard": lambda: dashboard(*args),
         "same-shape": lambda: same_shape(*args),
     }[what]()
     for p in problems:
