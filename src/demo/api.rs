@@ -171,6 +171,38 @@ fn replace(
     body: &[u8],
     if_match: Option<http::HeaderValue>,
 ) -> (StatusCode, Value) {
+    write(store, id, body, |current, sent| {
+        if if_match.is_some_and(|tag| tag != "*" && tag != etag(current)) {
+            return (
+                StatusCode::PRECONDITION_FAILED,
+                json!({"title": "Precondition Failed", "status": 412}),
+            );
+        }
+        let mut next = Map::new();
+        for (name, value) in current.iter() {
+            let kept = matches!(name.as_str(), "id" | "uniqueId");
+            let value = if kept {
+                value.clone()
+            } else {
+                sent.get(name)
+                    .cloned()
+                    .unwrap_or_else(|| reset(name, value))
+            };
+            next.insert(name.clone(), value);
+        }
+        *current = next.clone();
+        (StatusCode::OK, Value::Object(next))
+    })
+}
+
+/// A write to channel `id` with `body`: `change` gets the channel and what was sent, once both
+/// are there (404 for no such channel, 400 for a body it refuses).
+fn write(
+    store: &Store,
+    id: &str,
+    body: &[u8],
+    change: impl FnOnce(&mut Map<String, Value>, Map<String, Value>) -> (StatusCode, Value),
+) -> (StatusCode, Value) {
     let Ok(id) = id.parse::<u64>() else {
         return not_found();
     };
@@ -181,29 +213,10 @@ fn replace(
     let Ok(mut channels) = store.lock() else {
         return not_found();
     };
-    let Some(current) = channels.get(&id) else {
-        return not_found();
-    };
-    if if_match.is_some_and(|tag| tag != "*" && tag != etag(current)) {
-        return (
-            StatusCode::PRECONDITION_FAILED,
-            json!({"title": "Precondition Failed", "status": 412}),
-        );
+    match channels.get_mut(&id) {
+        Some(current) => change(current, sent),
+        None => not_found(),
     }
-    let mut next = Map::new();
-    for (name, value) in current {
-        let kept = matches!(name.as_str(), "id" | "uniqueId");
-        let value = if kept {
-            value.clone()
-        } else {
-            sent.get(name)
-                .cloned()
-                .unwrap_or_else(|| reset(name, value))
-        };
-        next.insert(name.clone(), value);
-    }
-    channels.insert(id, next.clone());
-    (StatusCode::OK, Value::Object(next))
 }
 
 /// A write's body: a JSON object whose integers are integers, or the answer refusing it.
@@ -224,30 +237,19 @@ fn sent(body: &[u8]) -> Result<Map<String, Value>, (StatusCode, Value)> {
 /// `PATCH` as a JSON merge patch (RFC 7396) of the channel's top level: each field sent is
 /// set, `null` resets it, the rest stay; `id` and `uniqueId` are the server's.
 fn patch(store: &Store, id: &str, body: &[u8]) -> (StatusCode, Value) {
-    let Ok(id) = id.parse::<u64>() else {
-        return not_found();
-    };
-    let sent = match sent(body) {
-        Ok(sent) => sent,
-        Err(refused) => return refused,
-    };
-    let Ok(mut channels) = store.lock() else {
-        return not_found();
-    };
-    let Some(current) = channels.get_mut(&id) else {
-        return not_found();
-    };
-    for (name, value) in sent {
-        if matches!(name.as_str(), "id" | "uniqueId") || !current.contains_key(&name) {
-            continue;
+    write(store, id, body, |current, sent| {
+        for (name, value) in sent {
+            if matches!(name.as_str(), "id" | "uniqueId") || !current.contains_key(&name) {
+                continue;
+            }
+            let value = match value {
+                Value::Null => reset(&name, &current[&name]),
+                value => value,
+            };
+            current.insert(name, value);
         }
-        let value = match value {
-            Value::Null => reset(&name, &current[&name]),
-            value => value,
-        };
-        current.insert(name, value);
-    }
-    (StatusCode::OK, Value::Object(current.clone()))
+        (StatusCode::OK, Value::Object(current.clone()))
+    })
 }
 
 fn schedule(body: &[u8]) -> (StatusCode, Value) {

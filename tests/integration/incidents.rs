@@ -38,6 +38,29 @@ async fn remembered(admin: SocketAddr) {
     .await;
 }
 
+/// The stale agent through `dw`: it reads channel 7 (`g1`), and once driftwatch remembers
+/// the read, PUTs it back renamed without graphicsElementIds (`p1`, with `headers`); the
+/// PUT's status.
+async fn stale_rename(dw: &super::sidecar::Running, headers: &[&str]) -> u16 {
+    let path = "/api/v1/channels/7";
+    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
+        .await
+        .json();
+    remembered(dw.admin).await;
+    let mut put = request(
+        "PUT",
+        path,
+        "p1",
+        "update_channel",
+        Some(&stale_body(&read)),
+    );
+    let end = put.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    for header in headers {
+        put.splice(end..end, format!("\r\n{header}").into_bytes());
+    }
+    raw(dw.addr, &put).await.status
+}
+
 async fn incidents(admin: SocketAddr, query: &str, token: Option<&str>) -> RawResponse {
     let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
     let ask =
@@ -200,19 +223,7 @@ async fn values_are_kept_only_when_asked_and_only_behind_the_admin_token() {
 
     let api = demo_api().await;
     let dw = start(config(&format!("http://{api}"), |_| {})).await;
-    let path = "/api/v1/channels/7";
-    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
-        .await
-        .json();
-    remembered(dw.admin).await;
-    let put = request(
-        "PUT",
-        path,
-        "p1",
-        "update_channel",
-        Some(&stale_body(&read)),
-    );
-    assert_eq!(raw(dw.addr, &put).await.status, 200);
+    assert_eq!(stale_rename(&dw, &[]).await, 200);
     let found = eventually("the incident", || async {
         let all = incidents(dw.admin, "?field=graphicsElementIds", None)
             .await
@@ -383,20 +394,7 @@ async fn a_refused_write_opens_none_a_later_read_clears_or_closes_it() {
     // Refused: the demo API answers 412 to a stale If-Match, and changes nothing.
     let api = demo_api().await;
     let dw = start(config(&format!("http://{api}"), keep)).await;
-    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
-        .await
-        .json();
-    remembered(dw.admin).await;
-    let mut put = request(
-        "PUT",
-        path,
-        "p1",
-        "update_channel",
-        Some(&stale_body(&read)),
-    );
-    let at = put.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    put.splice(at..at, b"\r\nif-match: \"stale\"".iter().copied());
-    assert_eq!(raw(dw.addr, &put).await.status, 412);
+    assert_eq!(stale_rename(&dw, &["if-match: \"stale\""]).await, 412);
     // The risk was recorded (its answer read), and no incident came of it.
     eventually("the refused write's risk recorded", || async {
         let m = super::sidecar::scrape(dw.admin).await;
@@ -413,18 +411,7 @@ async fn a_refused_write_opens_none_a_later_read_clears_or_closes_it() {
     // Answered 204: the next read confirms, and its request id finds the incident.
     let api = api_answering_204().await;
     let dw = start(config(&format!("http://{api}"), keep)).await;
-    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
-        .await
-        .json();
-    remembered(dw.admin).await;
-    let put = request(
-        "PUT",
-        path,
-        "p1",
-        "update_channel",
-        Some(&stale_body(&read)),
-    );
-    assert_eq!(raw(dw.addr, &put).await.status, 204);
+    assert_eq!(stale_rename(&dw, &[]).await, 204);
     let at_risk = eventually("the write's incident", || async {
         let found = ask(dw.admin, "?id=p1").await;
         (found[0]["state"] == "at_risk").then_some(found)
@@ -458,18 +445,7 @@ async fn a_refused_write_opens_none_a_later_read_clears_or_closes_it() {
         .await
         .addr;
     let dw = start(config(&format!("http://{api}"), keep)).await;
-    let read = raw(dw.addr, &request("GET", path, "g1", "get_channel", None))
-        .await
-        .json();
-    remembered(dw.admin).await;
-    let put = request(
-        "PUT",
-        path,
-        "p1",
-        "update_channel",
-        Some(&stale_body(&read)),
-    );
-    assert_eq!(raw(dw.addr, &put).await.status, 204);
+    assert_eq!(stale_rename(&dw, &[]).await, 204);
     eventually("the write's incident", || async {
         (ask(dw.admin, "?id=p1").await[0]["state"] == "at_risk").then_some(())
     })
