@@ -64,9 +64,10 @@ impl Receiver {
     }
 
     /// The spans, once `enough` says they are all there. Three processes export them on their
-    /// own schedules (the agent's SDK, driftwatch's batches, the server): a CI run with both
-    /// cores busy read them 10 s after the calls with some missing, so the bound is 30 s, and
-    /// a wait that ends without them says which spans had come.
+    /// own schedules (the agent's SDK, driftwatch's batches, the server), so the bound is
+    /// generous (30 s; it ends as soon as they are there), and a wait that ends without them
+    /// says which spans had come: that list showed a CI failure's cause, a request sent while
+    /// a call was still in flight (see the stdio test).
     pub(super) async fn until(&self, what: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(SPANS_WITHIN);
         loop {
@@ -228,7 +229,17 @@ async fn over_stdio_one_trace_holds_the_agents_call_driftwatchs_call_and_the_api
     ];
     let mut session = Session::start_with("traced", plan, &wrap, &server, TRACED_SDK, &env);
     let events = session.events(6).await;
-    // The server's own request, no call in flight (the session holds, every call answered).
+    // The server's own request, no call in flight: the session holds, and every call is
+    // answered once the agent has its last answer (its span ends then; the relay lets a call
+    // go before it passes its answer on). The events alone do not say so: the refused call's
+    // is written before the server answers it, and a CI run sent this request in between.
+    receiver
+        .until("the agent's span of its last call", |s| {
+            s.iter().any(|s| {
+                s["service"] == "agent" && s["name"] == "MCP send tools/call API-post-page"
+            })
+        })
+        .await;
     let own = b"GET /v1/users/me HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n";
     assert_eq!(raw(proxy, own).await.status, 200);
     let spans = receiver
