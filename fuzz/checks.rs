@@ -353,6 +353,7 @@ pub fn store_entry(contract: &Contract, data: &[u8]) {
         memory: &memory,
         field_maps: &Default::default(),
         api: "",
+        tool: None,
     };
     let _ = tracker.before_write(op, &key, std::time::SystemTime::now(), &mut findings);
     let _ = serde_json::to_string(&findings).unwrap();

@@ -277,6 +277,9 @@ pub struct Evidence {
     pub read_at: std::time::SystemTime,
     /// Hash of the field's value at that GET.
     pub value_hash: String,
+    /// The tool call that made that GET, when one is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_tool: Option<String>,
     /// The write that omitted the field (on `silent_clear`).
     pub write_request_id: Option<String>,
     /// The read was driftwatch's own, sent just before the write because the memory had no

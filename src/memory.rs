@@ -47,6 +47,9 @@ pub struct FieldState {
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub request_id: String,
+    /// The tool call that made the request (`x-mcp-tool`, or the call `wrap` tied it to);
+    /// empty when none is known.
+    pub tool: String,
     pub at: SystemTime,
     /// Taken from a view that may leave fields out (an item of a list, a write's answer), not
     /// from the resource's own GET: a field it does not show is unknown, not absent.
@@ -69,6 +72,7 @@ impl Snapshot {
     /// No fields, no request, no room: what a snapshot is filled from.
     const EMPTY: Snapshot = Snapshot {
         request_id: String::new(),
+        tool: String::new(),
         at: SystemTime::UNIX_EPOCH,
         partial: false,
         names: String::new(),
@@ -95,6 +99,8 @@ impl Snapshot {
     fn fill(&mut self, hash_key: &HashKey, seen: Seen<'_>, body: &impl Shown) -> bool {
         self.request_id.clear();
         self.request_id.push_str(seen.request_id);
+        self.tool.clear();
+        self.tool.push_str(seen.tool.unwrap_or_default());
         self.at = seen.at;
         self.partial = seen.partial;
         body.fill_fields(hash_key, self)
@@ -177,6 +183,8 @@ impl Shown for Snapshot {
 #[derive(Clone, Copy, Debug)]
 pub struct Seen<'a> {
     pub request_id: &'a str,
+    /// The tool behind the request, when known (for the incident the read may begin).
+    pub tool: Option<&'a str>,
     pub at: SystemTime,
     /// See [`Snapshot::partial`].
     pub partial: bool,
@@ -331,6 +339,7 @@ impl Memory {
     ) -> Option<Arc<Snapshot>> {
         let seen = Seen {
             request_id,
+            tool: None,
             at,
             partial: false,
         };

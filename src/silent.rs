@@ -38,6 +38,9 @@ pub struct Tracker<'m> {
     pub field_maps: &'m HashMap<String, HashMap<String, String>>,
     /// The API the operations are of (its label; empty for one API), for what is learned.
     pub api: &'m str,
+    /// The tool behind the request being looked at, when known: a read it remembers keeps it,
+    /// so the incident its evidence begins names the read's tool.
+    pub tool: Option<&'m str>,
 }
 
 /// Fields of one write found at risk: (read name, write name, evidence).
@@ -135,6 +138,7 @@ impl Tracker<'_> {
                 read_request_id: snapshot.request_id.clone(),
                 read_at: snapshot.at,
                 value_hash: format!("{:016x}", state.hash),
+                read_tool: (!snapshot.tool.is_empty()).then(|| snapshot.tool.clone()),
                 write_request_id: None,
                 read_before_write,
             };
@@ -192,6 +196,7 @@ impl Tracker<'_> {
             // as far as it shows (a field it leaves out is unknown, not absent).
             let seen = Seen {
                 request_id,
+                tool: self.tool,
                 at,
                 partial: true,
             };
@@ -208,7 +213,13 @@ impl Tracker<'_> {
                 outcome.confirmed = confirm(&pending, shows_empty, op);
                 outcome.took = Some(pending.write_request_id);
             }
-            outcome.remembered = self.memory.remember(key, request_id, at, body);
+            let seen = Seen {
+                request_id,
+                tool: self.tool,
+                at,
+                partial: false,
+            };
+            outcome.remembered = self.memory.remember_seen(key, seen, body);
         }
         outcome
     }
@@ -533,6 +544,7 @@ mod tests {
             memory: &memory,
             field_maps: &unmapped,
             api: "",
+            tool: None,
         };
         let mut findings = vec![omitted("graphicsElementIds"), omitted("password")];
         assert!(
@@ -556,6 +568,7 @@ mod tests {
             memory: &memory,
             field_maps: &mapped,
             api: "",
+            tool: None,
         };
         let at_risk = tracker.before_write(put, &key, t, &mut findings).at_risk;
         assert_eq!(at_risk.len(), 1);
@@ -675,6 +688,7 @@ mod tests {
             memory: &memory,
             field_maps: &maps,
             api: "",
+            tool: None,
         };
         let write = |body: &str| {
             let headers = vec![("content-type".to_string(), "application/json".to_string())];
@@ -774,6 +788,7 @@ mod tests {
             memory: &memory,
             field_maps: &maps,
             api: "",
+            tool: None,
         };
         let t = SystemTime::now();
         let list_key = key_of(&contract, "GET", "/c");
@@ -783,6 +798,7 @@ mod tests {
         let parsed = crate::json::parse(body.as_bytes()).unwrap();
         let seen = Seen {
             request_id: "l1",
+            tool: None,
             at: t,
             partial: true,
         };

@@ -28,6 +28,9 @@ struct SnapshotWire<'a> {
     /// as earlier releases wrote them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     p: bool,
+    /// The tool behind the request; absent for none, as earlier releases wrote them.
+    #[serde(default, borrow, skip_serializing_if = "str::is_empty")]
+    u: Cow<'a, str>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -38,6 +41,9 @@ struct PendingWire<'a> {
     w: Cow<'a, str>,
     /// Per field: read name, write name, the GET's request id, its time (ms), the value hash.
     f: Vec<(String, String, String, u64, String)>,
+    /// Per field, the GET's tool, where one is known; absent as earlier releases wrote them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    u: Vec<Option<String>>,
 }
 
 fn millis(at: SystemTime) -> u64 {
@@ -66,6 +72,7 @@ impl Snapshot {
                 .map(|f| (f.name_end, f.empty, f.hash))
                 .collect(),
             p: self.partial,
+            u: Cow::Borrowed(&self.tool),
         };
         serde_json::to_vec(&wire).unwrap_or_default()
     }
@@ -90,6 +97,7 @@ impl Snapshot {
         }
         Some(Snapshot {
             request_id: wire.r.into_owned(),
+            tool: wire.u.into_owned(),
             at: time(wire.t)?,
             partial: wire.p,
             names,
@@ -111,6 +119,12 @@ impl Pending {
                     (read.clone(), write.clone(), id, at, e.value_hash.clone())
                 })
                 .collect(),
+            u: match self.fields.iter().any(|(_, _, e)| e.read_tool.is_some()) {
+                true => (self.fields.iter())
+                    .map(|(_, _, e)| e.read_tool.clone())
+                    .collect(),
+                false => Vec::new(),
+            },
         };
         serde_json::to_vec(&wire).unwrap_or_default()
     }
@@ -121,6 +135,7 @@ impl Pending {
         if wire.f.len() > MAX_FIELDS {
             return None;
         }
+        let mut tools = wire.u.into_iter();
         let fields = wire
             .f
             .into_iter()
@@ -129,6 +144,7 @@ impl Pending {
                     read_request_id,
                     read_at: time(at)?,
                     value_hash,
+                    read_tool: tools.next().flatten(),
                     write_request_id: None,
                     read_before_write: false,
                 };
@@ -178,12 +194,22 @@ mod tests {
             path: "getChannel:7".into(),
             scope: 9,
         };
-        let snapshot = m.remember(&key, "g1", at, &body).unwrap();
+        let seen = crate::memory::Seen {
+            request_id: "g1",
+            tool: Some("get_channel"),
+            at,
+            partial: false,
+        };
+        let snapshot = m.remember_seen(&key, seen, &body).unwrap();
         let bytes = snapshot.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(!text.contains("Retro"), "no value in {text}");
         let back = Snapshot::decode(&bytes).unwrap();
         assert_eq!((back.request_id.as_str(), back.at), ("g1", at));
+        assert_eq!(back.tool, "get_channel");
+        // What earlier releases wrote (no tool) still reads.
+        let old = Snapshot::decode(br#"{"r":"g","t":1,"n":"a","f":[[1,false,1]]}"#).unwrap();
+        assert_eq!(old.tool, "");
         let fields = |s: &Snapshot| -> Vec<(String, bool, u64)> {
             s.fields()
                 .map(|(n, f)| (n.to_string(), f.empty, f.hash))
@@ -195,6 +221,7 @@ mod tests {
             read_request_id: "g1".into(),
             read_at: at,
             value_hash: "00ff".into(),
+            read_tool: Some("get_channel".into()),
             write_request_id: None,
             read_before_write: false,
         };
@@ -209,6 +236,8 @@ mod tests {
             ("updateChannel", "w1")
         );
         assert_eq!(back.fields, pending.fields);
+        let old = br#"{"o":"op","w":"w1","f":[["a","a","g1",1,"00ff"]]}"#;
+        assert_eq!(Pending::decode(old).unwrap().fields[0].2.read_tool, None);
     }
 
     #[test]

@@ -101,6 +101,7 @@ fn decide(
         memory: &s.memory,
         field_maps: &s.settings.memory.field_map,
         api,
+        tool: None,
     };
     let at_risk = tracker.before_write_read(op, &fresh.snapshot, &mut ledger.findings);
     let outcome = if at_risk.is_empty() {

@@ -197,6 +197,7 @@ pub(super) async fn compare_with_last_get(
         memory: &s.memory,
         field_maps: &s.settings.memory.field_map,
         api,
+        tool: None,
     };
     // The memory's entries may come from another process: a panic here is a counted audit
     // error, and the write is still forwarded (observe) or decided on what is known.

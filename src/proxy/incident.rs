@@ -191,8 +191,10 @@ fn told(
     let fields: Vec<String> = (group.iter())
         .map(|f| f.field.trim_start_matches('/').to_string())
         .collect();
-    let read_tool = (kept.and_then(|k| k.read_tool.take())).map(|t| peer_text(&t));
     let evidence = first.and_then(|f| f.evidence.as_deref());
+    let read_tool = (kept.and_then(|k| k.read_tool.take()))
+        .or_else(|| evidence.and_then(|e| e.read_tool.clone()))
+        .map(|t| peer_text(&t));
     let write_op = (first.and_then(|f| f.operation.as_deref()))
         .and_then(|w| contract.operation(w))
         .unwrap_or(r.op);

@@ -387,6 +387,7 @@ impl Late {
             memory: &s.memory,
             field_maps: &s.settings.memory.field_map,
             api: self.api.label.name().unwrap_or_default(),
+            tool: (self.meta.tool.as_deref()).and_then(crate::mcp::calls::Attribution::known),
         };
         // The values first, then the snapshot that names their read: a write that finds the
         // snapshot finds its values too (a scripted GET then PUT is that quick).
@@ -458,6 +459,7 @@ impl Late {
         };
         let seen = crate::memory::Seen {
             request_id: self.request_id.as_str(),
+            tool: tracker.tool,
             at: SystemTime::now(),
             partial: true,
         };

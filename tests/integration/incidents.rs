@@ -234,6 +234,8 @@ async fn values_are_kept_only_when_asked_and_only_behind_the_admin_token() {
     let i = &found["incidents"][0];
     assert_eq!(i["id"], "p1");
     assert!(i.get("kept").is_none(), "{i:#}");
+    // The read's tool, from the memory's snapshot of it (no values kept).
+    assert_eq!(i["timeline"][0]["tool"], "get_channel", "{i:#}");
     // No admin token: the path's template, never the resource's ids.
     assert_eq!(i["path"], "/api/v1/channels/{id}", "{i:#}");
     assert!(!found.to_string().contains("[3,7]"), "{found}");

@@ -129,6 +129,7 @@ impl<'m> Replay<'m> {
                 memory,
                 field_maps,
                 api: "",
+                tool: None,
             },
             reported: ReportedOnce::default(),
             unaudited: BTreeMap::new(),

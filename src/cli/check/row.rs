@@ -130,6 +130,7 @@ mod tests {
             read_request_id: "r-1".into(),
             read_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_720_000_123),
             value_hash: "ab12".into(),
+            read_tool: None,
             write_request_id: None,
             read_before_write: false,
         }));
