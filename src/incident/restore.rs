@@ -61,11 +61,6 @@ impl Kept {
         };
         Kept { lost, restore }
     }
-
-    /// The JSON text of the values, for the ring's bound.
-    pub fn bytes(&self) -> usize {
-        serde_json::to_vec(self).map_or(0, |v| v.len())
-    }
 }
 
 fn set(mut body: Map<String, Value>, lost: &[Lost]) -> Map<String, Value> {

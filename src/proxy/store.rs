@@ -397,25 +397,33 @@ impl Store {
                 answer => answer,
             }
         };
-        let answer = tokio::time::timeout(self.deadline, read).await;
+        let answer = self.within_deadline("recall", read).await;
         self.recall_seconds.observe(started.elapsed().as_secs_f64());
-        match answer {
-            Ok(Ok(None)) => None,
-            Ok(Ok(Some(bytes))) => {
-                let snapshot = Snapshot::decode(&bytes);
-                if snapshot.is_none() {
-                    self.health.degrade(REFUSED);
-                    self.fallbacks.count("recall");
-                }
-                snapshot
-            }
+        let bytes = answer.flatten()?;
+        let snapshot = Snapshot::decode(&bytes);
+        if snapshot.is_none() {
+            self.health.degrade(REFUSED);
+            self.fallbacks.count("recall");
+        }
+        snapshot
+    }
+
+    /// `read`'s answer within the store's deadline; `None` when the store failed (marked as
+    /// such) or was late, each counted as a fallback of `op`.
+    async fn within_deadline<T>(
+        &self,
+        op: &'static str,
+        read: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Option<T> {
+        match tokio::time::timeout(self.deadline, read).await {
+            Ok(Ok(answer)) => Some(answer),
             Ok(Err(e)) => {
                 self.health.failed(&e);
-                self.fallbacks.count("recall");
+                self.fallbacks.count(op);
                 None
             }
             Err(_) => {
-                self.fallbacks.count("recall");
+                self.fallbacks.count(op);
                 None
             }
         }
@@ -455,24 +463,16 @@ impl Store {
         pipe.cmd("SMEMBERS").arg(self.names.erased(id));
         let mut conn = self.conn.clone();
         let read = pipe.query_async::<(Vec<String>, Vec<String>)>(&mut conn);
-        match tokio::time::timeout(self.deadline, read).await {
-            Ok(Ok((kept, erased))) if kept.is_empty() && erased.is_empty() => None,
-            Ok(Ok((kept, erased))) => Some(Lesson {
-                operation: operation.to_string(),
-                // Bounded as the local memory is, whatever the store holds.
-                kept: kept.into_iter().take(crate::memory::MAX_FIELDS).collect(),
-                erased: erased.into_iter().take(crate::memory::MAX_FIELDS).collect(),
-            }),
-            Ok(Err(e)) => {
-                self.health.failed(&e);
-                self.fallbacks.count("lessons");
-                None
-            }
-            Err(_) => {
-                self.fallbacks.count("lessons");
-                None
-            }
+        let (kept, erased) = self.within_deadline("lessons", read).await?;
+        if kept.is_empty() && erased.is_empty() {
+            return None;
         }
+        Some(Lesson {
+            operation: operation.to_string(),
+            // Bounded as the local memory is, whatever the store holds.
+            kept: kept.into_iter().take(crate::memory::MAX_FIELDS).collect(),
+            erased: erased.into_iter().take(crate::memory::MAX_FIELDS).collect(),
+        })
     }
 
     /// Queue a lesson for the store, so every replica's writes of the operation are judged by
@@ -506,18 +506,7 @@ impl Store {
         let mut get = redis::cmd("GET");
         get.arg(&name);
         let read = get.query_async::<Option<Vec<u8>>>(&mut conn);
-        match tokio::time::timeout(self.deadline, read).await {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => {
-                self.health.failed(&e);
-                self.fallbacks.count("values");
-                None
-            }
-            Err(_) => {
-                self.fallbacks.count("values");
-                None
-            }
-        }
+        self.within_deadline("values", read).await.flatten()
     }
 
     /// Queue one entry of the story of the incident of write `write_request_id` (and the

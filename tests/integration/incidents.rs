@@ -61,6 +61,18 @@ async fn stale_rename(dw: &super::sidecar::Running, headers: &[&str]) -> u16 {
     raw(dw.addr, &put).await.status
 }
 
+/// An incident's timeline as (what, request id), in order.
+fn story(incident: &Value) -> Vec<(&str, &str)> {
+    (incident["timeline"].as_array().unwrap().iter())
+        .map(|s| {
+            (
+                s["what"].as_str().unwrap(),
+                s["request_id"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
 async fn incidents(admin: SocketAddr, query: &str, token: Option<&str>) -> RawResponse {
     let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
     let ask =
@@ -113,16 +125,8 @@ async fn a_stale_agents_clear_is_one_incident_whose_restore_gives_the_value_back
     assert_eq!(i["fields"], json!(["graphicsElementIds"]));
     assert_eq!(i["tool"], "update_channel");
     assert_eq!(i["operation"], "updateChannel");
-    let story: Vec<(&str, &str)> = (i["timeline"].as_array().unwrap().iter())
-        .map(|s| {
-            (
-                s["what"].as_str().unwrap(),
-                s["request_id"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        story,
+        story(i),
         [("read", "g1"), ("write", "p1"), ("answer", "p1")],
         "{i:#}"
     );
@@ -294,16 +298,8 @@ async fn across_replicas_the_read_here_and_the_write_there_are_one_incident_seal
         (i["id"].as_str(), i["path"].as_str()),
         (Some("p1"), Some(path))
     );
-    let story: Vec<(&str, &str)> = (i["timeline"].as_array().unwrap().iter())
-        .map(|s| {
-            (
-                s["what"].as_str().unwrap(),
-                s["request_id"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        story,
+        story(i),
         [("read", "g1"), ("write", "p1"), ("answer", "p1")],
         "{i:#}"
     );
