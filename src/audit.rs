@@ -5,11 +5,13 @@ mod body;
 mod bounded;
 mod branches;
 pub(crate) mod coerce;
+mod credentials;
 mod members;
 mod params;
 mod response;
 mod suggest;
 
+pub use credentials::missing_credentials;
 pub use response::{ReportedOnce, audit_response};
 pub use suggest::did_you_mean;
 
@@ -222,6 +224,7 @@ fn check_operation(
     let mut findings = Findings::new(contract.max_findings);
     params::check(op, request, path_values, &mut findings);
     body::check(op, request, &mut findings);
+    credentials::check(op, request, &mut findings);
     for finding in findings.iter_mut() {
         finding.operation = Some(op.id.as_str().into());
     }

@@ -391,6 +391,9 @@ pub struct AuditConfig {
     /// endpoints; status and media type are checked on every response. Memory reads are
     /// never sampled.
     pub response_sample_rate: f64,
+    /// Say `missing_credentials` when a request carries no credential its operation's
+    /// `security` accepts; `false` where a gateway or mesh behind driftwatch adds them.
+    pub credentials: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -587,6 +590,7 @@ impl Default for AuditConfig {
             unknown_param_labels: 20,
             max_response_body: 1 << 20,
             response_sample_rate: 1.0,
+            credentials: true,
         }
     }
 }

@@ -32,7 +32,7 @@ pub use operation::{
 pub use resolve::deref;
 pub use response::{CompiledSchema, DeclaredResponse, ResponseMedia, Responses};
 pub use router::{RouteKey, Routed, normalize_template};
-pub use security::{Credential, Secrets};
+pub use security::{Credential, Scheme, Secrets, Security};
 pub use types::{FieldType, TypeSummary, summarize, union_branches};
 pub use views::ListOf;
 pub use warning::{LoadWarning, Skipped, count_by_reason};
@@ -83,6 +83,9 @@ pub struct ContractOptions {
     /// so what a peer's requests to distinct operations can make the sidecar hold is bounded.
     /// Past it, the oldest is let go and compiled again when next needed.
     pub max_compiled: usize,
+    /// Check that each request carries a credential its operation's `security` accepts
+    /// (`audit.credentials`, on by default): off where a gateway behind driftwatch adds them.
+    pub credentials: bool,
 }
 
 impl Default for ContractOptions {
@@ -96,6 +99,7 @@ impl Default for ContractOptions {
             max_ref_depth: DEFAULT_MAX_REF_DEPTH,
             lazy: false,
             max_compiled: DEFAULT_MAX_COMPILED,
+            credentials: true,
         }
     }
 }
@@ -111,6 +115,9 @@ pub struct Contract {
     warnings: Vec<LoadWarning>,
     /// The names the spec's apiKey credentials travel under, to keep their values out of logs.
     pub secrets: Secrets,
+    /// Some operation's `security` asks for a credential a request carries (a key, a token, a
+    /// password), whether or not `audit.credentials` checks it.
+    pub takes_credentials: bool,
     operations: Vec<Operation>,
     /// Operation id to index in `operations`.
     by_id: HashMap<String, usize>,

@@ -18,6 +18,9 @@ pub enum Kind {
     SlashInPathValue,
     UnknownQueryParam,
     MissingRequiredParam,
+    /// The request carries no credential that its operation's `security` accepts: the API
+    /// will refuse it.
+    MissingCredentials,
     ParamTypeMismatch,
     UnsupportedMediaType,
     InvalidJsonBody,
@@ -47,12 +50,13 @@ pub enum Kind {
 
 impl Kind {
     /// All kinds, so that tests and docs can pin the set by name.
-    pub const ALL: [Kind; 21] = [
+    pub const ALL: [Kind; 22] = [
         Kind::UnknownOperation,
         Kind::MethodNotAllowed,
         Kind::SlashInPathValue,
         Kind::UnknownQueryParam,
         Kind::MissingRequiredParam,
+        Kind::MissingCredentials,
         Kind::ParamTypeMismatch,
         Kind::UnsupportedMediaType,
         Kind::InvalidJsonBody,
@@ -79,6 +83,7 @@ impl Kind {
             Kind::SlashInPathValue => "slash_in_path_value",
             Kind::UnknownQueryParam => "unknown_query_param",
             Kind::MissingRequiredParam => "missing_required_param",
+            Kind::MissingCredentials => "missing_credentials",
             Kind::ParamTypeMismatch => "param_type_mismatch",
             Kind::UnsupportedMediaType => "unsupported_media_type",
             Kind::InvalidJsonBody => "invalid_json_body",

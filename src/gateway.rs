@@ -77,6 +77,7 @@ pub async fn run(settings: Settings, plan: Plan) -> anyhow::Result<()> {
     );
     // Unknown names in --enable are an error at start, not a silently smaller tool list.
     let tools = gateway.tools()?.len();
+    gateway.say_uncredentialed();
     tokio::spawn(gateway.clone().announce_changes());
     let mode = sidecar.apis[0].settings.policy.mode.as_str();
     let upstream = sidecar.settings.upstream()?.authority.clone();
@@ -248,6 +249,40 @@ impl Gateway {
 
     /// The tools of the spec in force, as `tools --generate` writes them; an enabled name the
     /// spec no longer has is left out with a warning (the spec is in force; the list is stale).
+    /// Once, at start: the served operations whose `security` no `--header` (nor the upstream
+    /// URL's `user:password@`) satisfies. Every call of their tools would be refused by the API
+    /// and is `missing_credentials` here.
+    fn say_uncredentialed(&self) {
+        let rev = self.shared.sidecar.revision();
+        let mut headers: Vec<(String, String)> = (self.shared.credentials.iter())
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let upstream = self.shared.sidecar.settings.upstream().ok();
+        if let Some(basic) = upstream.and_then(|u| u.basic.as_ref()) {
+            headers.push(("authorization".into(), basic.to_str().unwrap_or("").into()));
+        }
+        let call = crate::request::RequestView::new("GET", "/", &headers, None);
+        let contract = &rev.contract;
+        let served = |op: &&crate::contract::Operation| match &self.shared.enabled {
+            Some(names) => (names.iter()).any(|n| {
+                crate::catalog::find_operation(contract, n).is_some_and(|o| o.index == op.index)
+            }),
+            None => true,
+        };
+        let lacking: Vec<&str> = (contract.operations().iter().filter(served))
+            .filter(|op| crate::audit::missing_credentials(op, &call).is_some())
+            .map(|op| op.id.as_str())
+            .collect();
+        if let Some(first) = lacking.first() {
+            tracing::warn!(
+                operations = lacking.len(),
+                first,
+                "served tools' operations need a credential no --header gives: each call of \
+                 them is missing_credentials, and the API will refuse it (pass it with --header)"
+            );
+        }
+    }
+
     fn tools(&self) -> anyhow::Result<Arc<Vec<Tool>>> {
         let rev = self.shared.sidecar.revision();
         if let Some((hash, tools)) = &*self.shared.tools.lock().expect("tools")

@@ -665,6 +665,7 @@ fn spec_settings(
             max_ref_depth: c.spec.max_ref_depth,
             lazy: true,
             max_compiled: c.spec.max_compiled_schemas,
+            credentials: c.audit.credentials,
         },
         watch_interval: millis(c.spec.watch_interval_ms),
         load: LoadOptions {

@@ -87,6 +87,11 @@ pub async fn build(
 ) -> anyhow::Result<Sidecar> {
     let revisions = load_all(&settings, embedded).await?;
     say_traces(&settings.telemetry);
+    for (api, (revision, _)) in settings.apis.iter().zip(&revisions) {
+        if let Some(warning) = plain_credentials(api, revision) {
+            tracing::warn!("{warning}");
+        }
+    }
     Ok(Sidecar::new(
         settings,
         revisions,
@@ -105,6 +110,23 @@ fn say_traces(telemetry: &crate::settings::TelemetrySettings) {
         Some(export) => tracing::info!("traces exported to {export}"),
         None => tracing::info!("traces off: {}", telemetry.off),
     }
+}
+
+/// Said once at start and by `serve --check`: the spec's operations take credentials and the
+/// upstream is plain `http://` past loopback, so they cross the network in clear text.
+pub(crate) fn plain_credentials(
+    api: &crate::settings::ApiSettings,
+    revision: &Revision,
+) -> Option<String> {
+    let upstream = api.upstream.as_ref()?;
+    (revision.contract.takes_credentials && upstream.plain_beyond_loopback()).then(|| {
+        format!(
+            "the upstream http://{} is plain HTTP and the spec's operations take credentials: \
+             each request's key, token or password crosses the network in clear text \
+             (use https://, or a loopback upstream)",
+            upstream.authority
+        )
+    })
 }
 
 /// Every API's spec, in the order of `settings.apis`; an error names the API when there are

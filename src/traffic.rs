@@ -30,6 +30,9 @@ pub struct Exchange {
     /// The recording does not say what the body was (an access log): body findings are
     /// left out rather than guessed from an absent body.
     pub body_unknown: bool,
+    /// The recording kept no request headers (an access log, a JSON line without `headers`):
+    /// whether a credential was sent is unknown, so `missing_credentials` is left out.
+    pub credentials_unknown: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +109,7 @@ pub(crate) fn jsonl_exchange(index: usize, line: &Value) -> Result<Exchange, Str
         response,
         at,
         body_unknown: false,
+        credentials_unknown: line.get("headers").is_none_or(Value::is_null),
     })
 }
 
@@ -210,6 +214,7 @@ pub(crate) fn har_exchange(index: usize, entry: &Value) -> Result<Exchange, Stri
         response,
         at,
         body_unknown: false,
+        credentials_unknown: false,
     })
 }
 

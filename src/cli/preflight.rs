@@ -141,6 +141,9 @@ fn one_api(
             upstream.scheme, upstream.authority, upstream.prefix
         )?;
     }
+    if let Some(warning) = crate::start::plain_credentials(api, revision) {
+        writeln!(out, "  warning   {warning}")?;
+    }
     writeln!(out, "  mode      {}", mode_line(&api.policy, audit))?;
     let spec = &revision.spec;
     // `serve --check` does everything the lazy load leaves to later, before it answers.

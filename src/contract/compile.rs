@@ -44,6 +44,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         skipped_here: Vec::new(),
     };
     let (mut operations, router) = compile_paths(&compiler, options, &mut warnings);
+    let takes_credentials = credentials_checked(&mut operations, options.credentials);
     link_resources(doc, options, &mut operations);
     let base_paths = super::base::BasePaths::new(doc, options.base_path.as_deref());
     let mut by_id = std::collections::HashMap::new();
@@ -60,6 +61,7 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         openapi: spec.openapi.clone(),
         max_findings: options.max_findings.max(1),
         secrets: super::security::Secrets::of(doc),
+        takes_credentials,
         warnings: warnings.list,
         operations,
         by_id,
@@ -76,6 +78,15 @@ pub(super) fn compile(spec: &Spec, options: &ContractOptions) -> Result<Contract
         true => strict(spec, contract),
         false => Ok(contract),
     }
+}
+
+/// Whether some operation's `security` takes a credential; unless `check`, none is checked.
+fn credentials_checked(operations: &mut [Operation], check: bool) -> bool {
+    let takes = operations.iter().any(|op| op.security.is_some());
+    if !check {
+        operations.iter_mut().for_each(|op| op.security = None);
+    }
+    takes
 }
 
 /// Every operation of `paths`, each routed.
@@ -198,9 +209,7 @@ fn compile_operation(
         id_shared: false,
         method: upper,
         template: template.to_string(),
-        summary: (op.get("summary").or_else(|| op.get("description")))
-            .and_then(Value::as_str)
-            .map(|s| s.chars().take(300).collect()),
+        summary: summary(op),
         path_params: template_params(route),
         params,
         body,
@@ -221,12 +230,20 @@ fn compile_operation(
         read_hint: text(op, "x-driftwatch-read"),
         credentials: super::security::credentials(compiler.doc(), op),
         bearer: super::security::bearer(compiler.doc(), op),
+        security: super::security::security(compiler.doc(), op),
         open_query,
         alternates: Vec::new(),
         route_keys,
         skipped: std::mem::take(&mut warnings.skipped_here),
         skipped_all: OnceLock::new(),
     }
+}
+
+/// Its `summary`, else its `description`, cut to 300 characters.
+fn summary(op: &Value) -> Option<String> {
+    (op.get("summary").or_else(|| op.get("description")))
+        .and_then(Value::as_str)
+        .map(|s| s.chars().take(300).collect())
 }
 
 /// How the write `label` (`PUT /a/{id}`) is read, and why: as the config or the spec names it,

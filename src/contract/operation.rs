@@ -249,6 +249,9 @@ pub struct Operation {
     pub credentials: Vec<super::Credential>,
     /// Its effective `security` takes a bearer token in `Authorization`.
     pub bearer: bool,
+    /// What its effective `security` asks a request to carry, where that can be checked (and
+    /// `audit.credentials` is on): `missing_credentials` otherwise.
+    pub security: Option<super::Security>,
     /// A parameter of it was left out at load (no name or `in`): no query key is called unknown.
     pub open_query: bool,
     /// Operations declared on the same method and route (`/v1/{name}`, `/v1/{parent}`): a

@@ -16,6 +16,66 @@ pub struct Credential {
     pub name: String,
 }
 
+/// What one scheme of a security requirement asks a request to carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// `Authorization: Bearer …`: an HTTP bearer scheme, or OAuth 2 and OpenID Connect, whose
+    /// token may also travel as `access_token` in the query (RFC 6750 §2.3): `query`.
+    Bearer { query: bool },
+    /// `Authorization: <scheme> …` of another HTTP scheme (`basic`, `digest`), lowercase.
+    Http(String),
+    /// An apiKey, by name where the spec puts it.
+    ApiKey(Credential),
+}
+
+/// What an operation's effective `security` accepts: any one alternative, each needing every
+/// scheme it names. An operation without one (no `security`, `security: []`, an empty
+/// alternative `{}`, or a scheme a proxy cannot see or the spec does not declare) has none:
+/// it needs no credential that can be checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Security {
+    pub alternatives: Vec<Vec<Scheme>>,
+}
+
+/// The security `op` needs, if any can be checked: see [`Security`].
+pub(super) fn security(doc: &Value, op: &Value) -> Option<Security> {
+    let requirements = op
+        .get("security")
+        .or_else(|| doc.get("security"))?
+        .as_array()?;
+    let mut alternatives = Vec::with_capacity(requirements.len());
+    for requirement in requirements {
+        let names = requirement.as_object()?;
+        let schemes: Option<Vec<Scheme>> = names
+            .keys()
+            .map(|name| {
+                schemes(doc)
+                    .find(|(n, _)| *n == name)
+                    .and_then(|(_, s)| scheme(doc, s))
+            })
+            .collect();
+        match schemes? {
+            empty if empty.is_empty() => return None,
+            schemes => alternatives.push(schemes),
+        }
+    }
+    (!alternatives.is_empty()).then_some(Security { alternatives })
+}
+
+/// One declared scheme, or `None` where a proxy cannot check it (`mutualTLS`, an unknown type).
+fn scheme(doc: &Value, declared: &Value) -> Option<Scheme> {
+    let declared = deref(doc, declared);
+    match declared.get("type").and_then(Value::as_str)? {
+        "apiKey" => api_key(doc, declared).map(Scheme::ApiKey),
+        "oauth2" | "openIdConnect" => Some(Scheme::Bearer { query: true }),
+        "http" => match declared.get("scheme").and_then(Value::as_str)? {
+            s if s.eq_ignore_ascii_case("bearer") => Some(Scheme::Bearer { query: false }),
+            s => Some(Scheme::Http(s.to_ascii_lowercase())),
+        },
+        _ => None,
+    }
+}
+
 /// The names under which the spec's apiKey credentials travel, to redact wherever a request is
 /// written down.
 #[derive(Clone, Debug, Default)]

@@ -56,11 +56,17 @@ impl Pending {
 }
 
 /// Header lookup for the audit over hyper's header map.
-struct HeaderView<'a>(&'a http::HeaderMap);
+/// The request's headers as the API will get them: a request without `Authorization` is sent
+/// the upstream URL's `user:password@` as Basic, so the audit sees it carried.
+struct HeaderView<'a>(&'a http::HeaderMap, Option<&'a http::HeaderValue>);
 
 impl Headers for HeaderView<'_> {
     fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).and_then(|v| v.to_str().ok())
+        let value = match (self.0.get(name), name) {
+            (None, "authorization") => self.1,
+            (value, _) => value,
+        };
+        value.and_then(|v| v.to_str().ok())
     }
 }
 
@@ -246,7 +252,8 @@ fn audit_request<'c>(
     parts: &Parts,
     body: Option<&[u8]>,
 ) -> Option<Audited<'c>> {
-    let headers = HeaderView(&parts.headers);
+    let upstream = s.apis[api].settings.upstream.as_ref();
+    let headers = HeaderView(&parts.headers, upstream.and_then(|u| u.basic.as_ref()));
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let body = body.filter(|b| !b.is_empty());
     let view = RequestView::new(parts.method.as_str(), path_and_query, &headers, body);

@@ -229,9 +229,12 @@ fn late_work(
 }
 
 /// `upstream_rejected`: the API refused a request that had findings, so those findings are
-/// the likely cause; the message names the first.
+/// the likely cause; the message names the first, or for a 401 or 403 the missing credential.
 fn rejected(status: StatusCode, findings: &[Finding]) -> Finding {
-    let first = &findings[0];
+    let refused_entry = matches!(status.as_u16(), 401 | 403);
+    let first = (findings.iter())
+        .find(|f| refused_entry && f.kind == Kind::MissingCredentials)
+        .unwrap_or(&findings[0]);
     Finding::new(Kind::UpstreamRejected, first.location, first.field.clone())
         .observed(status.as_u16().to_string())
         .message(format!(

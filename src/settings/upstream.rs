@@ -79,6 +79,17 @@ pub fn shown(url: &str) -> String {
 }
 
 impl Upstream {
+    /// Plain `http://` to a host past loopback: what a request carries crosses the network in
+    /// clear text.
+    pub fn plain_beyond_loopback(&self) -> bool {
+        let host = self.authority.host().trim_matches(['[', ']']);
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        self.scheme != Scheme::HTTPS && !loopback
+    }
+
     pub fn parse(url: &str) -> Result<Upstream, UpstreamUrlError> {
         let uri: Uri = url
             .parse()

@@ -56,6 +56,7 @@ pub(crate) fn json_log(index: usize, line: &Value) -> Option<Result<Exchange, St
         url: target,
         headers,
         body_unknown: body.is_none(),
+        credentials_unknown: true,
         body,
         response: status
             .and_then(|s| u16::try_from(s).ok())
@@ -114,6 +115,7 @@ pub(crate) fn combined(index: usize, line: &str) -> Result<Exchange, String> {
         headers,
         body: None,
         body_unknown: true,
+        credentials_unknown: true,
         response: Some(RecordedResponse {
             status,
             headers: Vec::new(),

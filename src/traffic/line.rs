@@ -80,6 +80,7 @@ pub(super) fn exchange(index: usize, line: &[u8]) -> Option<Exchange> {
         response,
         at: line.time.as_deref().and_then(time_of),
         body_unknown: false,
+        credentials_unknown: line.headers.is_none(),
     })
 }
 

@@ -77,9 +77,13 @@ fn an_api_key_is_a_declared_input_where_security_allows_it() {
         errors(&c, "GET", "/b?api_key=s3cret", &[]),
         ["b unknown_query_param api_key"]
     );
+    // Not a key `c` takes, and not the credential it does.
     assert_eq!(
         errors(&c, "GET", "/c?api_key=s3cret", &[]),
-        ["c unknown_query_param api_key"]
+        [
+            "c unknown_query_param api_key",
+            "c missing_credentials x-token"
+        ]
     );
 }
 

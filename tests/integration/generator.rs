@@ -157,6 +157,7 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
             _ => unreachable!(),
         }
     }
+    credentials(doc, op, &mut query, &mut headers, &mut cookies);
     if !cookies.is_empty() {
         headers.push(("Cookie".into(), cookies.join("; ")));
     }
@@ -172,6 +173,49 @@ pub fn build(doc: &Value, template: &str, method: &str, item: &Value, op: &Value
         headers,
         body,
         opaque_body,
+    }
+}
+
+/// The credentials of the first alternative of the operation's effective `security` (its
+/// own, else the document's), as a client configured for the API sends them; a key a
+/// parameter already sends is not sent twice.
+fn credentials(
+    doc: &Value,
+    op: &Value,
+    query: &mut Vec<String>,
+    headers: &mut Vec<(String, String)>,
+    cookies: &mut Vec<String>,
+) {
+    let security = op.get("security").or_else(|| doc.get("security"));
+    let first = security.and_then(|s| s.get(0)).and_then(Value::as_object);
+    let schemes = doc.pointer("/components/securitySchemes");
+    for name in first.into_iter().flat_map(|r| r.keys()) {
+        let Some(scheme) = schemes.and_then(|s| s.get(name)).map(|s| deref(doc, s)) else {
+            continue;
+        };
+        let key = scheme["name"].as_str().unwrap_or("");
+        let authorization = |value: String| ("Authorization".to_string(), value);
+        let has_header =
+            |hs: &Vec<(String, String)>, n: &str| hs.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
+        match (scheme["type"].as_str(), scheme["in"].as_str()) {
+            (Some("apiKey"), Some("header")) if !has_header(headers, key) => {
+                headers.push((key.into(), "gen-key".into()))
+            }
+            (Some("apiKey"), Some("query"))
+                if !query.iter().any(|q| q.split('=').next() == Some(&enc(key))) =>
+            {
+                query.push(format!("{}=gen-key", enc(key)))
+            }
+            (Some("apiKey"), Some("cookie")) => cookies.push(format!("{key}=gen-key")),
+            (Some("oauth2" | "openIdConnect"), _) if !has_header(headers, "authorization") => {
+                headers.push(authorization("Bearer gen-token".into()))
+            }
+            (Some("http"), _) if !has_header(headers, "authorization") => {
+                let http = scheme["scheme"].as_str().unwrap_or("bearer");
+                headers.push(authorization(format!("{http} gen-credential")))
+            }
+            _ => {}
+        }
     }
 }
 

@@ -124,6 +124,13 @@ fn twins() -> Vec<Twin> {
             field: "customerId",
         },
         Twin {
+            kind: Kind::MissingCredentials,
+            spec: "notes",
+            bad: req("GET", "/v1/notes?limit=3").header("Authorization", "Basic dTpw"),
+            good: req("GET", "/v1/notes?limit=3").header("Authorization", "Bearer t0k"),
+            field: "authorization",
+        },
+        Twin {
             kind: Kind::ParamTypeMismatch,
             spec: "channels",
             bad: req("GET", "/api/v1/playouts?pageSize=fifty"),
@@ -204,13 +211,14 @@ fn twins() -> Vec<Twin> {
 fn every_kind_has_a_producing_request_and_a_clean_twin() {
     let channels = contract(&example("channels.openapi.yaml"));
     let billing = contract(&example("billing.openapi.yaml"));
+    let notes = contract(&example("notes.openapi.yaml"));
     let mut problems = Vec::new();
     let mut covered = BTreeSet::new();
     for twin in twins() {
-        let contract = if twin.spec == "channels" {
-            &channels
-        } else {
-            &billing
+        let contract = match twin.spec {
+            "channels" => &channels,
+            "notes" => &notes,
+            _ => &billing,
         };
         let bad = twin.bad.audit(contract);
         let good = twin.good.audit(contract);
@@ -326,10 +334,18 @@ fn a_required_token_is_carried_by_a_bearer_authorization() {
         let bearer = req(method, target).header("Authorization", "Bearer xoxb-1");
         assert_eq!(bearer.audit(&slack), [], "{method} {target}");
         let bare = req(method, target).audit(&slack);
-        assert_eq!(bare.len(), 1, "{bare:?}");
+        let bare: Vec<_> = bare.iter().map(|f| (f.kind, f.field.as_str())).collect();
         assert_eq!(
-            (bare[0].kind, bare[0].field.as_str()),
-            (Kind::MissingRequiredParam, "token")
+            bare,
+            [
+                (Kind::MissingRequiredParam, "token"),
+                (Kind::MissingCredentials, "authorization")
+            ]
         );
     }
+    // The token sent as the parameter the spec declares is the credential too.
+    let in_query = req("GET", "/users.profile.get?token=xoxb-1");
+    assert_eq!(in_query.audit(&slack), []);
+    let in_header = req("POST", "/chat.postMessage").header("token", "xoxb-1");
+    assert_eq!(in_header.audit(&slack), []);
 }

@@ -461,6 +461,46 @@ fn the_client_config_snippets_reach_the_gateway_they_describe() {
 
 /// `--header`: the operator's credential reaches the API on every call, from a file, and the
 /// model cannot pass one (it is no tool argument); an inline value is refused at start.
+/// Issue 69: a gateway whose `--header`s give no credential its served operations' security
+/// accepts says so at start, naming how many and the first; the bearer token given, only the
+/// Basic-only export is left.
+#[test]
+fn a_gateway_started_without_the_credential_its_operations_need_says_so() {
+    let dir = temp_dir("uncredentialed");
+    let nowhere: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let spec = example("notes.openapi.yaml");
+    let token = dir.join("token");
+    std::fs::write(&token, "Bearer s3cret\n").unwrap();
+    let header = format!("Authorization=file:{}", token.display());
+    let said = |more: &[&str]| {
+        let gw = gateway_with(&dir, &spec, nowhere, None, "observe", more);
+        drop(gw);
+        let log = std::fs::read_to_string(dir.join("gateway.log")).unwrap();
+        let line = log.lines().find(|l| l.contains("no --header gives"));
+        line.map(|l| serde_json::from_str::<Value>(l).unwrap())
+    };
+    let bare = said(&[]).expect("said without a header");
+    assert_eq!(
+        (&bare["operations"], &bare["first"]),
+        (&json!(4), &json!("listNotes"))
+    );
+    let bearer = said(&["--header", &header]).expect("said for the export");
+    assert_eq!(
+        (&bearer["operations"], &bearer["first"]),
+        (&json!(1), &json!("exportNotes"))
+    );
+    assert!(
+        !std::fs::read_to_string(dir.join("gateway.log"))
+            .unwrap()
+            .contains("s3cret")
+    );
+    let enabled = ["getStatus"];
+    let public = gateway_with(&dir, &spec, nowhere, Some(&enabled), "observe", &[]);
+    drop(public);
+    let log = std::fs::read_to_string(dir.join("gateway.log")).unwrap();
+    assert!(!log.contains("no --header gives"), "{log}");
+}
+
 #[test]
 fn credentials_come_from_a_file_the_operator_names_never_from_the_model() {
     let runtime = tokio::runtime::Runtime::new().unwrap();

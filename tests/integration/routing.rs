@@ -142,7 +142,9 @@ async fn outside_the_base_path_enforce_forwards_and_under_it_still_refuses() {
     }))
     .await;
     let get = |target: &str| {
-        format!("GET {target} HTTP/1.1\r\nhost: petstore.swagger.io\r\nconnection: close\r\n\r\n")
+        format!(
+            "GET {target} HTTP/1.1\r\nhost: petstore.swagger.io\r\napi_key: k\r\nconnection: close\r\n\r\n"
+        )
     };
     let unknown = raw(dw.addr, get("/v2/pets/7").as_bytes()).await;
     let body = String::from_utf8_lossy(&unknown.body).into_owned();
@@ -186,7 +188,10 @@ fn a_paths_alternatives_by_fragment_each_audit_the_body_they_declare() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specs/box.com.json.gz");
     let c = contract(&path);
     let put = |target: &str, body: &str| {
-        let headers = vec![("content-type".to_string(), "application/json".to_string())];
+        let headers = vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("authorization".to_string(), "Bearer t".to_string()),
+        ];
         let a = audit(
             &c,
             &RequestView::new("PUT", target, &headers, Some(body.as_bytes())),

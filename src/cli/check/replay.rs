@@ -60,10 +60,7 @@ fn audit_one<'c>(
         exchange.body.as_deref(),
     );
     let mut audited = audit(contract, &request);
-    if exchange.body_unknown {
-        // An access log says nothing of the body: an absent one is no finding.
-        audited.findings.retain(|f| !f.is_about_the_body());
-    }
+    audited.findings.retain(|f| recorded(exchange, f));
     let credential = Headers::get(
         exchange.headers.as_slice(),
         settings.memory.scope_header.as_str(),
@@ -104,6 +101,16 @@ fn audit_one<'c>(
         body,
         path,
     }
+}
+
+/// Whether the recording shows what `finding` is about: an access log says nothing of the
+/// body (an absent one is no finding), and a recording without request headers nothing of
+/// the credentials sent.
+fn recorded(exchange: &Exchange, finding: &Finding) -> bool {
+    let body = exchange.body_unknown && finding.is_about_the_body();
+    let credentials =
+        exchange.credentials_unknown && finding.kind == crate::finding::Kind::MissingCredentials;
+    !(body || credentials)
 }
 
 /// The sequential step's state: one recording's memory, what was said once, what went
