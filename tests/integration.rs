@@ -10,6 +10,7 @@ mod integration {
     pub mod ci_formats;
     pub mod cli;
     pub mod conventions;
+    pub mod coverage;
     pub mod demo;
     pub mod deploy;
     pub mod diffs;
