@@ -104,5 +104,51 @@ fn load(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, audit, load);
+/// What `/coverage` adds per request: the count, and the inputs read while some are unseen.
+fn coverage(c: &mut Criterion) {
+    use driftwatch::contract::Route;
+    use driftwatch::coverage::Coverage;
+    let channels = channels();
+    let json = json_headers();
+    let put = RequestView::new("PUT", "/api/v1/channels/7", &json, Some(CHANNEL.as_bytes()));
+    let Route::Found { operation: op, .. } = channels.route("PUT", put.path) else {
+        panic!("updateChannel not routed");
+    };
+    // A property the body never sends keeps the body read on every request: the worst case.
+    let unseen = Coverage::new(&channels);
+    let without = CHANNEL.replace(r#","graphicsElementIds":[3,7]"#, "");
+    let partial = RequestView::new("PUT", "/api/v1/channels/7", &json, Some(without.as_bytes()));
+    c.bench_function(
+        "coverage PUT channels, 30-property body, one never sent",
+        |b| b.iter(|| unseen.request(op, black_box(&partial))),
+    );
+    // Every property seen once: later requests are counted only.
+    let seen = Coverage::new(&channels);
+    seen.request(op, &put);
+    c.bench_function("coverage PUT channels, every input seen", |b| {
+        b.iter(|| {
+            seen.request(op, black_box(&put));
+            seen.response(op, 200);
+        })
+    });
+    let github = contract(&shared("github/api.github.com.json.gz"));
+    let headers: Vec<(String, String)> =
+        vec![("accept".into(), "application/vnd.github+json".into())];
+    let target =
+        "/repos/octo/hello/issues?state=open&labels=bug,ui&sort=created&direction=desc&per_page=30";
+    let get = RequestView::new("GET", target, &headers, None);
+    let Route::Found { operation: op, .. } = github.route("GET", get.path) else {
+        panic!("issues not routed");
+    };
+    let cov = Coverage::new(&github);
+    c.bench_function("coverage GET github issues, 5 of its query params", |b| {
+        b.iter(|| {
+            cov.request(op, black_box(&get));
+            cov.response(op, 200);
+            cov.tool(op, "list_issues");
+        })
+    });
+}
+
+criterion_group!(benches, audit, load, coverage);
 criterion_main!(benches);

@@ -1,6 +1,6 @@
 //! The admin listener, separate from the proxy port: `/metrics` for Prometheus, `/healthz` and
-//! `/readyz` for the orchestrator, `/findings`, `/incidents`, `/spec` and `/spec/diff` for the
-//! operator, and `POST /spec/reload`, the one request here that changes what the proxy does.
+//! `/readyz` for the orchestrator, `/findings`, `/coverage`, `/incidents`, `/spec` and
+//! `/spec/diff` for the operator, and `POST /spec/reload`, the one request here that changes what the proxy does.
 //! It sees the proxy only through a narrow handle ([`Admin`]): the shared sinks, the readiness flag, and
 //! [`Revisions`] to read the spec in force and ask for a reload. With `admin.token_file` set,
 //! what shows traffic or the spec, and the reload, need the bearer token; what Prometheus and
@@ -89,8 +89,9 @@ impl std::fmt::Debug for Token {
 }
 
 /// Routes that show traffic or the spec, or change what the proxy does.
-const GUARDED: [&str; 7] = [
+const GUARDED: [&str; 8] = [
     "/findings",
+    "/coverage",
     "/incidents",
     "/spec",
     "/spec/diff",
@@ -152,12 +153,13 @@ async fn answer(
         ),
         "/spec/diff" => spec_diff(&s),
         "/findings" => findings(&s, query),
+        "/coverage" => coverage(&s, query),
         "/incidents" => incidents(&s, query).await,
         "/tools/map" | "/tools/check" if let Some(view) = &s.tools => tools(view.as_ref(), path, query),
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: try /metrics, /healthz, /readyz, /findings, /incidents, /spec, /spec/diff, POST /spec/reload\n".into(),
+            "not found: try /metrics, /healthz, /readyz, /findings, /coverage, /incidents, /spec, /spec/diff, POST /spec/reload\n".into(),
         ),
     };
     Ok(reply)
@@ -190,6 +192,35 @@ fn findings(s: &Admin, query: &str) -> Response<Full<Bytes>> {
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         Err(e) => respond(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n")),
+    }
+}
+
+/// `/coverage[?api=NAME]`: what the traffic exercised of the spec in force (the first API's
+/// unless named), in the shape of `check --coverage --format json`'s `coverage` object.
+fn coverage(s: &Admin, query: &str) -> Response<Full<Bytes>> {
+    let all = s.revisions.all();
+    let wanted = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "api");
+    let found = match &wanted {
+        None => all.first(),
+        Some((_, name)) => all
+            .iter()
+            .find(|(n, _)| n.as_deref() == Some(name.as_ref())),
+    };
+    let Some((_, rev)) = found else {
+        let why = format!(
+            "no API named {:?}\n",
+            wanted.map(|(_, v)| v).unwrap_or_default()
+        );
+        return respond(StatusCode::NOT_FOUND, "text/plain", why);
+    };
+    let report = rev.coverage.report(&rev.contract, &rev.spec.revision);
+    match serde_json::to_string(&report) {
+        Ok(body) => respond(StatusCode::OK, "application/json", body),
+        Err(e) => respond(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            format!("{e}\n"),
+        ),
     }
 }
 

@@ -11,6 +11,8 @@
 //!   [`json`]: the one parse of every body the audit reads.
 //! - [`audit`]: check one request, or its response, against the contract and return findings.
 //! - [`finding`]: what the audit reports, with stable kind names.
+//! - [`coverage`]: what the traffic exercised of the contract (operations, parameters, body
+//!   properties, responses, and each tool's operations), for `check --coverage` and `/coverage`.
 //! - [`diff`]: what changed between two revisions of a spec, and what it does to clients.
 //! - [`catalog`]: an MCP tool catalog against the spec: every tool's fields, exactly.
 //! - [`mcp`]: a tool call made into the request its operation describes (the MCP gateway);
@@ -51,6 +53,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod coverage;
 pub mod demo;
 pub mod diff;
 pub mod encoding;

@@ -32,6 +32,9 @@ pub struct Revision {
     /// The revision this one replaced, and what changed (empty for the first).
     pub previous: Option<String>,
     pub changes: Vec<Change>,
+    /// What the traffic exercised of this revision's operations (`/coverage`): a reload
+    /// starts a new one, as its operations may differ.
+    pub coverage: crate::coverage::Coverage,
 }
 
 impl Revision {
@@ -57,6 +60,7 @@ impl Revision {
     pub fn compile(spec: &Spec, options: &ContractOptions) -> Result<Revision, SpecError> {
         let contract = Contract::compile(spec, options)?;
         Ok(Revision {
+            coverage: crate::coverage::Coverage::new(&contract),
             spec: SpecInfo {
                 revision: spec.revision.clone(),
                 openapi: spec.openapi.clone(),

@@ -11,6 +11,7 @@ mod integration {
     pub mod cli;
     pub mod conventions;
     pub mod credentials;
+    pub mod coverage;
     pub mod demo;
     pub mod deploy;
     pub mod diffs;

@@ -13,6 +13,7 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{ConfigError, Layers};
 use crate::contract::Contract;
+use crate::coverage::Coverage;
 use crate::finding::Severity;
 use crate::memory::Memory;
 use crate::settings::Settings;
@@ -61,6 +62,12 @@ pub struct CheckArgs {
     /// action, ...) and why: what the replace findings rest on.
     #[arg(long)]
     writes: bool,
+    /// After the findings, what the traffic exercised of the spec: per operation its
+    /// requests, and the parameters, body properties and responses it declares that were
+    /// never seen; the operations never requested; each tool's operations (a `coverage` object
+    /// with `--format json`; `text` and `json` only).
+    #[arg(long)]
+    coverage: bool,
     /// Threads auditing in parallel (default: one per core); the findings are the same for
     /// any number.
     #[arg(long)]
@@ -145,6 +152,8 @@ fn compiled(args: &CheckArgs, settings: &Settings) -> anyhow::Result<(Contract, 
 struct Pipeline<'a> {
     contract: &'a Contract,
     settings: &'a Settings,
+    /// What the traffic exercised, with `--coverage`.
+    coverage: Option<&'a Coverage>,
     /// The pool's threads; 0: one per core.
     threads: usize,
     bar: Option<&'a (indicatif::ProgressBar, Progress)>,
@@ -162,7 +171,7 @@ impl Pipeline<'_> {
             .thread_name(|n| format!("driftwatch-check-{n}"))
             .build()?;
         let (contract, settings) = (self.contract, self.settings);
-        let hash_key = replay.tracker.memory.hash_key;
+        let shared = (replay.tracker.memory.hash_key, self.coverage);
         std::thread::scope(|scope| -> anyhow::Result<()> {
             let (tx, audited_chunks) = std::sync::mpsc::sync_channel(2);
             scope.spawn(move || {
@@ -176,7 +185,7 @@ impl Pipeline<'_> {
                         }
                     }
                     let audited =
-                        pool.install(|| audit_all(contract, settings, hash_key, &exchanges));
+                        pool.install(|| audit_all(contract, settings, shared, &exchanges));
                     if tx.send((problems, exchanges, audited)).is_err() {
                         return;
                     }
@@ -211,9 +220,36 @@ fn progress_bar(progress: Option<Progress>) -> Option<(indicatif::ProgressBar, P
     Some((bar, progress))
 }
 
+/// `--coverage` is said as text or in the JSON document; the other formats are each a
+/// format someone else reads (one finding a line, SARIF, JUnit, workflow commands).
+fn coverage_for(args: &CheckArgs, contract: &Contract) -> anyhow::Result<Option<Coverage>> {
+    if !args.coverage {
+        return Ok(None);
+    }
+    if !matches!(args.format, Output::Text | Output::Json) {
+        anyhow::bail!(
+            "--coverage is written with --format text or json, not with the other formats"
+        );
+    }
+    Ok(Some(Coverage::new(contract)))
+}
+
+/// A recording of which no exchange could be read is an error, naming its first problem.
+fn none_read(args: &CheckArgs, report: &Report<'_>) -> anyhow::Result<()> {
+    if report.exchanges() == 0
+        && let Some(first) = report.first_problem()
+    {
+        let traffic = args.traffic.display();
+        let first = &first.reason;
+        anyhow::bail!("{traffic}: no exchange could be read (first problem: {first})");
+    }
+    Ok(())
+}
+
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
     let (contract, revision) = compiled(args, &settings)?;
+    let coverage = coverage_for(args, &contract)?;
     if args.writes {
         super::writes::list(&contract, &mut std::io::stderr().lock())?;
     }
@@ -231,6 +267,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let pipeline = Pipeline {
         contract: &contract,
         settings: &settings,
+        coverage: coverage.as_ref(),
         threads: args.jobs.unwrap_or(0),
         bar: bar.as_ref(),
     };
@@ -238,13 +275,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some((bar, _)) = bar {
         bar.finish_and_clear();
     }
-    if report.exchanges() == 0
-        && let Some(first) = report.first_problem()
-    {
-        let traffic = args.traffic.display();
-        let first = &first.reason;
-        anyhow::bail!("{traffic}: no exchange could be read (first problem: {first})");
-    }
+    none_read(args, &report)?;
     let fail_on = args.fail_on.threshold();
     let failed = fail_on
         .zip(report.worst())
@@ -262,6 +293,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         },
         spec: &args.spec,
         fail_on,
+        coverage: coverage.map(|c| c.report(&contract, &revision)),
     })?;
     out.flush()?;
     Ok(if failed {

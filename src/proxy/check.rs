@@ -94,6 +94,7 @@ pub(super) fn check<'c>(
         return Pending::default();
     };
     let (operation, ref findings, _, truncated) = audited;
+    exercised(rev, parts, body, operation);
     watch_routing(s, &ledger.api, rev, parts, operation.is_some(), findings);
     if truncated {
         s.sinks.metrics.limit_hit("findings_per_request");
@@ -114,6 +115,19 @@ pub(super) fn check<'c>(
         }
     }
     record(s, rev, parts, read, ledger, audited)
+}
+
+/// What the request exercised of the spec in force (`/coverage`): its operation, or that it
+/// routed nowhere. Counted here, once per request (a repaired write's second audit is not).
+fn exercised(rev: &Revision, parts: &Parts, body: Option<&[u8]>, op: Option<&Operation>) {
+    let Some(op) = op else {
+        return rev.coverage.unrouted();
+    };
+    let headers = HeaderView(&parts.headers);
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let body = body.filter(|b| !b.is_empty());
+    let view = RequestView::new(parts.method.as_str(), target, &headers, body);
+    rev.coverage.request(op, &view);
 }
 
 /// The completed body of a repaired write, audited again: its findings replace the write's.

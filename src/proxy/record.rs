@@ -219,6 +219,7 @@ impl<'c> Ledger<'c> {
             response.headers_mut().insert(name.clone(), id);
         }
         self.count(s, op_id, (outcome, response.status()), &kinds);
+        self.exercised(rev, outcome, response.status());
         let actions: Vec<&'static str> = (self.findings.iter())
             .map(|f| self.done(outcome, response.status(), f))
             .collect();
@@ -312,6 +313,20 @@ impl<'c> Ledger<'c> {
             s.sinks.metrics.finding(api, op_id, f, exemplar.as_ref());
         }
         s.sinks.tools.findings(self.tool.as_deref(), &self.findings);
+    }
+
+    /// The API's answer, and the tool that made the request, in what the traffic exercised
+    /// (`/coverage`). An answer driftwatch made (a refusal, a fault) is not the API's.
+    fn exercised(&self, rev: &Revision, outcome: Outcome, status: StatusCode) {
+        let Some(op) = self.operation else {
+            return;
+        };
+        if outcome == Outcome::Forwarded {
+            rev.coverage.response(op, status.as_u16());
+        }
+        if let Some(tool) = self.tool.as_deref().and_then(Attribution::known) {
+            rev.coverage.tool(op, tool);
+        }
     }
 
     /// A refused request's tool call is told, for its answer to say why (`wrap`); so is a

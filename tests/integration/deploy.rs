@@ -204,6 +204,7 @@ async fn the_admin_token_guards_findings_spec_and_reload_and_leaves_metrics_open
     };
     for (method, path) in [
         ("GET", "/findings"),
+        ("GET", "/coverage"),
         ("GET", "/spec"),
         ("GET", "/spec/diff"),
         ("POST", "/spec/reload"),

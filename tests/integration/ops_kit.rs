@@ -292,6 +292,7 @@ fn the_dashboard_has_grafanas_shape_and_a_datasource_variable() {
         "Audit overhead",
         "Spec revision in force",
         "Spec operations and reloads",
+        "Operations by requests",
     ] {
         if !titles.contains(&wanted) {
             problems.push(format!("no panel `{wanted}`"));

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use crate::audit::{ReportedOnce, audit, audit_response};
 use crate::contract::{Contract, Operation};
+use crate::coverage::Coverage;
 use crate::finding::Finding;
 use crate::memory::{HashKey, Key, Snapshot};
 use crate::request::{Headers, RequestView};
@@ -38,13 +39,37 @@ pub struct Audited<'c> {
 pub fn audit_all<'c>(
     contract: &'c Contract,
     settings: &Settings,
-    hash_key: HashKey,
+    (hash_key, coverage): (HashKey, Option<&Coverage>),
     exchanges: &[Exchange],
 ) -> Vec<Audited<'c>> {
     exchanges
         .par_iter()
-        .map(|e| audit_one(contract, settings, hash_key, e))
+        .map(|e| {
+            let audited = audit_one(contract, settings, hash_key, e);
+            if let Some(coverage) = coverage {
+                exercised(coverage, settings, e, audited.op);
+            }
+            audited
+        })
         .collect()
+}
+
+/// What the exchange exercised of the spec (`--coverage`), as the sidecar counts it: the
+/// request, the recorded answer, and the tool named in `events.tool_header`.
+fn exercised(coverage: &Coverage, settings: &Settings, e: &Exchange, op: Option<&Operation>) {
+    let Some(op) = op else {
+        return coverage.unrouted();
+    };
+    let body = e.body.as_deref().filter(|_| !e.body_unknown);
+    let request = RequestView::new(&e.method, &e.url, &e.headers, body);
+    coverage.request(op, &request);
+    if let Some(response) = &e.response {
+        coverage.response(op, response.status);
+    }
+    let tool_header = settings.events.tool_header.as_str();
+    if let Some(tool) = Headers::get(e.headers.as_slice(), tool_header) {
+        coverage.tool(op, tool);
+    }
 }
 
 fn audit_one<'c>(

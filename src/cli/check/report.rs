@@ -111,6 +111,8 @@ pub struct Ending<'a> {
     pub spec: &'a std::path::Path,
     /// `--fail-on`: which groups fail the job.
     pub fail_on: Option<Severity>,
+    /// What the traffic exercised, with `--coverage` (text and json only).
+    pub coverage: Option<crate::coverage::Report>,
 }
 
 pub struct Report<'o> {
@@ -235,7 +237,7 @@ impl<'o> Report<'o> {
             return Ok(annotations::write(self.out, ci, &run)?);
         }
         match self.output {
-            Output::Text => self.write_text(format, skipped)?,
+            Output::Text => self.write_text(format, skipped, end.coverage.as_ref())?,
             Output::Json => {
                 let summary = serde_json::to_string_pretty(&self.summary(end.revision, skipped))?;
                 let open = if self.findings == 0 {
@@ -243,7 +245,12 @@ impl<'o> Report<'o> {
                 } else {
                     "\n"
                 };
-                write!(self.out, "{open}],\n\"summary\": {summary}}}\n")?;
+                write!(self.out, "{open}],\n\"summary\": {summary}")?;
+                if let Some(coverage) = &end.coverage {
+                    let coverage = serde_json::to_string_pretty(coverage)?;
+                    write!(self.out, ",\n\"coverage\": {coverage}")?;
+                }
+                writeln!(self.out, "}}")?;
             }
             Output::Jsonl => {
                 self.out.flush()?;
@@ -354,7 +361,12 @@ impl<'o> Report<'o> {
 
     /// A table grouped by operation, then kind and field, listing the first exchanges each
     /// came from.
-    fn write_text(self, format: Format, skipped: &Skipped) -> anyhow::Result<()> {
+    fn write_text(
+        self,
+        format: Format,
+        skipped: &Skipped,
+        coverage: Option<&crate::coverage::Report>,
+    ) -> anyhow::Result<()> {
         let mut current = "";
         for (op, kind, location, field, group) in self.groups.iter() {
             if op != current {
@@ -388,6 +400,9 @@ impl<'o> Report<'o> {
             writeln!(self.out, "... and {more} more malformed")?;
         }
         skipped.write_text(self.out)?;
+        if let Some(coverage) = coverage {
+            coverage.write_text(self.out)?;
+        }
         writeln!(self.out, "{}", self.summary_line())?;
         Ok(())
     }
