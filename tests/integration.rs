@@ -10,8 +10,8 @@ mod integration {
     pub mod ci_formats;
     pub mod cli;
     pub mod conventions;
-    pub mod credentials;
     pub mod coverage;
+    pub mod credentials;
     pub mod demo;
     pub mod deploy;
     pub mod diffs;

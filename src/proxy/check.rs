@@ -123,7 +123,7 @@ fn exercised(rev: &Revision, parts: &Parts, body: Option<&[u8]>, op: Option<&Ope
     let Some(op) = op else {
         return rev.coverage.unrouted();
     };
-    let headers = HeaderView(&parts.headers);
+    let headers = HeaderView(&parts.headers, None);
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let body = body.filter(|b| !b.is_empty());
     let view = RequestView::new(parts.method.as_str(), target, &headers, body);
