@@ -11,6 +11,7 @@ mod common;
 
 use common::{CHANNEL, channel_response, channels, contract, json_headers, stored_channel};
 use driftwatch::audit::{audit_request, audit_response};
+use driftwatch::contract::Contract;
 use driftwatch::memory::{HashKey, Key, Memory};
 use driftwatch::request::RequestView;
 use driftwatch::response::ResponseView;
@@ -27,13 +28,22 @@ fn shared(rel: &str) -> PathBuf {
     path
 }
 
-fn audit(c: &mut Criterion) {
+/// GitHub's open issues of a repository, by five of the operation's query parameters.
+const ISSUES: &str =
+    "/repos/octo/hello/issues?state=open&labels=bug,ui&sort=created&direction=desc&per_page=30";
+
+/// GitHub's spec, and the headers its client sends.
+fn github_issues() -> (Contract, Vec<(String, String)>) {
     let github = contract(&shared("github/api.github.com.json.gz"));
-    let headers: Vec<(String, String)> =
-        vec![("accept".into(), "application/vnd.github+json".into())];
-    let target =
-        "/repos/octo/hello/issues?state=open&labels=bug,ui&sort=created&direction=desc&per_page=30";
-    let get = RequestView::new("GET", target, &headers, None);
+    (
+        github,
+        vec![("accept".into(), "application/vnd.github+json".into())],
+    )
+}
+
+fn audit(c: &mut Criterion) {
+    let (github, headers) = github_issues();
+    let get = RequestView::new("GET", ISSUES, &headers, None);
     assert!(audit_request(&github, &get).is_empty());
     c.bench_function("audit GET github issues, 5 query params", |b| {
         b.iter(|| audit_request(&github, black_box(&get)))
@@ -131,12 +141,8 @@ fn coverage(c: &mut Criterion) {
             seen.response(op, 200);
         })
     });
-    let github = contract(&shared("github/api.github.com.json.gz"));
-    let headers: Vec<(String, String)> =
-        vec![("accept".into(), "application/vnd.github+json".into())];
-    let target =
-        "/repos/octo/hello/issues?state=open&labels=bug,ui&sort=created&direction=desc&per_page=30";
-    let get = RequestView::new("GET", target, &headers, None);
+    let (github, headers) = github_issues();
+    let get = RequestView::new("GET", ISSUES, &headers, None);
     let Route::Found { operation: op, .. } = github.route("GET", get.path) else {
         panic!("issues not routed");
     };

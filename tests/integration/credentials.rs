@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use driftwatch::config::Config;
 use driftwatch::policy::Mode;
 use serde_json::Value;
 
-use super::sidecar::{admin_get, config, raw, sample, scrape, start};
+use super::sidecar::{Running, admin_get, config, raw, sample, scrape, start};
 use super::upstream::{self, Recorded};
 use super::util::{eventually, example, strings};
 
@@ -22,6 +23,24 @@ fn authorized(r: &Recorded) -> bool {
         "/v1/export" => scheme == Some("Basic"),
         _ => scheme == Some("Bearer") || header("x-api-key").is_some(),
     }
+}
+
+/// The notes API on loopback: 200 to what its spec's security accepts, else 401.
+async fn notes_api() -> upstream::Upstream {
+    let answer = |r: &Recorded| match authorized(r) {
+        true => (200, "[]".to_string()),
+        false => (401, "{\"error\":\"unauthorized\"}".to_string()),
+    };
+    upstream::start(Arc::new(answer), Duration::ZERO, None).await
+}
+
+/// A sidecar on the notes spec in front of `upstream`, as `edit` sets it.
+async fn notes_sidecar(upstream: &str, edit: impl FnOnce(&mut Config)) -> Running {
+    start(config(upstream, |c| {
+        c.spec.path = Some(example("notes.openapi.yaml"));
+        edit(c);
+    }))
+    .await
 }
 
 /// A request's id, target and headers, and the status the API answers it.
@@ -54,19 +73,8 @@ async fn kinds_of(admin: std::net::SocketAddr, rid: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_without_a_credential_the_spec_accepts_is_told_and_its_401_tied_to_it() {
-    let up = upstream::start(
-        Arc::new(|r: &Recorded| match authorized(r) {
-            true => (200, "[]".to_string()),
-            false => (401, "{\"error\":\"unauthorized\"}".to_string()),
-        }),
-        Duration::ZERO,
-        None,
-    )
-    .await;
-    let dw = start(config(&format!("http://{}", up.addr), |c| {
-        c.spec.path = Some(example("notes.openapi.yaml"));
-    }))
-    .await;
+    let up = notes_api().await;
+    let dw = notes_sidecar(&format!("http://{}", up.addr), |_| {}).await;
     let cases: [Case; 7] = [
         ("none", "/v1/notes", &[], 401),
         ("query", "/v1/notes?X-API-Key=k3y", &[], 401),
@@ -140,20 +148,9 @@ async fn a_request_without_a_credential_the_spec_accepts_is_told_and_its_401_tie
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enforce_refuses_the_request_the_api_would_refuse_and_a_urls_userinfo_is_a_credential() {
-    let up = upstream::start(
-        Arc::new(|r: &Recorded| match authorized(r) {
-            true => (200, "[]".to_string()),
-            false => (401, "{}".to_string()),
-        }),
-        Duration::ZERO,
-        None,
-    )
-    .await;
-    let dw = start(config(&format!("http://u:p@{}", up.addr), |c| {
-        c.spec.path = Some(example("notes.openapi.yaml"));
-        c.proxy.mode = Mode::Enforce;
-    }))
-    .await;
+    let up = notes_api().await;
+    let enforce = |c: &mut Config| c.proxy.mode = Mode::Enforce;
+    let dw = notes_sidecar(&format!("http://u:p@{}", up.addr), enforce).await;
     let refused = raw(dw.addr, &get("/v1/notes", "bare", &[])).await;
     let problem = String::from_utf8_lossy(&refused.body).to_string();
     assert_eq!(refused.status, 422, "{problem}");
@@ -162,11 +159,10 @@ async fn enforce_refuses_the_request_the_api_would_refuse_and_a_urls_userinfo_is
     let export = raw(dw.addr, &get("/v1/export", "export", &[])).await;
     assert_eq!(export.status, 200, "{:?}", export.body);
     // With the check off (a gateway behind driftwatch adds the token), nothing is refused.
-    let off = start(config(&format!("http://{}", up.addr), |c| {
-        c.spec.path = Some(example("notes.openapi.yaml"));
+    let off = notes_sidecar(&format!("http://{}", up.addr), |c| {
         c.proxy.mode = Mode::Enforce;
         c.audit.credentials = false;
-    }))
+    })
     .await;
     let passed = raw(off.addr, &get("/v1/notes", "off", &[])).await;
     assert_eq!(passed.status, 401, "the API's own answer");
