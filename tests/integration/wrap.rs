@@ -154,8 +154,15 @@ pub(super) struct Session {
     child: Child,
     out: PathBuf,
     hold: PathBuf,
+    /// The SDK's stderr, which holds wrap's and the server's: a file, never a pipe, so nothing
+    /// blocks on a full pipe and a failed wait can show it without waiting for the session.
+    stderr: PathBuf,
     pub admin: SocketAddr,
 }
+
+/// Seconds a session is given to write its events: the SDK, wrap (its spec compiled by a
+/// debug build: GitHub's takes ~4 s on an idle core) and the server start, then each call.
+const SESSION_EVENTS: u64 = 60;
 
 impl Session {
     /// The SDK starting `driftwatch wrap --admin-listen A WRAP -- SERVER` as its stdio server.
@@ -207,6 +214,7 @@ impl Session {
         plan.push(json!({"hold": hold}));
         let plan_path = dir.join("plan.json");
         std::fs::write(&plan_path, Value::from(plan).to_string()).unwrap();
+        let stderr = dir.join("stderr.log");
         let child = Command::new(python(sdk))
             .arg(root().join("scripts/mcp-session.py"))
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -217,13 +225,20 @@ impl Session {
             .env("NOTION_TOKEN", "ntn_placeholder")
             .env_remove("NO_PROXY")
             .env_remove("no_proxy")
-            .stderr(Stdio::piped())
+            // github-mcp-server reads every GITHUB_* variable as a flag: the machine's own
+            // must not send it to another host or change its tools.
+            .env_remove("GITHUB_HOST")
+            .env_remove("GITHUB_TOOLSETS")
+            .env_remove("GITHUB_READ_ONLY")
+            .env_remove("GITHUB_DYNAMIC_TOOLSETS")
+            .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
         Session {
             child,
             out: dir.join("out.json"),
             hold,
+            stderr,
             admin,
         }
     }
@@ -232,12 +247,9 @@ impl Session {
     pub(super) async fn events(&mut self, n: usize) -> Vec<Value> {
         let admin = self.admin;
         let mut events = Vec::new();
-        for _ in 0..200 {
+        for _ in 0..SESSION_EVENTS * 10 {
             if self.child.try_wait().unwrap().is_some() {
-                panic!(
-                    "the session ended early:\n{}",
-                    self.child.wait_with_output_of_stderr()
-                );
+                panic!("the session ended early:\n{}", self.stderr_text());
             }
             if let Ok(mut stream) = tokio::net::TcpStream::connect(admin).await {
                 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -257,15 +269,26 @@ impl Session {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("waited 20 s for {n} events: {events:#?}");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        panic!(
+            "waited {SESSION_EVENTS} s for {n} events: {events:#?}\nthe session's stderr:\n{}",
+            self.stderr_text()
+        );
+    }
+
+    /// The SDK's stderr so far (wrap's and the server's with it), its last 16 KiB.
+    fn stderr_text(&self) -> String {
+        let text = std::fs::read(&self.stderr).unwrap_or_default();
+        String::from_utf8_lossy(&text[text.len().saturating_sub(16 << 10)..]).into_owned()
     }
 
     /// Let the session end; the SDK's output.
     pub(super) fn release(mut self) -> Value {
         std::fs::write(&self.hold, "").unwrap();
-        let out = self.child.wait_with_output_of_stderr();
+        let _ = self.child.wait();
         serde_json::from_slice(&std::fs::read(&self.out).unwrap_or_default())
-            .unwrap_or_else(|_| panic!("the SDK's session failed:\n{out}"))
+            .unwrap_or_else(|_| panic!("the SDK's session failed:\n{}", self.stderr_text()))
     }
 }
 
@@ -276,22 +299,6 @@ impl Drop for Session {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-    }
-}
-
-trait StderrOf {
-    fn wait_with_output_of_stderr(&mut self) -> String;
-}
-
-impl StderrOf for Child {
-    fn wait_with_output_of_stderr(&mut self) -> String {
-        use std::io::Read;
-        let mut err = String::new();
-        if let Some(mut stderr) = self.stderr.take() {
-            let _ = stderr.read_to_string(&mut err);
-        }
-        let _ = self.wait();
-        err
     }
 }
 
