@@ -156,5 +156,36 @@ fn coverage(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, audit, load, coverage);
+/// The credentials check on a secured operation (examples/notes.openapi.yaml: a bearer token
+/// or an X-API-Key header): carried by the first alternative, by the second, and by none (the
+/// finding is built).
+fn credentials(c: &mut Criterion) {
+    let notes =
+        contract(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/notes.openapi.yaml"));
+    let target = "/v1/notes?limit=10&tag=work";
+    let sent = [
+        (
+            "bearer",
+            vec![("authorization".to_string(), "Bearer t0ken".to_string())],
+        ),
+        (
+            "the second alternative's key",
+            vec![("x-api-key".into(), "k3y".into())],
+        ),
+        (
+            "none (a finding)",
+            vec![("accept".into(), "application/json".into())],
+        ),
+    ];
+    for (what, headers) in &sent {
+        let get = RequestView::new("GET", target, headers, None);
+        let findings = audit_request(&notes, &get).len();
+        assert_eq!(findings, usize::from(what.starts_with("none")), "{what}");
+        c.bench_function(&format!("audit GET notes, credentials: {what}"), |b| {
+            b.iter(|| audit_request(&notes, black_box(&get)))
+        });
+    }
+}
+
+criterion_group!(benches, audit, load, coverage, credentials);
 criterion_main!(benches);

@@ -120,12 +120,12 @@ fn capitalized(name: &str) -> String {
     })
 }
 
-/// What a request carries that could be a credential, read once.
+/// What a request carries that could be a credential. The query and the cookies are read
+/// where a scheme asks for them, allocating nothing: most secured requests carry a bearer
+/// token, found by the first word of `Authorization` alone.
 struct Sent<'r> {
     /// The first word of `Authorization`, if any.
     authorization: Option<&'r str>,
-    query: Vec<Cow<'r, str>>,
-    cookies: Vec<&'r str>,
     request: &'r RequestView<'r>,
     /// It sends the OAuth token as the operation's own parameter ([`token_parameter`]).
     token_parameter: bool,
@@ -135,18 +135,8 @@ impl<'r> Sent<'r> {
     fn of(request: &'r RequestView<'r>) -> Sent<'r> {
         let authorization = (request.headers.get("authorization"))
             .map(|value| value.split_ascii_whitespace().next().unwrap_or(""));
-        let query = (request.query.unwrap_or("").split('&'))
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| pair.split_once('=').map_or(pair, |(key, _)| key))
-            .map(|key| percent_encoding::percent_decode_str(key).decode_utf8_lossy())
-            .collect();
-        let cookies = (request.headers.get("cookie").unwrap_or("").split(';'))
-            .filter_map(|pair| pair.split_once('=').map(|(name, _)| name.trim()))
-            .collect();
         Sent {
             authorization,
-            query,
-            cookies,
             request,
             token_parameter: false,
         }
@@ -169,21 +159,37 @@ impl<'r> Sent<'r> {
     }
 
     fn in_query(&self, name: &str) -> bool {
-        self.query.iter().any(|key| key == name)
+        self.has(Location::Query, name, false)
+    }
+
+    /// The query's keys, percent-decoded (borrowed unless escaped).
+    fn query_keys(&self) -> impl Iterator<Item = Cow<'r, str>> {
+        (self.request.query.unwrap_or("").split('&'))
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| pair.split_once('=').map_or(pair, |(key, _)| key))
+            .map(|key| percent_encoding::percent_decode_str(key).decode_utf8_lossy())
+    }
+
+    fn cookie_names(&self) -> impl Iterator<Item = &'r str> {
+        (self.request.headers.get("cookie").unwrap_or("").split(';'))
+            .filter_map(|pair| pair.split_once('=').map(|(name, _)| name.trim()))
     }
 
     /// Whether `name` is sent in `location`; `loose`: whatever its case (to say where a key
-    /// went that the spec puts elsewhere).
+    /// went that the spec puts elsewhere). Header names are the contract's, lowercase already;
+    /// a query or cookie key looked for among the headers is lowered here.
     fn has(&self, location: Location, name: &str, loose: bool) -> bool {
         let same = |key: &str| key == name || (loose && key.eq_ignore_ascii_case(name));
         match location {
-            Location::Query => self.query.iter().any(|key| same(key)),
-            Location::Cookie => self.cookies.iter().any(|key| same(key)),
-            _ => self
-                .request
-                .headers
-                .get(&name.to_ascii_lowercase())
-                .is_some(),
+            Location::Query => self.query_keys().any(|key| same(&key)),
+            Location::Cookie => self.cookie_names().any(same),
+            _ => {
+                let lower = match name.bytes().any(|b| b.is_ascii_uppercase()) {
+                    true => Cow::Owned(name.to_ascii_lowercase()),
+                    false => Cow::Borrowed(name),
+                };
+                self.request.headers.get(&lower).is_some()
+            }
         }
     }
 
