@@ -39,20 +39,11 @@ pub struct Security {
 
 /// The security `op` needs, if any can be checked: see [`Security`].
 pub(super) fn security(doc: &Value, op: &Value) -> Option<Security> {
-    let requirements = op
-        .get("security")
-        .or_else(|| doc.get("security"))?
-        .as_array()?;
+    let requirements = effective(doc, op)?;
     let mut alternatives = Vec::with_capacity(requirements.len());
     for requirement in requirements {
-        let names = requirement.as_object()?;
-        let schemes: Option<Vec<Scheme>> = names
-            .keys()
-            .map(|name| {
-                schemes(doc)
-                    .find(|(n, _)| *n == name)
-                    .and_then(|(_, s)| scheme(doc, s))
-            })
+        let schemes: Option<Vec<Scheme>> = (requirement.as_object()?.keys())
+            .map(|name| declared(doc, name).and_then(|s| scheme(doc, s)))
             .collect();
         match schemes? {
             empty if empty.is_empty() => return None,
@@ -60,6 +51,18 @@ pub(super) fn security(doc: &Value, op: &Value) -> Option<Security> {
         }
     }
     (!alternatives.is_empty()).then_some(Security { alternatives })
+}
+
+/// `op`'s effective security requirements: its own `security`, else the document's.
+fn effective<'d>(doc: &'d Value, op: &'d Value) -> Option<&'d Vec<Value>> {
+    op.get("security")
+        .or_else(|| doc.get("security"))?
+        .as_array()
+}
+
+/// The scheme the spec declares under `name` in `components.securitySchemes`, as declared.
+fn declared<'d>(doc: &'d Value, name: &str) -> Option<&'d Value> {
+    doc.pointer("/components/securitySchemes")?.get(name)
 }
 
 /// One declared scheme, or `None` where a proxy cannot check it (`mutualTLS`, an unknown type).
@@ -142,17 +145,13 @@ pub(super) fn credentials(doc: &Value, op: &Value) -> Vec<Credential> {
     out
 }
 
-/// The schemes `op`'s effective `security` names (its own, else the document's; `security: []`
-/// names none), each as declared.
+/// The schemes `op`'s effective `security` names (`security: []` names none), each as
+/// declared.
 fn accepted<'d>(doc: &'d Value, op: &'d Value) -> impl Iterator<Item = &'d Value> {
-    op.get("security")
-        .or_else(|| doc.get("security"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    (effective(doc, op).into_iter().flatten())
         .filter_map(Value::as_object)
         .flat_map(|r| r.keys())
-        .filter_map(move |name| schemes(doc).find(|(n, _)| *n == name).map(|(_, s)| s))
+        .filter_map(move |name| declared(doc, name))
 }
 
 /// Whether `op`'s effective `security` takes a bearer token in `Authorization` (an OAuth 2,
