@@ -31,6 +31,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value};
 use tokio::net::TcpListener;
 
+use crate::contract::{Contract, Operation};
 use crate::listener::Listener;
 use crate::proxy::Sidecar;
 use crate::settings::Settings;
@@ -263,13 +264,11 @@ impl Gateway {
         }
         let call = crate::request::RequestView::new("GET", "/", &headers, None);
         let contract = &rev.contract;
-        let served = |op: &&crate::contract::Operation| match &self.shared.enabled {
-            Some(names) => (names.iter()).any(|n| {
-                crate::catalog::find_operation(contract, n).is_some_and(|o| o.index == op.index)
-            }),
-            None => true,
+        let served: Vec<&Operation> = match self.enabled(contract) {
+            Some(enabled) => enabled.into_iter().filter_map(|(_, op)| op).collect(),
+            None => contract.operations().iter().collect(),
         };
-        let lacking: Vec<&str> = (contract.operations().iter().filter(served))
+        let lacking: Vec<&str> = (served.into_iter())
             .filter(|op| crate::audit::missing_credentials(op, &call).is_some())
             .map(|op| op.id.as_str())
             .collect();
@@ -291,17 +290,14 @@ impl Gateway {
             return Ok(tools.clone());
         }
         let contract = &rev.contract;
-        let enabled = self.shared.enabled.as_ref().map(|names| {
-            names
-                .iter()
-                .filter(|n| {
-                    let known = crate::catalog::find_operation(contract, n).is_some();
-                    if !known {
-                        tracing::warn!(operation = %n, "enabled, but not in the spec in force: not served");
+        let enabled = self.enabled(contract).map(|enabled| {
+            (enabled.into_iter())
+                .filter_map(|(name, op)| {
+                    if op.is_none() {
+                        tracing::warn!(operation = %name, "enabled, but not in the spec in force: not served");
                     }
-                    known
+                    op.map(|_| name.clone())
                 })
-                .cloned()
                 .collect::<Vec<_>>()
         });
         let catalog = crate::catalog::generate(contract, enabled.as_deref())?;
@@ -321,9 +317,24 @@ impl Gateway {
         Ok(tools)
     }
 
+    /// Each name `--enable` lists, with the operation it names in `contract` (`None`: not
+    /// there); `None` for `--all`. Resolved here alone, per revision: a reload may drop one.
+    fn enabled<'s, 'c>(
+        &'s self,
+        contract: &'c Contract,
+    ) -> Option<Vec<(&'s String, Option<&'c Operation>)>> {
+        let names = self.shared.enabled.as_ref()?;
+        Some(
+            names
+                .iter()
+                .map(|n| (n, crate::catalog::find_operation(contract, n)))
+                .collect(),
+        )
+    }
+
     /// The header names no tool call may set, for `contract`: the operator's `--header`s and
     /// the spec's apiKey headers besides the names every request reserves.
-    fn reserved(&self, contract: &crate::contract::Contract) -> crate::mcp::Reserved {
+    fn reserved(&self, contract: &Contract) -> crate::mcp::Reserved {
         let operator = self.shared.credentials.iter().map(|(n, _)| n.as_str());
         crate::mcp::Reserved::new(
             operator.chain(contract.secrets.headers.iter().map(String::as_str)),
@@ -362,15 +373,11 @@ impl Gateway {
     /// The operations the new revision adds that `--enable` does not list: served only once
     /// someone decides to (a new endpoint is a decision, not an accident).
     fn say_unexposed(&self) {
-        let Some(enabled) = &self.shared.enabled else {
+        let rev = self.shared.sidecar.revision();
+        let Some(enabled) = self.enabled(&rev.contract) else {
             return;
         };
-        let rev = self.shared.sidecar.revision();
-        let exposed = |id: &str| {
-            enabled.iter().any(|name| {
-                crate::catalog::find_operation(&rev.contract, name).is_some_and(|op| op.id == id)
-            })
-        };
+        let exposed = |id: &str| (enabled.iter()).any(|(_, op)| op.is_some_and(|op| op.id == id));
         let added = rev
             .changes
             .iter()
@@ -455,7 +462,7 @@ impl Gateway {
 /// A header parameter that is `reserved` leaves the tool's arguments, with a warning naming
 /// its operation (once per revision: the tools are made once per revision).
 fn drop_reserved_headers(
-    contract: &crate::contract::Contract,
+    contract: &Contract,
     tool: &mut Value,
     reserved: &crate::mcp::Reserved,
 ) {
