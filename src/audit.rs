@@ -11,6 +11,7 @@ mod params;
 mod response;
 mod suggest;
 
+pub use body::SentProperties;
 pub use credentials::missing_credentials;
 pub use response::{ReportedOnce, audit_response};
 pub use suggest::did_you_mean;
@@ -31,6 +32,14 @@ pub struct Audit<'c, 'p> {
     /// More than `audit.max_findings` were found: the last finding says so, the rest are left
     /// out.
     pub truncated: bool,
+    /// The operation's top-level body properties the body sent, where the audit read them.
+    pub sent_properties: Option<SentProperties>,
+}
+
+/// One operation's check of a request: its findings, and the body properties it saw sent.
+struct Checked {
+    findings: Findings,
+    sent: Option<SentProperties>,
 }
 
 /// Audit `request` against `contract`; every finding carries the operation id. A request
@@ -62,6 +71,7 @@ pub fn audit<'c, 'p>(contract: &'c Contract, request: &RequestView<'p>) -> Audit
         path_values: Vec::new(),
         findings: finding.map(bounded::cut_text).into_iter().collect(),
         truncated: false,
+        sent_properties: None,
     }
 }
 
@@ -73,18 +83,19 @@ fn audit_routed<'c, 'p>(
     operation: &'c Operation,
     path_values: Vec<&'p str>,
 ) -> Audit<'c, 'p> {
-    let (mut operation, mut findings) = best_fit(contract, operation, request, &path_values);
+    let (mut operation, mut checked) = best_fit(contract, operation, request, &path_values);
     let mut path_values = path_values;
     // Refused where it was routed: another template the path fits may declare what the
     // request sends (`/sites/{id}/zones/count` is `/sites/{id}/{kind}/count` too).
-    if weight(&findings).0 >= Some(crate::finding::Severity::Error) {
+    if weight(&checked.findings).0 >= Some(crate::finding::Severity::Error) {
         for (other, values) in contract.also_matching(request.method, request.path, operation) {
             let theirs = check_operation(contract, other, request, &values);
-            if weight(&theirs) < weight(&findings) {
-                (operation, findings, path_values) = (other, theirs, values);
+            if weight(&theirs.findings) < weight(&checked.findings) {
+                (operation, checked, path_values) = (other, theirs, values);
             }
         }
     }
+    let Checked { findings, sent } = checked;
     let truncated = findings.more();
     let mut findings = findings.into_vec();
     if truncated {
@@ -95,6 +106,7 @@ fn audit_routed<'c, 'p>(
         path_values,
         findings,
         truncated,
+        sent_properties: sent,
     }
 }
 
@@ -172,7 +184,7 @@ fn best_fit<'c>(
     op: &'c Operation,
     request: &RequestView,
     path_values: &[&str],
-) -> (&'c Operation, Findings) {
+) -> (&'c Operation, Checked) {
     if op.alternates.is_empty() {
         return (op, check_operation(contract, op, request, path_values));
     }
@@ -183,21 +195,30 @@ fn best_fit<'c>(
         .filter(|o| carries_keys(o, request))
         .collect();
     let pool = if keyed.is_empty() { all } else { keyed };
-    let mut best: Option<(&Operation, Findings)> = None;
+    let mut best: Option<(&Operation, Checked)> = None;
     for candidate in pool {
-        let findings = check_operation(contract, candidate, request, path_values);
+        let checked = check_operation(contract, candidate, request, path_values);
         let better = best
             .as_ref()
-            .is_none_or(|(_, b)| distance(&findings) < distance(b));
+            .is_none_or(|(_, b)| distance(&checked.findings) < distance(&b.findings));
         if better {
-            let clean = findings.is_empty();
-            best = Some((candidate, findings));
+            let clean = checked.findings.is_empty();
+            best = Some((candidate, checked));
             if clean {
                 break;
             }
         }
     }
-    best.unwrap_or_else(|| (op, Findings::new(contract.max_findings)))
+    best.unwrap_or_else(|| {
+        let findings = Findings::new(contract.max_findings);
+        (
+            op,
+            Checked {
+                findings,
+                sent: None,
+            },
+        )
+    })
 }
 
 /// The request carries every key the operation's template fixes, in its query or as a header
@@ -220,15 +241,15 @@ fn check_operation(
     op: &Operation,
     request: &RequestView,
     path_values: &[&str],
-) -> Findings {
+) -> Checked {
     let mut findings = Findings::new(contract.max_findings);
     params::check(op, request, path_values, &mut findings);
-    body::check(op, request, &mut findings);
+    let sent = body::check(op, request, &mut findings);
     credentials::check(op, request, &mut findings);
     for finding in findings.iter_mut() {
         finding.operation = Some(op.id.as_str().into());
     }
-    findings
+    Checked { findings, sent }
 }
 
 /// The last finding of a request with more than `limit`: the rest are not listed.

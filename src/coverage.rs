@@ -16,6 +16,7 @@ pub use report::{
 };
 pub use tools::{NAME_MAX, TOOLS_KEPT};
 
+use crate::audit::SentProperties;
 use crate::contract::{Contract, Operation};
 use crate::request::RequestView;
 
@@ -119,8 +120,12 @@ impl Coverage {
 
     /// A request routed to `op` (of the contract this was made from): counted, and the
     /// declared parameters and top-level JSON body properties it sends marked seen. Once all
-    /// of an operation's are seen, its requests are only counted.
-    pub fn request(&self, op: &Operation, request: &RequestView) {
+    /// of an operation's are seen, its requests are only counted. `sent`: the properties the
+    /// audit found in the body (its [`Audit::sent_properties`]); without them the body is
+    /// read here.
+    ///
+    /// [`Audit::sent_properties`]: crate::audit::Audit::sent_properties
+    pub fn request(&self, op: &Operation, request: &RequestView, sent: Option<&SentProperties>) {
         let Some(c) = self.ops.get(op.index) else {
             return;
         };
@@ -128,8 +133,12 @@ impl Coverage {
         if !c.params.all_seen() {
             inputs::mark_params(op, request, &c.params);
         }
-        if !c.properties.all_seen() {
-            inputs::mark_properties(op, request, &c.properties, &c.by_name);
+        if c.properties.all_seen() {
+            return;
+        }
+        match sent {
+            Some(sent) => sent.indices().for_each(|i| c.properties.mark(i)),
+            None => inputs::mark_properties(op, request, &c.properties, &c.by_name),
         }
     }
 

@@ -461,11 +461,7 @@ impl Gateway {
 
 /// A header parameter that is `reserved` leaves the tool's arguments, with a warning naming
 /// its operation (once per revision: the tools are made once per revision).
-fn drop_reserved_headers(
-    contract: &Contract,
-    tool: &mut Value,
-    reserved: &crate::mcp::Reserved,
-) {
+fn drop_reserved_headers(contract: &Contract, tool: &mut Value, reserved: &crate::mcp::Reserved) {
     let reference = tool
         .get("_meta")
         .and_then(Value::as_object)

@@ -15,8 +15,39 @@ use crate::finding::{Finding, Kind, Location, Severity};
 use crate::json::Node;
 use crate::request::RequestView;
 
-pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
-    let Some(declared) = &op.body else { return };
+/// Which of an operation's top-level body properties (by index in
+/// [`Operation::body_properties`]) a request's JSON body sent, as the audit's one pass over
+/// its keys found them: what `/coverage` marks, so it need not read the body again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentProperties(Box<[u64]>);
+
+impl SentProperties {
+    fn new(n: usize) -> SentProperties {
+        SentProperties(vec![0; n.div_ceil(64)].into())
+    }
+
+    fn mark(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    /// The indices sent, ascending.
+    pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.0.iter().enumerate()).flat_map(|(w, &bits)| {
+            (0..64)
+                .filter(move |b| bits & (1 << b) != 0)
+                .map(move |b| w * 64 + b)
+        })
+    }
+}
+
+/// The body's findings into `out`; which declared properties it sent, where the audit read
+/// them against the operation's own top-level properties (not a `oneOf` branch's).
+pub(super) fn check(
+    op: &Operation,
+    request: &RequestView,
+    out: &mut Findings,
+) -> Option<SentProperties> {
+    let declared = op.body.as_ref()?;
     let raw = request.body.unwrap_or_default();
     if raw.is_empty() {
         if declared.required {
@@ -30,10 +61,10 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
                     )),
             );
         }
-        return;
+        return None;
     }
     if declared.media.is_empty() {
-        return; // `content: {}` declares a body of no particular type.
+        return None; // `content: {}` declares a body of no particular type.
     }
     let content_type = request.content_type();
     let Some(media) = content_type.and_then(|ct| match_media(&declared.media, ct)) else {
@@ -42,7 +73,7 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
             &declared.media,
             content_type.unwrap_or("none"),
         ));
-        return;
+        return None;
     };
     if !media.json {
         out.push(
@@ -53,23 +84,23 @@ pub(super) fn check(op: &Operation, request: &RequestView, out: &mut Findings) {
                     media.media_type
                 )),
         );
-        return;
+        return None;
     }
     let raw = match decoded(request, raw) {
         Ok(raw) => raw,
         Err(observed) => {
             out.push(undecoded(observed));
-            return;
+            return None;
         }
     };
     let doc = match crate::json::parse(&raw) {
         Ok(doc) => doc,
         Err(e) => {
             out.push(unparsed(&e));
-            return;
+            return None;
         }
     };
-    check_value(op, media, doc.root(), out);
+    check_value(op, media, doc.root(), out)
 }
 
 /// `unsupported_media_type` for a body `sent` as a type the operation does not accept.
@@ -162,8 +193,14 @@ fn beyond_the_parser(e: &serde_json::Error) -> Option<&'static str> {
     }
 }
 
-/// Audit a parsed JSON body against one declared media type.
-pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &mut Findings) {
+/// Audit a parsed JSON body against one declared media type; which of the operation's
+/// top-level properties it sent (see [`SentProperties`]).
+fn check_value(
+    op: &Operation,
+    media: &MediaBody,
+    value: Node,
+    out: &mut Findings,
+) -> Option<SentProperties> {
     let shape = super::branches::chosen_shape(&media.shape, value);
     schema_errors(op, media, value, shape, out);
     let (
@@ -175,15 +212,22 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
         Some(sent),
     ) = (shape, value.as_object())
     else {
-        return;
+        return None;
     };
+    let own = !properties.is_empty() && std::ptr::eq(properties.as_slice(), op.body_properties());
+    let mut seen = own.then(|| SentProperties::new(properties.len()));
     // One pass over the keys sent: each is declared or not, and the writable ones are
     // counted, so that a body that omits nothing is not looked up property by property.
     let mut declared = super::members::Cursor::new(properties);
     let mut writable_sent = 0;
     for (key, _) in sent.members() {
-        match declared.find(key) {
-            Some(p) => writable_sent += usize::from(!p.read_only),
+        match declared.position(key) {
+            Some(at) => {
+                writable_sent += usize::from(!properties[at].read_only);
+                if let Some(seen) = &mut seen {
+                    seen.mark(at);
+                }
+            }
             None if *additional != Additional::Allowed
                 && !out.full()
                 && !super::branches::declared_in_any(&media.shape, key, value) =>
@@ -199,6 +243,7 @@ pub(super) fn check_value(op: &Operation, media: &MediaBody, value: Node, out: &
         out.reserve(writable - writable_sent);
         omitted_fields(op, properties, sent, out);
     }
+    seen
 }
 
 /// What the body's schema refuses, each error as its finding. A merge write (PATCH) sends only

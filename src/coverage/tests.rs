@@ -34,11 +34,14 @@ fn headers(pairs: &[(&str, &str)]) -> H {
         .collect()
 }
 
+/// `method target` counted as the proxy counts it: audited, then marked with the body
+/// properties the audit found.
 fn send(c: &Contract, cov: &Coverage, method: &str, target: &str, h: &H, body: Option<&[u8]>) {
     let view = RequestView::new(method, target, h, body);
-    match c.route(method, view.path) {
-        crate::contract::Route::Found { operation, .. } => cov.request(operation, &view),
-        _ => cov.unrouted(),
+    let audit = crate::audit::audit(c, &view);
+    match audit.operation {
+        Some(operation) => cov.request(operation, &view, audit.sent_properties.as_ref()),
+        None => cov.unrouted(),
     }
 }
 
@@ -229,4 +232,64 @@ fn the_report_round_trips_through_json_and_its_text_names_what_was_never_seen() 
     ] {
         assert!(out.contains(line), "{line:?} not in:\n{out}");
     }
+}
+
+/// The body properties the audit reports a request sending are the ones a read of the body
+/// finds: a coverage fed the audit's and one that reads the body itself say the same, for
+/// bodies with escaped, repeated, undeclared and mistyped keys, and for bodies that are no
+/// object.
+#[test]
+fn the_audits_sent_properties_are_what_a_read_of_the_body_finds() {
+    let c = contract();
+    let json = headers(&[("content-type", "application/json")]);
+    let bodies: [&[u8]; 7] = [
+        br#"{"name":"a"}"#,
+        br#"{"na\u006de":"escaped","zeta":null}"#,
+        br#"{"tags":[],"unknown":1,"name":2}"#,
+        br#"{"name":"a","name":"b","zeta":{"tags":[]}}"#,
+        b"{}",
+        b"[1,2]",
+        b"not json",
+    ];
+    let seen = |cov: &Coverage| {
+        let report = cov.report(&c, "r");
+        let put = (report.operations.iter()).find(|o| o.named.operation == "putItem");
+        put.unwrap().body_properties.seen.clone()
+    };
+    for body in bodies {
+        let view = RequestView::new("PUT", "/items/7", &json, Some(body));
+        let audit = crate::audit::audit(&c, &view);
+        let op = audit.operation.unwrap();
+        let (by_audit, by_read) = (Coverage::new(&c), Coverage::new(&c));
+        by_audit.request(op, &view, audit.sent_properties.as_ref());
+        by_read.request(op, &view, None);
+        let text = String::from_utf8_lossy(body);
+        assert_eq!(seen(&by_audit), seen(&by_read), "{text}");
+    }
+    // The audit did report them (the body was not read again), by index in the declared list.
+    let view = RequestView::new("PUT", "/items/7", &json, Some(br#"{"zeta":1,"name":"a"}"#));
+    let audit = crate::audit::audit(&c, &view);
+    let declared = audit.operation.unwrap().body_properties();
+    let sent: Vec<&str> = (audit.sent_properties.unwrap().indices())
+        .map(|i| declared[i].name.as_str())
+        .collect();
+    assert_eq!(sent, ["name", "zeta"]);
+    // A compressed body's properties are the ones the audit decoded it to (a read of the
+    // body itself leaves a Content-Encoding alone).
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, br#"{"tags":[]}"#).unwrap();
+    let gz = gz.finish().unwrap();
+    let gzipped = headers(&[
+        ("content-type", "application/json"),
+        ("content-encoding", "gzip"),
+    ]);
+    let view = RequestView::new("PUT", "/items/7", &gzipped, Some(&gz));
+    let audit = crate::audit::audit(&c, &view);
+    let cov = Coverage::new(&c);
+    cov.request(
+        audit.operation.unwrap(),
+        &view,
+        audit.sent_properties.as_ref(),
+    );
+    assert_eq!(seen(&cov), ["tags"]);
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::body::BodyRead;
 use super::record::Ledger;
 use super::{Api, Sidecar};
-use crate::audit::audit;
+use crate::audit::{SentProperties, audit};
 use crate::contract::{Operation, WriteSemantics};
 use crate::finding::{Finding, Kind, Location};
 use crate::memory::Key;
@@ -93,8 +93,8 @@ pub(super) fn check<'c>(
         tracing::error!(method = %parts.method, path, "internal audit error; request forwarded unaudited");
         return Pending::default();
     };
-    let (operation, ref findings, _, truncated) = audited;
-    exercised(rev, parts, body, operation);
+    let (operation, ref findings, _, truncated, ref sent) = audited;
+    exercised(rev, parts, body, operation, sent.as_ref());
     watch_routing(s, &ledger.api, rev, parts, operation.is_some(), findings);
     if truncated {
         s.sinks.metrics.limit_hit("findings_per_request");
@@ -118,8 +118,15 @@ pub(super) fn check<'c>(
 }
 
 /// What the request exercised of the spec in force (`/coverage`): its operation, or that it
-/// routed nowhere. Counted here, once per request (a repaired write's second audit is not).
-fn exercised(rev: &Revision, parts: &Parts, body: Option<&[u8]>, op: Option<&Operation>) {
+/// routed nowhere, and the body properties the audit found it sending. Counted here, once per
+/// request (a repaired write's second audit is not).
+fn exercised(
+    rev: &Revision,
+    parts: &Parts,
+    body: Option<&[u8]>,
+    op: Option<&Operation>,
+    sent: Option<&SentProperties>,
+) {
     let Some(op) = op else {
         return rev.coverage.unrouted();
     };
@@ -127,7 +134,7 @@ fn exercised(rev: &Revision, parts: &Parts, body: Option<&[u8]>, op: Option<&Ope
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let body = body.filter(|b| !b.is_empty());
     let view = RequestView::new(parts.method.as_str(), target, &headers, body);
-    rev.coverage.request(op, &view);
+    rev.coverage.request(op, &view, sent);
 }
 
 /// The completed body of a repaired write, audited again: its findings replace the write's.
@@ -158,7 +165,7 @@ fn record<'c>(
     parts: &Parts,
     read: &BodyRead,
     ledger: &mut Ledger<'c>,
-    (operation, mut findings, memory_key, _): Audited<'c>,
+    (operation, mut findings, memory_key, _, _): Audited<'c>,
 ) -> Pending {
     if matches!(read, BodyRead::TooLarge) {
         unaudited_body(s, &mut findings);
@@ -255,8 +262,15 @@ fn watch_routing(
     }
 }
 
-/// The operation, findings, memory key, and whether findings were left out.
-type Audited<'c> = (Option<&'c Operation>, Vec<Finding>, Option<Key>, bool);
+/// The operation, findings, memory key, whether findings were left out, and the body
+/// properties sent (for coverage).
+type Audited<'c> = (
+    Option<&'c Operation>,
+    Vec<Finding>,
+    Option<Key>,
+    bool,
+    Option<SentProperties>,
+);
 
 /// The core's audit, and the resource's memory key; `None` if the audit panicked.
 fn audit_request<'c>(
@@ -281,7 +295,7 @@ fn audit_request<'c>(
                 let scope = s.memory.hash_key.scope(credential) ^ api_salt(api);
                 resource_key(op, &a.path_values, scope)
             });
-        (a.operation, a.findings, key, a.truncated)
+        (a.operation, a.findings, key, a.truncated, a.sent_properties)
     }))
     .ok()
 }

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use rayon::prelude::*;
 
-use crate::audit::{ReportedOnce, audit, audit_response};
+use crate::audit::{ReportedOnce, SentProperties, audit, audit_response};
 use crate::contract::{Contract, Operation};
 use crate::coverage::Coverage;
 use crate::finding::Finding;
@@ -33,6 +33,8 @@ pub struct Audited<'c> {
     body: Option<Snapshot>,
     /// Where it went: its shape in the spec, or the path itself under `events.log_values`.
     pub path: String,
+    /// The body properties the request audit found sent (for `--coverage`).
+    sent: Option<SentProperties>,
 }
 
 /// The parallel step over a chunk, in the chunk's order.
@@ -47,7 +49,7 @@ pub fn audit_all<'c>(
         .map(|e| {
             let audited = audit_one(contract, settings, hash_key, e);
             if let Some(coverage) = coverage {
-                exercised(coverage, settings, e, audited.op);
+                exercised(coverage, settings, e, &audited);
             }
             audited
         })
@@ -56,13 +58,14 @@ pub fn audit_all<'c>(
 
 /// What the exchange exercised of the spec (`--coverage`), as the sidecar counts it: the
 /// request, the recorded answer, and the tool named in `events.tool_header`.
-fn exercised(coverage: &Coverage, settings: &Settings, e: &Exchange, op: Option<&Operation>) {
-    let Some(op) = op else {
+fn exercised(coverage: &Coverage, settings: &Settings, e: &Exchange, audited: &Audited) {
+    let Some(op) = audited.op else {
         return coverage.unrouted();
     };
     let body = e.body.as_deref().filter(|_| !e.body_unknown);
+    let sent = audited.sent.as_ref().filter(|_| !e.body_unknown);
     let request = RequestView::new(&e.method, &e.url, &e.headers, body);
-    coverage.request(op, &request);
+    coverage.request(op, &request, sent);
     if let Some(response) = &e.response {
         coverage.response(op, response.status);
     }
@@ -125,6 +128,7 @@ fn audit_one<'c>(
         answered,
         body,
         path,
+        sent: audited.sent_properties,
     }
 }
 
