@@ -264,11 +264,15 @@ impl Gateway {
         }
         let call = crate::request::RequestView::new("GET", "/", &headers, None);
         let contract = &rev.contract;
-        let served: Vec<&Operation> = match self.enabled(contract) {
-            Some(enabled) => enabled.into_iter().filter_map(|(_, op)| op).collect(),
-            None => contract.operations().iter().collect(),
+        // In the spec's order, each once (the file may name one operation twice, or by id
+        // and by `METHOD /path`).
+        let enabled = self.enabled(contract);
+        let served = |op: &&Operation| {
+            enabled.as_ref().is_none_or(|enabled| {
+                (enabled.iter()).any(|(_, o)| o.is_some_and(|o| o.index == op.index))
+            })
         };
-        let lacking: Vec<&str> = (served.into_iter())
+        let lacking: Vec<&str> = (contract.operations().iter().filter(served))
             .filter(|op| crate::audit::missing_credentials(op, &call).is_some())
             .map(|op| op.id.as_str())
             .collect();

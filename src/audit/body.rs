@@ -18,21 +18,39 @@ use crate::request::RequestView;
 /// Which of an operation's top-level body properties (by index in
 /// [`Operation::body_properties`]) a request's JSON body sent, as the audit's one pass over
 /// its keys found them: what `/coverage` marks, so it need not read the body again.
+/// Up to 64 properties are held inline: most bodies cost no allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SentProperties(Box<[u64]>);
+pub enum SentProperties {
+    Few(u64),
+    Many(Box<[u64]>),
+}
 
 impl SentProperties {
     fn new(n: usize) -> SentProperties {
-        SentProperties(vec![0; n.div_ceil(64)].into())
+        match n <= 64 {
+            true => SentProperties::Few(0),
+            false => SentProperties::Many(vec![0; n.div_ceil(64)].into()),
+        }
+    }
+
+    fn words(&self) -> &[u64] {
+        match self {
+            SentProperties::Few(bits) => std::slice::from_ref(bits),
+            SentProperties::Many(words) => words,
+        }
     }
 
     fn mark(&mut self, i: usize) {
-        self.0[i / 64] |= 1 << (i % 64);
+        let word = match self {
+            SentProperties::Few(bits) => bits,
+            SentProperties::Many(words) => &mut words[i / 64],
+        };
+        *word |= 1 << (i % 64);
     }
 
     /// The indices sent, ascending.
     pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
-        (self.0.iter().enumerate()).flat_map(|(w, &bits)| {
+        (self.words().iter().enumerate()).flat_map(|(w, &bits)| {
             (0..64)
                 .filter(move |b| bits & (1 << b) != 0)
                 .map(move |b| w * 64 + b)
@@ -615,6 +633,24 @@ mod tests {
     impl Named for Declared {
         fn name(&self) -> &str {
             self.0
+        }
+    }
+
+    #[test]
+    fn sent_properties_past_64_are_kept_in_words_of_their_own() {
+        for n in [1, 64, 65, 200] {
+            let mut sent = SentProperties::new(n);
+            let marked: Vec<usize> = [0, 63, 64, 130, n - 1]
+                .into_iter()
+                .filter(|&i| i < n)
+                .collect();
+            for &i in &marked {
+                sent.mark(i);
+            }
+            let mut want = marked.clone();
+            want.dedup();
+            assert_eq!(sent.indices().collect::<Vec<_>>(), want, "{n}");
+            assert_eq!(matches!(sent, SentProperties::Few(_)), n <= 64, "{n}");
         }
     }
 

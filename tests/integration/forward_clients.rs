@@ -190,7 +190,7 @@ async fn a_go_mcp_server_through_the_forward_proxy_gets_what_the_reverse_proxy_f
         c.api[0].hosts = vec!["api.github.com".into()];
     }))
     .await;
-    let out = Command::new(&sdk)
+    let out = super::wrap::without_github_flags(&mut Command::new(&sdk))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/call-tool.py"))
         .arg(dir.join("github-mcp-server"))
         .arg("get_me")

@@ -215,7 +215,8 @@ impl Session {
         let plan_path = dir.join("plan.json");
         std::fs::write(&plan_path, Value::from(plan).to_string()).unwrap();
         let stderr = dir.join("stderr.log");
-        let child = Command::new(python(sdk))
+        let mut command = Command::new(python(sdk));
+        let child = without_github_flags(&mut command)
             .arg(root().join("scripts/mcp-session.py"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args([&plan_path, &dir.join("out.json")])
@@ -225,12 +226,6 @@ impl Session {
             .env("NOTION_TOKEN", "ntn_placeholder")
             .env_remove("NO_PROXY")
             .env_remove("no_proxy")
-            // github-mcp-server reads every GITHUB_* variable as a flag: the machine's own
-            // must not send it to another host or change its tools.
-            .env_remove("GITHUB_HOST")
-            .env_remove("GITHUB_TOOLSETS")
-            .env_remove("GITHUB_READ_ONLY")
-            .env_remove("GITHUB_DYNAMIC_TOOLSETS")
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
@@ -245,27 +240,17 @@ impl Session {
 
     /// The events, once `n` of them carry findings.
     pub(super) async fn events(&mut self, n: usize) -> Vec<Value> {
-        let admin = self.admin;
+        let deadline = std::time::Instant::now() + Duration::from_secs(SESSION_EVENTS);
         let mut events = Vec::new();
-        for _ in 0..SESSION_EVENTS * 10 {
+        while std::time::Instant::now() < deadline {
             if self.child.try_wait().unwrap().is_some() {
                 panic!("the session ended early:\n{}", self.stderr_text());
             }
-            if let Ok(mut stream) = tokio::net::TcpStream::connect(admin).await {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let ask = b"GET /findings HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n";
-                let mut got = Vec::new();
-                let _ = stream.write_all(ask).await;
-                let _ = stream.read_to_end(&mut got).await;
-                let body = got.split(|&b| b == b'{').skip(1).count() > 0;
-                let start = got.iter().position(|&b| b == b'{').filter(|_| body);
-                let found = start.and_then(|i| serde_json::from_slice::<Value>(&got[i..]).ok());
-                events = found
-                    .and_then(|v| v["events"].as_array().cloned())
-                    .unwrap_or_default();
-                if events.iter().filter(|e| e["action"] != "catalog").count() >= n {
-                    return events;
-                }
+            // An admin port that accepts and never answers is asked again, not waited on.
+            let asked = tokio::time::timeout(Duration::from_secs(5), findings(self.admin)).await;
+            events = asked.ok().flatten().unwrap_or_default();
+            if events.iter().filter(|e| e["action"] != "catalog").count() >= n {
+                return events;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -286,7 +271,14 @@ impl Session {
     /// Let the session end; the SDK's output.
     pub(super) fn release(mut self) -> Value {
         std::fs::write(&self.hold, "").unwrap();
-        let _ = self.child.wait();
+        let deadline = std::time::Instant::now() + Duration::from_secs(SESSION_EVENTS);
+        while matches!(self.child.try_wait(), Ok(None)) {
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("released, the session did not end:\n{}", self.stderr_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         serde_json::from_slice(&std::fs::read(&self.out).unwrap_or_default())
             .unwrap_or_else(|_| panic!("the SDK's session failed:\n{}", self.stderr_text()))
     }
@@ -300,6 +292,30 @@ impl Drop for Session {
             let _ = self.child.wait();
         }
     }
+}
+
+/// `command` without the machine's `GITHUB_*` variables: github-mcp-server reads each as a
+/// flag (`GITHUB_HOST` sends it to another host, `GITHUB_TOOLSETS` changes its tools).
+pub(super) fn without_github_flags(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("GITHUB_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// The events `/findings` on `admin` lists, if it answers.
+async fn findings(admin: SocketAddr) -> Option<Vec<Value>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(admin).await.ok()?;
+    let ask = b"GET /findings HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n";
+    stream.write_all(ask).await.ok()?;
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).await.ok()?;
+    let start = got.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let found: Value = serde_json::from_slice(&got[start..]).ok()?;
+    found["events"].as_array().cloned()
 }
 
 /// Each request event's (operation, tool, attribution, candidates).
