@@ -18,7 +18,7 @@ use http::HeaderName;
 
 pub use apis::{ApiSettings, ForwardSettings, HostPort};
 pub use telemetry::{Compression, Export, Propagation, Root, Sampler, TelemetrySettings};
-pub use upstream::Upstream;
+pub use upstream::{Upstream, shown as url_shown};
 
 use crate::config::{
     AdminConfig, AuditConfig, Config, ConfigError, Layers, MemoryBackend, Origins,

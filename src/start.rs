@@ -162,7 +162,7 @@ async fn load(
             (Source::Documents(docs.clone()).read(&spec.load)?, None)
         }
         (None, SpecSource::Url(spec_url)) => {
-            let url = spec_url.uri.to_string();
+            let url = crate::settings::url_shown(&spec_url.uri.to_string());
             let client = crate::proxy::client(settings)?;
             let timeout = settings.proxy.request_timeout;
             let max = spec.load.max_bytes;

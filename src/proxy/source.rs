@@ -68,18 +68,22 @@ pub async fn fetch(
     max_bytes: u64,
 ) -> Result<Fetched, FetchError> {
     let url = &spec_url.uri.to_string();
+    // What errors and the spec's own messages name it by: a key in its query is masked.
+    let shown = &crate::settings::url_shown(url);
     let basic = spec_url.basic.as_ref();
-    tokio::time::timeout(timeout, fetch_within(client, url, basic, etag, max_bytes))
+    let within = fetch_within(client, (url, shown), basic, etag, max_bytes);
+    tokio::time::timeout(timeout, within)
         .await
         .map_err(|_| FetchError::Timeout {
-            url: url.into(),
+            url: shown.into(),
             ms: timeout.as_millis(),
         })?
 }
 
-/// A GET of `url`, with the URL's credentials and, when known, its last `ETag`.
+/// A GET of `url` (`shown` in errors), with the URL's credentials and, when known, its last
+/// `ETag`.
 fn conditional_get(
-    url: &str,
+    (url, shown): (&str, &str),
     basic: Option<&http::HeaderValue>,
     etag: Option<&str>,
 ) -> Result<Request<UpstreamBody>, FetchError> {
@@ -97,31 +101,31 @@ fn conditional_get(
             exact: true,
         })
         .map_err(|e| FetchError::Url {
-            url: url.into(),
+            url: shown.into(),
             reason: e.to_string(),
         })
 }
 
 async fn fetch_within(
     client: &UpstreamClient,
-    url: &str,
+    (url, shown): (&str, &str),
     basic: Option<&http::HeaderValue>,
     etag: Option<&str>,
     max_bytes: u64,
 ) -> Result<Fetched, FetchError> {
-    let request = conditional_get(url, basic, etag)?;
+    let request = conditional_get((url, shown), basic, etag)?;
     let response = client
         .request(request)
         .await
         .map_err(|e| FetchError::Unreachable {
-            url: url.into(),
+            url: shown.into(),
             reason: e.to_string(),
         })?;
     match response.status() {
         StatusCode::NOT_MODIFIED => return Ok(None),
         StatusCode::OK => {}
         status => {
-            let url = url.into();
+            let url = shown.into();
             return Err(FetchError::Status { url, status });
         }
     }
@@ -136,15 +140,15 @@ async fn fetch_within(
         .await
         .map_err(|e| match e.is::<LengthLimitError>() {
             true => FetchError::TooLarge {
-                url: url.into(),
+                url: shown.into(),
                 max: max_bytes,
             },
             false => FetchError::Body {
-                url: url.into(),
+                url: shown.into(),
                 reason: e.to_string(),
             },
         })?
         .to_bytes();
-    let url = url.to_string();
+    let url = shown.to_string();
     Ok(Some((Source::Fetched { url, body }, tag)))
 }

@@ -57,10 +57,32 @@ pub enum UpstreamUrlError {
     Scheme(String),
     #[error("`{0}` has no host")]
     NoHost(String),
+    #[error(
+        "`{0}` has a query, and an upstream's query is never sent: the upstream is the API's \
+         base URL, each request's target is the client's own; remove it (a key the API needs \
+         comes with the client's requests, or for `driftwatch mcp` by --header)"
+    )]
+    Query(String),
 }
 
-/// `url` as it may be shown: a password in it is masked (for a URL that does not even parse).
+/// `url` as it may be shown: a password and the query's values are masked, the fragment left
+/// out (for a URL that does not even parse). A key may sit in either: `?api_key=…`.
 pub fn shown(url: &str) -> String {
+    let url = url.split_once('#').map_or(url, |(before, _)| before);
+    let Some((before, query)) = url.split_once('?') else {
+        return without_password(url);
+    };
+    let masked: Vec<String> = (query.split('&'))
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) => format!("{key}=****"),
+            None => pair.to_string(),
+        })
+        .collect();
+    format!("{}?{}", without_password(before), masked.join("&"))
+}
+
+/// `url` with the password of its `user:password@` masked.
+fn without_password(url: &str) -> String {
     match url.split_once("://").and_then(|(scheme, rest)| {
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (userinfo, _) = rest[..end].rsplit_once('@')?;
@@ -104,6 +126,9 @@ impl Upstream {
             .authority()
             .cloned()
             .ok_or_else(|| UpstreamUrlError::NoHost(url.into()))?;
+        if uri.query().is_some() {
+            return Err(UpstreamUrlError::Query(url.into()));
+        }
         let prefix = uri.path().trim_end_matches('/').to_string();
         let host = http::HeaderValue::from_str(authority.as_str()).ok();
         Ok(Upstream {
@@ -177,5 +202,27 @@ mod tests {
         );
         let e = Upstream::parse("ftp://u:secret@h").unwrap_err().to_string();
         assert!(!e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn a_query_is_refused_on_an_upstream_and_its_values_masked_wherever_a_url_is_shown() {
+        // The query was dropped without a word: a key in it never reached the API.
+        let e = Upstream::parse("https://u:pw@api.test/v1?api_key=s3cret&v=2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has a query"), "{e}");
+        assert!(
+            e.contains("https://u:****@api.test/v1?api_key=****&v=****"),
+            "{e}"
+        );
+        assert!(!e.contains("s3cret") && !e.contains("pw@"), "{e}");
+        assert!(Upstream::parse("https://api.test/v1?").is_err());
+        // A spec URL's query is sent (its fetch needs it) and masked where shown.
+        assert_eq!(
+            shown("ht tp://h/x?token=abc#frag"),
+            "ht tp://h/x?token=****"
+        );
+        assert_eq!(shown("https://h/x?flag&t=a=b"), "https://h/x?flag&t=****");
+        assert_eq!(shown("https://h/x#k=v"), "https://h/x");
     }
 }

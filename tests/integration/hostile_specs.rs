@@ -150,14 +150,16 @@ async fn a_spec_url_that_never_ends_is_cut_off_by_size_or_time() {
     let settings = Settings::default();
     let client = driftwatch::proxy::client(&settings).unwrap();
     let fast = endless(head, Duration::ZERO).await;
-    let url = spec_url(&format!("http://{fast}/openapi.json"));
+    // A key in the spec URL's query is sent, and masked wherever the URL is named.
+    let url = spec_url(&format!("http://{fast}/openapi.json?token=s3cret"));
     let e = driftwatch::proxy::fetch(&client, Duration::from_secs(10), &url, None, 1 << 20)
         .await
         .err()
         .expect("refused");
     assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+    assert!(e.to_string().contains("?token=****"), "{e}");
     let slow = endless(head, Duration::from_millis(50)).await;
-    let url = spec_url(&format!("http://{slow}/openapi.json"));
+    let url = spec_url(&format!("http://{slow}/openapi.json?token=s3cret"));
     let started = Instant::now();
     let e = driftwatch::proxy::fetch(&client, Duration::from_millis(500), &url, None, 1 << 30)
         .await
@@ -165,6 +167,15 @@ async fn a_spec_url_that_never_ends_is_cut_off_by_size_or_time() {
         .expect("refused");
     assert!(e.to_string().contains("500 ms"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(3));
+    let closed = super::util::free_addr();
+    let url = spec_url(&format!("http://{closed}/openapi.json?token=s3cret"));
+    let e = driftwatch::proxy::fetch(&client, Duration::from_secs(10), &url, None, 1 << 20)
+        .await
+        .err()
+        .expect("unreachable");
+    for e in [e.to_string(), format!("{e:?}")] {
+        assert!(!e.contains("s3cret"), "{e}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
